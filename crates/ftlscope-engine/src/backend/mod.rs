@@ -1,0 +1,56 @@
+//! Backends: how requests reach the target. One engine loop drives every backend; a backend owns its
+//! clock, so real targets run on calibrated real time and the simulated device (a later backend) on its
+//! virtual clock.
+
+use std::io;
+
+use crate::workload::Op;
+
+pub mod psync;
+pub mod uring;
+
+/// One request, ready to go.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub op: Op,
+    pub offset: u64,
+    pub len: u32,
+    /// Data source (writes) or destination (reads); inside the queue's registered region.
+    pub addr: *mut u8,
+}
+
+/// What a backend reports while it submits and completes.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// The request in `slot` was handed to the kernel (or device) at `at_ns`.
+    Submitted { slot: u32, at_ns: u64 },
+    /// The request in `slot` finished at `at_ns` with `result` (bytes, or `-errno`).
+    Completed { slot: u32, result: i32, at_ns: u64 },
+}
+
+pub trait Backend {
+    /// "io_uring", "psync", ...
+    fn name(&self) -> &'static str;
+
+    /// Queue the request for `slot`. Nothing reaches the target before [`Backend::submit_and_wait`].
+    fn push(&mut self, slot: u32, request: Request);
+
+    /// Submit what was pushed, then wait until at least `min_complete` requests have completed or
+    /// `timeout_ns` has passed; report every submission and completion through `on_event`, with
+    /// timestamps taken right at submission and right when the completion is seen.
+    fn submit_and_wait<F: FnMut(Event)>(
+        &mut self,
+        min_complete: u32,
+        timeout_ns: u64,
+        on_event: F,
+    ) -> io::Result<()>;
+
+    /// The backend's clock, in ns.
+    fn now(&self) -> u64;
+
+    /// Let `ns` pass with nothing outstanding (an idle gap between batches).
+    fn idle(&mut self, ns: u64);
+
+    /// Try to cancel everything in flight (after a time-out). Returns whether nothing is in flight now.
+    fn cancel_all(&mut self) -> bool;
+}

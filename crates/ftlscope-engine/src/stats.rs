@@ -1,0 +1,526 @@
+//! Turning completion records into results: per-operation summaries (HDR histograms), time windows and
+//! the optional per-request trace.
+//!
+//! This runs on the aggregator thread (seed 000's "logger thread"), never in the engine's hot loop, so it
+//! may allocate freely.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::workload::Op;
+
+/// Largest latency the histograms track exactly: one hour. Longer ones saturate (and still count).
+const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
+
+/// One finished request, as the engine loop hands it to the aggregator.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Record {
+    pub submit_ns: u64,
+    pub complete_ns: u64,
+    pub offset: u64,
+    pub len: u32,
+    /// Bytes transferred, 0, or `-errno`.
+    pub result: i32,
+    pub op: u8,
+    pub queue: u16,
+    pub warmup: bool,
+}
+
+impl Record {
+    pub fn latency_ns(&self) -> u64 {
+        self.complete_ns.saturating_sub(self.submit_ns)
+    }
+
+    /// An error, or a read/write that moved fewer bytes than asked.
+    pub fn failed(&self) -> bool {
+        self.result < 0
+            || (matches!(Op::from_index(self.op), Op::Read | Op::Write)
+                && self.result as u32 != self.len)
+    }
+}
+
+/// Latency figures in ns, under the names scripts rely on.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LatencyFigures {
+    pub mean: f64,
+    pub stddev: f64,
+    pub min: u64,
+    pub max: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p95: u64,
+    pub p99: u64,
+    #[serde(rename = "p99.9")]
+    pub p99_9: u64,
+    #[serde(rename = "p99.99")]
+    pub p99_99: u64,
+}
+
+/// One operation's results: `{"ops", "iops", "bw_bytes", "lat_ns": {...}}` plus bytes and errors.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct OpSummary {
+    pub ops: u64,
+    pub iops: f64,
+    pub bw_bytes: f64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub lat_ns: LatencyFigures,
+}
+
+/// Running figures for one operation: a histogram for percentiles, exact moments for mean and stddev.
+struct Accumulator {
+    hist: Histogram<u64>,
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    mean: f64,
+    m2: f64,
+    min: u64,
+    max: u64,
+}
+
+impl Accumulator {
+    fn new(significant_figures: u8) -> Accumulator {
+        Accumulator {
+            hist: Histogram::new_with_bounds(1, MAX_TRACKED_NS, significant_figures)
+                .expect("valid histogram bounds"),
+            ops: 0,
+            bytes: 0,
+            errors: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    fn add(&mut self, latency_ns: u64, bytes: u64, failed: bool) {
+        if failed {
+            // Failed requests are counted, not timed: their latency says nothing about the device's speed.
+            self.errors += 1;
+            return;
+        }
+        self.hist.saturating_record(latency_ns.max(1));
+        self.ops += 1;
+        self.bytes += bytes;
+        // Welford's update: exact mean and variance without storing every latency.
+        let x = latency_ns as f64;
+        let delta = x - self.mean;
+        self.mean += delta / self.ops as f64;
+        self.m2 += delta * (x - self.mean);
+        self.min = self.min.min(latency_ns);
+        self.max = self.max.max(latency_ns);
+    }
+
+    fn summary(&self, duration_ns: u64) -> OpSummary {
+        let seconds = duration_ns as f64 / 1e9;
+        let rate = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
+        let q = |p: f64| {
+            if self.ops == 0 {
+                0
+            } else {
+                self.hist.value_at_quantile(p)
+            }
+        };
+        OpSummary {
+            ops: self.ops,
+            iops: rate(self.ops as f64),
+            bw_bytes: rate(self.bytes as f64),
+            bytes: self.bytes,
+            errors: self.errors,
+            lat_ns: LatencyFigures {
+                mean: self.mean,
+                stddev: if self.ops > 1 {
+                    (self.m2 / (self.ops - 1) as f64).sqrt()
+                } else {
+                    0.0
+                },
+                min: if self.ops == 0 { 0 } else { self.min },
+                max: self.max,
+                p50: q(0.50),
+                p90: q(0.90),
+                p95: q(0.95),
+                p99: q(0.99),
+                p99_9: q(0.999),
+                p99_99: q(0.9999),
+            },
+        }
+    }
+}
+
+/// One row of the time-window table: one operation in one window.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowRow {
+    pub window: u64,
+    /// Window start and length, relative to the run's start.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub op: &'static str,
+    #[serde(flatten)]
+    pub summary: OpSummary,
+}
+
+/// The per-request trace, column by column (so it converts to Parquet without a copy per row).
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    pub op: Vec<u8>,
+    pub offset: Vec<u64>,
+    pub size: Vec<u32>,
+    pub queue: Vec<u16>,
+    pub submit_ns: Vec<u64>,
+    pub complete_ns: Vec<u64>,
+    pub status: Vec<i32>,
+    pub warmup: Vec<bool>,
+    /// Records dropped because the trace reached its limit.
+    pub dropped: u64,
+}
+
+impl Trace {
+    pub fn len(&self) -> usize {
+        self.op.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.op.is_empty()
+    }
+}
+
+/// A failed request, with where it went and the errno.
+#[derive(Clone, Debug, Serialize)]
+pub struct IoErrorRecord {
+    pub op: &'static str,
+    pub offset: u64,
+    pub len: u32,
+    pub errno: i32,
+    pub message: String,
+    pub at_ns: u64,
+}
+
+/// Collects records from all queues.
+pub struct Aggregator {
+    t0: u64,
+    window_ns: u64,
+    totals: [Option<Accumulator>; 5],
+    /// Windows not yet closed, by index; a window closes once every queue has completed past its end.
+    open: BTreeMap<u64, [Option<Accumulator>; 5]>,
+    closed: Vec<WindowRow>,
+    first_window: Option<u64>,
+    last_closed: Option<u64>,
+    ops_seen: [bool; 5],
+    watermarks: Vec<u64>,
+    trace: Option<Trace>,
+    trace_limit: usize,
+    errors: Vec<IoErrorRecord>,
+    error_count: u64,
+    first_submit: Option<u64>,
+    last_complete: u64,
+    warmup_ops: u64,
+}
+
+const KEPT_ERRORS: usize = 1000;
+
+impl Aggregator {
+    pub fn new(t0: u64, window_ns: u64, queues: usize, trace_limit: Option<usize>) -> Aggregator {
+        Aggregator {
+            t0,
+            window_ns: window_ns.max(1),
+            totals: Default::default(),
+            open: BTreeMap::new(),
+            closed: Vec::new(),
+            first_window: None,
+            last_closed: None,
+            ops_seen: [false; 5],
+            watermarks: vec![0; queues],
+            trace: trace_limit.map(|_| Trace::default()),
+            trace_limit: trace_limit.unwrap_or(0),
+            errors: Vec::new(),
+            error_count: 0,
+            first_submit: None,
+            last_complete: 0,
+            warmup_ops: 0,
+        }
+    }
+
+    pub fn add(&mut self, rec: &Record) {
+        if let Some(trace) = &mut self.trace {
+            if trace.len() < self.trace_limit {
+                trace.op.push(rec.op);
+                trace.offset.push(rec.offset);
+                trace.size.push(rec.len);
+                trace.queue.push(rec.queue);
+                trace.submit_ns.push(rec.submit_ns.saturating_sub(self.t0));
+                trace
+                    .complete_ns
+                    .push(rec.complete_ns.saturating_sub(self.t0));
+                trace.status.push(rec.result);
+                trace.warmup.push(rec.warmup);
+            } else {
+                trace.dropped += 1;
+            }
+        }
+        let q = rec.queue as usize;
+        if q < self.watermarks.len() {
+            self.watermarks[q] = self.watermarks[q].max(rec.complete_ns);
+        }
+        if rec.warmup {
+            self.warmup_ops += 1;
+            return;
+        }
+        let failed = rec.failed();
+        if failed {
+            self.error_count += 1;
+            if self.errors.len() < KEPT_ERRORS {
+                let errno = if rec.result < 0 {
+                    -rec.result
+                } else {
+                    libc::EIO
+                };
+                let message = if rec.result >= 0 {
+                    format!("short transfer: {} of {} bytes", rec.result, rec.len)
+                } else {
+                    std::io::Error::from_raw_os_error(errno).to_string()
+                };
+                self.errors.push(IoErrorRecord {
+                    op: Op::from_index(rec.op).name(),
+                    offset: rec.offset,
+                    len: rec.len,
+                    errno,
+                    message,
+                    at_ns: rec.complete_ns.saturating_sub(self.t0),
+                });
+            }
+        }
+        let op = rec.op as usize;
+        self.ops_seen[op] = true;
+        self.first_submit = Some(
+            self.first_submit
+                .map_or(rec.submit_ns, |f| f.min(rec.submit_ns)),
+        );
+        self.last_complete = self.last_complete.max(rec.complete_ns);
+        let latency = rec.latency_ns();
+        let bytes = if Op::from_index(rec.op).has_range() {
+            rec.len as u64
+        } else {
+            0
+        };
+        self.totals[op]
+            .get_or_insert_with(|| Accumulator::new(3))
+            .add(latency, bytes, failed);
+        let index = rec.complete_ns.saturating_sub(self.t0) / self.window_ns;
+        if self.last_closed.is_some_and(|closed| index <= closed) {
+            // A straggler for a window already closed: counted in the totals, not re-opened.
+            return;
+        }
+        self.first_window = Some(self.first_window.map_or(index, |f| f.min(index)));
+        let window = self.open.entry(index).or_default();
+        window[op]
+            .get_or_insert_with(|| Accumulator::new(2))
+            .add(latency, bytes, failed);
+    }
+
+    /// Queue `queue` will send no more records.
+    pub fn queue_done(&mut self, queue: usize) {
+        if queue < self.watermarks.len() {
+            self.watermarks[queue] = u64::MAX;
+        }
+        self.close_windows();
+    }
+
+    /// Close every window that ended before all queues' latest completion.
+    pub fn close_windows(&mut self) {
+        let Some(first) = self.first_window else {
+            return;
+        };
+        let low = self.watermarks.iter().copied().min().unwrap_or(u64::MAX);
+        let last_index = self.last_complete.saturating_sub(self.t0) / self.window_ns;
+        // Once every queue is done, everything up to the last completion's window can close.
+        let closable = if low == u64::MAX {
+            last_index + 1
+        } else {
+            low.saturating_sub(self.t0) / self.window_ns
+        };
+        let mut next = self.last_closed.map_or(first, |c| c + 1);
+        while next < closable {
+            // Windows without a single completion are real (a stall) and appear as zero rows.
+            let accs = self.open.remove(&next);
+            self.emit(next, accs);
+            next += 1;
+        }
+    }
+
+    fn emit(&mut self, index: u64, accs: Option<[Option<Accumulator>; 5]>) {
+        let start_ns = index * self.window_ns;
+        let end_rel = self.last_complete.saturating_sub(self.t0);
+        let duration_ns = self.window_ns.min(end_rel.saturating_sub(start_ns)).max(1);
+        for op in Op::ALL {
+            if !self.ops_seen[op as usize] {
+                continue;
+            }
+            let summary = accs
+                .as_ref()
+                .and_then(|a| a[op as usize].as_ref())
+                .map(|acc| acc.summary(duration_ns))
+                .unwrap_or_default();
+            self.closed.push(WindowRow {
+                window: index,
+                start_ns,
+                duration_ns,
+                op: op.name(),
+                summary,
+            });
+        }
+        self.last_closed = Some(index);
+    }
+
+    /// Close everything and produce the results.
+    pub fn finish(mut self) -> AggregateResult {
+        for q in 0..self.watermarks.len() {
+            self.watermarks[q] = u64::MAX;
+        }
+        self.close_windows();
+        let duration_ns = match self.first_submit {
+            Some(first) => self.last_complete.saturating_sub(first),
+            None => 0,
+        };
+        let mut per_op = BTreeMap::new();
+        for op in Op::ALL {
+            if let Some(acc) = &self.totals[op as usize] {
+                per_op.insert(op.name(), acc.summary(duration_ns));
+            }
+        }
+        // Rows for operations first seen after their window was emitted would be missing; sort for a
+        // stable table.
+        self.closed.sort_by_key(|row| (row.window, row.op));
+        AggregateResult {
+            per_op,
+            windows: self.closed,
+            trace: self.trace,
+            errors: self.errors,
+            error_count: self.error_count,
+            measured_ns: duration_ns,
+            warmup_ops: self.warmup_ops,
+            first_submit_ns: self.first_submit.map(|f| f.saturating_sub(self.t0)),
+        }
+    }
+}
+
+pub struct AggregateResult {
+    pub per_op: BTreeMap<&'static str, OpSummary>,
+    pub windows: Vec<WindowRow>,
+    pub trace: Option<Trace>,
+    pub errors: Vec<IoErrorRecord>,
+    pub error_count: u64,
+    /// From the first measured submission to the last measured completion.
+    pub measured_ns: u64,
+    pub warmup_ops: u64,
+    pub first_submit_ns: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(op: Op, submit: u64, latency: u64, queue: u16) -> Record {
+        Record {
+            submit_ns: submit,
+            complete_ns: submit + latency,
+            offset: 0,
+            len: 4096,
+            result: 4096,
+            op: op as u8,
+            queue,
+            warmup: false,
+        }
+    }
+
+    #[test]
+    fn summary_matches_known_latencies() {
+        let mut agg = Aggregator::new(0, 100_000_000, 1, None);
+        // 1000 requests, latencies 1..=1000 us, one after another.
+        let mut t = 0;
+        for i in 1..=1000u64 {
+            agg.add(&rec(Op::Read, t, i * 1000, 0));
+            t += i * 1000;
+        }
+        let result = agg.finish();
+        let read = &result.per_op["read"];
+        assert_eq!(read.ops, 1000);
+        assert!((read.lat_ns.mean - 500_500.0).abs() < 1.0);
+        let exact_sd = ((1..=1000)
+            .map(|i| (i as f64 * 1000.0 - 500_500.0).powi(2))
+            .sum::<f64>()
+            / 999.0)
+            .sqrt();
+        assert!((read.lat_ns.stddev - exact_sd).abs() < 1.0);
+        assert_eq!(read.lat_ns.min, 1000);
+        assert_eq!(read.lat_ns.max, 1_000_000);
+        for (got, want) in [
+            (read.lat_ns.p50, 500_000.0),
+            (read.lat_ns.p99, 990_000.0),
+            (read.lat_ns.p90, 900_000.0),
+        ] {
+            assert!((got as f64 - want).abs() / want < 0.01, "{got} vs {want}");
+        }
+        let seconds = result.measured_ns as f64 / 1e9;
+        assert!((read.iops - 1000.0 / seconds).abs() < 1e-6);
+        assert!((read.bw_bytes - 4096.0 * 1000.0 / seconds).abs() < 1e-3);
+    }
+
+    #[test]
+    fn windows_cover_the_run_and_include_stalls() {
+        let mut agg = Aggregator::new(0, 10, 1, None);
+        agg.add(&rec(Op::Read, 0, 5, 0)); // window 0
+        agg.add(&rec(Op::Read, 5, 30, 0)); // completes at 35: window 3
+        let result = agg.finish();
+        let windows: Vec<u64> = result.windows.iter().map(|w| w.window).collect();
+        assert_eq!(windows, vec![0, 1, 2, 3]);
+        assert_eq!(result.windows[1].summary.ops, 0);
+        assert_eq!(result.windows[3].summary.ops, 1);
+    }
+
+    #[test]
+    fn windows_wait_for_the_slowest_queue() {
+        let mut agg = Aggregator::new(0, 10, 2, None);
+        agg.add(&rec(Op::Write, 0, 25, 0));
+        agg.close_windows();
+        assert!(agg.closed.is_empty(), "queue 1 has not reported yet");
+        agg.add(&rec(Op::Write, 0, 5, 1));
+        agg.add(&rec(Op::Write, 5, 20, 1));
+        agg.close_windows();
+        assert_eq!(agg.closed.len(), 2, "windows 0 and 1 are closed");
+    }
+
+    #[test]
+    fn warmup_and_errors_are_kept_apart() {
+        let mut agg = Aggregator::new(0, 1000, 1, Some(10));
+        let mut warm = rec(Op::Read, 0, 10, 0);
+        warm.warmup = true;
+        agg.add(&warm);
+        let mut bad = rec(Op::Read, 10, 10, 0);
+        bad.result = -libc::EIO;
+        agg.add(&bad);
+        agg.add(&rec(Op::Read, 20, 10, 0));
+        let result = agg.finish();
+        assert_eq!(result.warmup_ops, 1);
+        assert_eq!(result.error_count, 1);
+        assert_eq!(result.errors[0].errno, libc::EIO);
+        assert_eq!(result.per_op["read"].ops, 1);
+        assert_eq!(result.per_op["read"].errors, 1);
+        let trace = result.trace.unwrap();
+        assert_eq!(trace.len(), 3);
+        assert_eq!(trace.warmup, vec![true, false, false]);
+    }
+
+    #[test]
+    fn trace_stops_at_its_limit() {
+        let mut agg = Aggregator::new(0, 1000, 1, Some(2));
+        for i in 0..5 {
+            agg.add(&rec(Op::Read, i * 10, 5, 0));
+        }
+        let trace = agg.finish().trace.unwrap();
+        assert_eq!(trace.len(), 2);
+        assert_eq!(trace.dropped, 3);
+    }
+}

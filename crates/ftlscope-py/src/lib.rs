@@ -1,0 +1,235 @@
+//! `ftlscope._native`: the engine, seen from Python.
+//!
+//! A handful of functions and one class. Everything crosses the boundary as JSON text or as raw column
+//! bytes (for the trace), so the Python side stays in charge of presentation (pandas, Parquet).
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
+use ftlscope_engine::health::open_health_source;
+use ftlscope_engine::stats::Trace;
+use ftlscope_engine::target::{Target, TargetError};
+use ftlscope_engine::workload::Workload;
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use serde_json::{json, Value};
+
+pyo3::create_exception!(
+    _native,
+    TargetOpenError,
+    PyOSError,
+    "The target could not be opened."
+);
+pyo3::create_exception!(
+    _native,
+    WorkloadInvalid,
+    PyValueError,
+    "The workload does not fit the target."
+);
+
+fn target_err(e: TargetError) -> PyErr {
+    TargetOpenError::new_err(e.to_string())
+}
+
+fn engine_err(e: EngineError) -> PyErr {
+    match e {
+        EngineError::Workload(w) => WorkloadInvalid::new_err(w.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("engine types serialise")
+}
+
+/// Open `path` and describe it (size, block sizes, kind) as JSON.
+#[pyfunction]
+#[pyo3(signature = (path, writable=false, direct=true))]
+fn target_info(path: &str, writable: bool, direct: bool) -> PyResult<String> {
+    let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
+    Ok(to_json(&target.info))
+}
+
+/// Check a workload JSON and return it normalised (all defaults filled in).
+#[pyfunction]
+fn normalise_workload(workload_json: &str) -> PyResult<String> {
+    let workload =
+        Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+    Ok(workload.to_json())
+}
+
+/// One health sample of the device behind `path`, or the reason there is none, as JSON.
+#[pyfunction]
+fn health_snapshot(path: &str) -> String {
+    match open_health_source(Path::new(path)) {
+        Ok(mut source) => match source.sample() {
+            Ok(sample) => {
+                to_json(&json!({"available": true, "source": source.name(), "sample": sample}))
+            }
+            Err(e) => to_json(&json!({"available": false, "reason": e.to_string()})),
+        },
+        Err(unavailable) => {
+            to_json(&json!({"available": false, "reason": unavailable.to_string()}))
+        }
+    }
+}
+
+/// A run in progress. Start it with `RunHandle(path, workload_json, options_json, writable, direct)`.
+#[pyclass(module = "ftlscope._native")]
+struct RunHandle {
+    run: Mutex<Option<Run>>,
+    result: Mutex<Option<RunResult>>,
+    env_json: String,
+}
+
+fn summary_json(result: &RunResult) -> Value {
+    let mut summary = json!({
+        "target": result.target,
+        "workload": result.workload,
+        "options": result.options,
+        "engine": result.env,
+        "health": result.health,
+        "run": {
+            "stop": result.stop_reason,
+            "measured_ns": result.stats.measured_ns,
+            "wall_ns": result.wall_ns,
+            "warmup_ops": result.stats.warmup_ops,
+            "errors": result.stats.error_count,
+            "error_samples": result.stats.errors,
+            "queues": result.queues,
+            "t0_monotonic_raw_ns": result.t0_ns,
+            "write_amplification": result.health.write_amplification(),
+        },
+    });
+    for (op, s) in &result.stats.per_op {
+        summary[*op] = serde_json::to_value(s).expect("summary serialises");
+    }
+    summary
+}
+
+fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyBytes> {
+    // SAFETY: T is a plain integer/bool type; viewing its memory as bytes is sound.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(column.as_ptr().cast::<u8>(), std::mem::size_of_val(column))
+    };
+    PyBytes::new(py, bytes)
+}
+
+fn trace_dict<'py>(py: Python<'py>, trace: &Trace) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("op", column_bytes(py, &trace.op))?;
+    d.set_item("offset", column_bytes(py, &trace.offset))?;
+    d.set_item("size", column_bytes(py, &trace.size))?;
+    d.set_item("queue", column_bytes(py, &trace.queue))?;
+    d.set_item("submit_ns", column_bytes(py, &trace.submit_ns))?;
+    d.set_item("complete_ns", column_bytes(py, &trace.complete_ns))?;
+    d.set_item("status", column_bytes(py, &trace.status))?;
+    d.set_item("warmup", column_bytes(py, &trace.warmup))?;
+    d.set_item("dropped", trace.dropped)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl RunHandle {
+    #[new]
+    #[pyo3(signature = (path, workload_json, options_json="{}", writable=false, direct=true))]
+    fn new(
+        py: Python<'_>,
+        path: &str,
+        workload_json: &str,
+        options_json: &str,
+        writable: bool,
+        direct: bool,
+    ) -> PyResult<Self> {
+        let workload = Workload::from_json(workload_json)
+            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        let options: RunOptions = serde_json::from_str(options_json)
+            .map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
+        let run = py
+            .allow_threads(|| Run::start(target, workload, options))
+            .map_err(engine_err)?;
+        let env_json = to_json(run.env());
+        Ok(RunHandle {
+            run: Mutex::new(Some(run)),
+            result: Mutex::new(None),
+            env_json,
+        })
+    }
+
+    /// {"ops", "bytes", "errors", "elapsed_ns", "finished"}
+    fn progress(&self) -> PyResult<String> {
+        let guard = self.run.lock().expect("run lock");
+        match guard.as_ref() {
+            Some(run) => Ok(to_json(&run.progress())),
+            None => Ok(r#"{"finished": true}"#.to_string()),
+        }
+    }
+
+    /// How the engine was set up (backend, clock, pinning), as JSON.
+    fn engine_env(&self) -> String {
+        self.env_json.clone()
+    }
+
+    /// Ask the run to stop; what was measured is kept.
+    fn stop(&self) {
+        if let Some(run) = self.run.lock().expect("run lock").as_ref() {
+            run.request_stop();
+        }
+    }
+
+    /// Wait up to `timeout` seconds (None = until the end); True when the run has ended.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        py.allow_threads(|| loop {
+            let finished = match self.run.lock().expect("run lock").as_ref() {
+                Some(run) => run.is_finished(),
+                None => true,
+            };
+            if finished {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        })
+    }
+
+    /// Join the run (waiting for it) and return {"summary": json, "windows": json rows, "trace": columns}.
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let run = self.run.lock().expect("run lock").take();
+        if let Some(run) = run {
+            let result = py.allow_threads(|| run.join());
+            *self.result.lock().expect("result lock") = Some(result);
+        }
+        let guard = self.result.lock().expect("result lock");
+        let result = guard
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("no result"))?;
+        let d = PyDict::new(py);
+        d.set_item("summary", summary_json(result).to_string())?;
+        d.set_item("windows", to_json(&result.stats.windows))?;
+        match &result.stats.trace {
+            Some(trace) => d.set_item("trace", trace_dict(py, trace)?)?,
+            None => d.set_item("trace", py.None())?,
+        }
+        Ok(d)
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("TargetOpenError", m.py().get_type::<TargetOpenError>())?;
+    m.add("WorkloadInvalid", m.py().get_type::<WorkloadInvalid>())?;
+    m.add_function(wrap_pyfunction!(target_info, m)?)?;
+    m.add_function(wrap_pyfunction!(normalise_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(health_snapshot, m)?)?;
+    m.add_class::<RunHandle>()?;
+    Ok(())
+}

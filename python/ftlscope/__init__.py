@@ -1,0 +1,23 @@
+"""ftlscope: what does your SSD really do?
+
+Precisely timed I/O on block devices, files and simulated drives; the storage literature's experiments;
+inferred FTL internals; reports. The public surface:
+
+- :func:`run` — run a :class:`Workload` on a target, get a :class:`RunResult` (``.summary``, ``.windows``,
+  ``.trace``).
+- :func:`from_flags` — a workload from fio-like flags.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("ftlscope")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0+source"
+
+from .errors import FtlscopeError  # noqa: E402
+from .results import RunResult  # noqa: E402
+from .runner import run  # noqa: E402
+from .workload import Workload, from_flags  # noqa: E402
+
+__all__ = ["FtlscopeError", "RunResult", "Workload", "__version__", "from_flags", "run"]

@@ -1,0 +1,219 @@
+"""The ``ftlscope`` command line.
+
+Every error ftlscope raises on purpose is printed as one line (``ftlscope: error: ...``) with exit code 2
+(1 for a run that failed part-way, 130 for Ctrl-C); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from .errors import FtlscopeError
+from .units import format_ns, format_size
+
+# Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+
+
+def _add_workload_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload (fio-like)")
+    g.add_argument("--rw", default="randread",
+                   help="read, write, randread, randwrite, rw, randrw, trim, randtrim, writezeroes, flush "
+                        "(default randread)")
+    g.add_argument("--bs", default="4k", help="request size, or several: 4k,8k (default 4k)")
+    g.add_argument("--qd", type=int, default=1, help="queue depth per queue (default 1)")
+    g.add_argument("--queues", type=int, default=1, help="queues, each its own thread and ring (default 1)")
+    g.add_argument("--rwmixread", type=int, help="read percentage for rw/randrw (default 50)")
+    g.add_argument("--mix", help="explicit operation weights, e.g. read=70,write=20,trim=10")
+    g.add_argument("--pattern", help="offset pattern: sequential, random, permutation, permuted-windows:N, "
+                                     "strided:SIZE, hotset:START:LENGTH:SHARE, zipf:THETA")
+    g.add_argument("--offset", default="0", help="start of the range (default 0)")
+    g.add_argument("--size", help="length of the range; for a file that does not exist, its size")
+    g.add_argument("--align-offset", default="0", help="added to every offset, to test misalignment")
+    g.add_argument("--batch", type=int, help="batch mode: issue N at once, wait for all, repeat")
+    g.add_argument("--idle", help="idle gap between batches (e.g. 10ms)")
+    g.add_argument("--runtime", help="stop after this long (default 10s if no other limit)")
+    g.add_argument("--ops", type=int, help="stop after this many requests")
+    g.add_argument("--bytes", dest="total_bytes", help="stop after this many bytes")
+    g.add_argument("--warmup", help="leave out requests issued in the first ... (e.g. 2s)")
+    g.add_argument("--warmup-ops", type=int, help="leave out the first N requests")
+    g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
+    g.add_argument("--seed", type=int, default=1, help="seed for every random choice (default 1)")
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine and safety")
+    g.add_argument("--engine", default="auto", help="auto (default), uring or psync")
+    g.add_argument("--io-timeout", default="30s", help="end the run if a request is outstanding this long")
+    g.add_argument("--on-error", default="stop", help="stop (default) or continue after an I/O error")
+    g.add_argument("--window", default="100ms", help="length of the time windows (default 100ms)")
+    g.add_argument("--no-pin", action="store_true", help="do not pin the queue threads to CPUs")
+    g.add_argument("--buffered", action="store_true", help="go through the page cache (no O_DIRECT)")
+    g.add_argument("--destructive", metavar="DEVICE",
+                   help="allow writing to DEVICE (name the target again); its data is destroyed")
+    g.add_argument("--force", action="store_true",
+                   help="with --destructive: overwrite even a device holding a file system or partition table")
+
+
+def _workload_from_args(args: argparse.Namespace):
+    from .workload import from_flags
+
+    return from_flags(
+        rw=args.rw, bs=args.bs, qd=args.qd, queues=args.queues, rwmixread=args.rwmixread, mix=args.mix,
+        pattern=args.pattern, offset=args.offset, size=None if _creates_file(args) else args.size,
+        align_offset=args.align_offset, batch=args.batch, idle=args.idle, runtime=args.runtime, ops=args.ops,
+        total_bytes=args.total_bytes, warmup=args.warmup, warmup_ops=args.warmup_ops, data=args.data,
+        seed=args.seed,
+    )
+
+
+def _creates_file(args: argparse.Namespace) -> bool:
+    """For a regular file (or a path that does not exist yet), --size is the file's size, not a sub-range."""
+    import os
+    import stat
+
+    try:
+        return not stat.S_ISBLK(os.stat(args.target).st_mode)
+    except OSError:
+        return True
+
+
+def _run_kwargs(args: argparse.Namespace) -> dict:
+    return dict(
+        engine=args.engine, io_timeout=args.io_timeout, on_error=args.on_error, window=args.window,
+        pin=not args.no_pin, direct=not args.buffered, destructive=args.destructive, force=args.force,
+        size=args.size if _creates_file(args) else None,
+    )
+
+
+def summary_table(summary: dict, title: str) -> Table:
+    """The end-of-run table: one row per operation."""
+    from .workload import OPS
+
+    table = Table(title=title, title_justify="left")
+    for col in ("op", "ops", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "p99.99", "max", "errors"):
+        table.add_column(col, justify="left" if col == "op" else "right")
+    for op in OPS:
+        s = summary.get(op)
+        if not s:
+            continue
+        lat = s["lat_ns"]
+        table.add_row(
+            op, f"{s['ops']:,}", f"{s['iops']:,.0f}", f"{s['bw_bytes'] / 1e6:,.1f}", format_ns(lat["mean"]),
+            format_ns(lat["p50"]), format_ns(lat["p99"]), format_ns(lat["p99.9"]), format_ns(lat["p99.99"]),
+            format_ns(lat["max"]), str(s.get("errors", 0)),
+        )
+    return table
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import check_outcome, run
+
+    workload = _workload_from_args(args)
+    result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
+    for notice in result.notices:
+        err_console.print(f"[dim]ftlscope: {notice}[/dim]")
+    saved = []
+    if args.json:
+        saved.append(str(result.save_json(args.json)))
+    if args.trace:
+        saved.append(str(result.save_trace(args.trace)))
+    if args.windows:
+        saved.append(str(result.save_windows(args.windows)))
+    env = result.summary["env"]["engine"]
+    run_info = result.summary["run"]
+    wl = result.summary["workload"]
+    title = (
+        f"{args.target} — {args.rw} {'/'.join(format_size(s) for s in wl['sizes'])} QD {wl['queue_depth']}"
+        f" x {wl['queues']} queue(s), {env['backend']}, {run_info['measured_ns'] / 1e9:.2f} s measured"
+    )
+    console.print(summary_table(result.summary, title))
+    if saved:
+        err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
+    if result.stop_reason == "interrupted":
+        err_console.print("ftlscope: interrupted; the results above cover what was measured before Ctrl-C")
+        return 130
+    check_outcome(result)
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from .devices import list_block_devices
+    from .safety import describe_write_verdict
+
+    table = Table(title="Block devices", title_justify="left")
+    for col in ("device", "size", "model", "kind", "rotational", "in use", "ftlscope would write"):
+        table.add_column(col)
+    for dev in list_block_devices():
+        for d in [dev, *dev.partitions]:
+            use = ", ".join([*(f"mounted {m}" for m in d.mountpoints), *(f"holder {h}" for h in d.holders),
+                             *(["swap"] if d.swap else [])]) or "no"
+            _, verdict = describe_write_verdict(d)
+            table.add_row(
+                ("  " if d.is_partition else "") + d.path, format_size(d.size_bytes), d.model or "-", d.kind,
+                "yes" if d.rotational else "no", use, verdict,
+            )
+    console.print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ftlscope", description="What does your SSD really do? Precisely timed I/O and its analysis."
+    )
+    parser.add_argument("--version", action="version", version=f"ftlscope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run one workload and report latency and throughput")
+    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
+    _add_workload_flags(p)
+    _add_run_flags(p)
+    g = p.add_argument_group("output")
+    g.add_argument("--json", help="write the summary JSON here")
+    g.add_argument("--trace", help="write the per-request trace (Parquet) here")
+    g.add_argument("--windows", help="write the time-window table (CSV) here")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
+    p.add_argument("target", help="block device or regular file (created with --size)")
+    _add_workload_flags(p)
+    _add_run_flags(p)
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of each tool (default 3)")
+    p.add_argument("--fio-engines", default="io_uring", help="fio engines to compare, e.g. io_uring,libaio,psync")
+    p.set_defaults(func=cmd_fio_check)
+    return parser
+
+
+def cmd_fio_check(args: argparse.Namespace) -> int:
+    from .fio import fio_check_cli
+
+    return fio_check_cli(args, _workload_from_args(args), _run_kwargs(args), console)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except FtlscopeError as exc:
+        print(f"ftlscope: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ftlscope: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""A run's results as ordinary data: the summary (dict/JSON), time windows and the trace (pandas/Parquet).
+
+Nothing here needs ftlscope to read back: ``json.load`` the summary, ``pandas.read_parquet`` the trace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .workload import OPS
+
+LATENCY_KEYS = ("mean", "stddev", "min", "max", "p50", "p90", "p95", "p99", "p99.9", "p99.99")
+
+_TRACE_DTYPES = {
+    "op": np.uint8,
+    "offset": np.uint64,
+    "size": np.uint32,
+    "queue": np.uint16,
+    "submit_ns": np.uint64,
+    "complete_ns": np.uint64,
+    "status": np.int32,
+    "warmup": np.bool_,
+}
+
+
+def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
+    """The per-request trace from the engine's raw column bytes (one copy, no per-row Python)."""
+    if columns is None:
+        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in _TRACE_DTYPES.items()})
+    data = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in _TRACE_DTYPES.items()}
+    frame = pd.DataFrame(data)
+    frame["op"] = pd.Categorical.from_codes(frame["op"].astype(np.int8), categories=list(OPS))
+    frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
+                 (frame["complete_ns"] - frame["submit_ns"]).astype(np.int64))
+    return frame
+
+
+def windows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (window, operation) with throughput and latency percentiles."""
+    flat = []
+    for row in rows:
+        lat = row.pop("lat_ns")
+        flat.append({**row, **{f"lat_{k}_ns": v for k, v in lat.items()}})
+    frame = pd.DataFrame(flat)
+    if frame.empty:
+        return frame
+    return frame.sort_values(["window", "op"]).reset_index(drop=True)
+
+
+@dataclass
+class RunResult:
+    """What ``ftlscope.run`` returns."""
+
+    summary: dict[str, Any]
+    windows: pd.DataFrame
+    trace: pd.DataFrame
+    dropped_trace_records: int = 0
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def ops(self) -> dict[str, dict[str, Any]]:
+        """The per-operation summaries present in this run."""
+        return {op: self.summary[op] for op in OPS if op in self.summary}
+
+    @property
+    def stop_reason(self) -> str:
+        return self.summary["run"]["stop"]["reason"]
+
+    def save_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.summary, indent=2, default=str) + "\n")
+        return path
+
+    def save_trace(self, path: str | Path) -> Path:
+        """Write the per-request trace as Parquet (zstd)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.trace.to_parquet(path, compression="zstd", index=False)
+        return path
+
+    def save_windows(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.windows.to_csv(path, index=False)
+        return path

@@ -1,0 +1,79 @@
+"""Sizes and durations as people type them.
+
+Sizes follow device-model.md: ``KiB``/``MiB``/``GiB``/``TiB`` are binary, ``KB``/``MB``/``GB``/``TB``
+decimal; fio's single letters (``4k``, ``1m``, ``2g``) are binary, as fio users expect. Durations take
+``ns``, ``us``, ``ms``, ``s``, ``m``, ``h`` (a bare number is seconds).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import UsageError
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "m": 1 << 20,
+    "g": 1 << 30,
+    "t": 1 << 40,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
+
+_TIME_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "": 10**9, "m": 60 * 10**9,
+               "min": 60 * 10**9, "h": 3600 * 10**9}
+
+_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Zµ]*)\s*$")
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """Bytes in ``text`` (``4k``, ``4KiB``, ``1GB``, ``512``); raises UsageError naming ``what``."""
+    if isinstance(text, int):
+        return text
+    match = _NUMBER.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _SIZE_UNITS:
+        raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1GiB or 500GB")
+    value = float(match.group(1)) * _SIZE_UNITS[unit]
+    if value != int(value):
+        raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
+    return int(value)
+
+
+def parse_duration_ns(text: str | int | float, what: str = "duration") -> int:
+    """Nanoseconds in ``text`` (``10s``, ``100ms``, ``50us``, ``1.5``)."""
+    if isinstance(text, (int, float)):
+        return int(text * 10**9)
+    match = _NUMBER.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _TIME_UNITS:
+        raise UsageError(f"{what}: cannot read '{text}' as a duration; write e.g. 10s, 250ms or 50us")
+    return int(float(match.group(1)) * _TIME_UNITS[unit])
+
+
+def format_size(n: float) -> str:
+    """``4096`` -> ``4 KiB``, ``1.5e9`` -> ``1.40 GiB``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_ns(ns: float) -> str:
+    """A latency in the unit that reads best: ``812 ns``, ``85.3 us``, ``12.1 ms``, ``3.20 s``."""
+    if ns < 1_000:
+        return f"{ns:.0f} ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.1f} us"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
