@@ -32,6 +32,16 @@ pub fn in_hot_loop() -> bool {
     IN_HOT_LOOP.with(|c| c.get())
 }
 
+/// Run `f` as if inside the measurement loop: lets an allocation-counting test prove that it would see an
+/// allocation there (so its "zero allocations" result is not vacuous).
+#[doc(hidden)]
+pub fn with_hot_loop_flag<R>(f: impl FnOnce() -> R) -> R {
+    IN_HOT_LOOP.with(|c| c.set(true));
+    let result = f();
+    IN_HOT_LOOP.with(|c| c.set(false));
+    result
+}
+
 /// Which backend to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -739,6 +749,16 @@ impl<'a> QueueLoop<'a> {
         }
     }
 
+    /// Whether no further request will be issued (known without looking at the clock).
+    fn exhausted(&self) -> bool {
+        let warm = self.issued_warmup < self.warmup_ops;
+        self.local_stop
+            || self.limit_reached
+            || self.ctx.shared.stop.load(Ordering::Relaxed)
+            || (!warm && self.ops_budget > 0 && self.issued_measured >= self.ops_budget)
+            || (!warm && self.bytes_budget > 0 && self.bytes_measured >= self.bytes_budget)
+    }
+
     /// Prepare and push one request; false when the stop condition says no more.
     #[inline]
     fn issue<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers) -> bool {
@@ -891,10 +911,7 @@ impl<'a> QueueLoop<'a> {
             match &batch {
                 Some(b) => {
                     if self.inflight == 0 {
-                        if !first_batch
-                            && b.idle_ns > 0
-                            && !self.ctx.shared.stop.load(Ordering::Relaxed)
-                        {
+                        if !first_batch && b.idle_ns > 0 && !self.exhausted() {
                             backend.idle(b.idle_ns);
                         }
                         first_batch = false;
@@ -958,6 +975,8 @@ impl<'a> QueueLoop<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Aggregator;
+    use crate::target::TargetKind;
 
     #[test]
     fn shares_split_evenly_with_remainder_first() {
@@ -973,5 +992,275 @@ mod tests {
             .parse::<EngineChoice>()
             .unwrap_err()
             .contains("auto, uring or psync"));
+    }
+
+    /// A deterministic backend on a virtual clock: every request takes `latency_ns`; requests at
+    /// `fail_offset` fail with EIO; with `hang`, nothing ever completes.
+    struct ScriptedBackend {
+        now: u64,
+        latency_ns: u64,
+        fail_offset: Option<u64>,
+        hang: bool,
+        pending: Vec<(u32, Request)>,
+        inflight: Vec<(u32, Request, u64)>,
+        submit_calls: Vec<usize>,
+        idle_calls: Vec<u64>,
+    }
+
+    impl ScriptedBackend {
+        fn new(latency_ns: u64) -> ScriptedBackend {
+            ScriptedBackend {
+                now: 1_000,
+                latency_ns,
+                fail_offset: None,
+                hang: false,
+                pending: Vec::new(),
+                inflight: Vec::new(),
+                submit_calls: Vec::new(),
+                idle_calls: Vec::new(),
+            }
+        }
+    }
+
+    impl Backend for ScriptedBackend {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn push(&mut self, slot: u32, request: Request) {
+            self.pending.push((slot, request));
+        }
+        fn submit_and_wait<F: FnMut(Event)>(
+            &mut self,
+            min: u32,
+            timeout_ns: u64,
+            mut on_event: F,
+        ) -> std::io::Result<()> {
+            self.submit_calls.push(self.pending.len());
+            for (slot, req) in self.pending.drain(..) {
+                on_event(Event::Submitted {
+                    slot,
+                    at_ns: self.now,
+                });
+                self.inflight.push((slot, req, self.now + self.latency_ns));
+            }
+            if self.hang {
+                self.now += timeout_ns;
+                return Ok(());
+            }
+            let mut done = 0;
+            while done < min && !self.inflight.is_empty() {
+                let (slot, req, at) = self.inflight.remove(0);
+                self.now = self.now.max(at);
+                let result = if Some(req.offset) == self.fail_offset {
+                    -libc::EIO
+                } else {
+                    req.len as i32
+                };
+                on_event(Event::Completed {
+                    slot,
+                    result,
+                    at_ns: self.now,
+                });
+                done += 1;
+            }
+            Ok(())
+        }
+        fn now(&self) -> u64 {
+            self.now
+        }
+        fn idle(&mut self, ns: u64) {
+            self.idle_calls.push(ns);
+            self.now += ns;
+        }
+        fn cancel_all(&mut self) -> bool {
+            self.inflight.clear();
+            true
+        }
+    }
+
+    fn context(workload: Workload, on_error: OnError) -> QueueContext {
+        let file = tempfile::tempfile().unwrap();
+        QueueContext {
+            queue: 0,
+            workload,
+            target_size: 1 << 20,
+            kind: TargetKind::RegularFile,
+            file: Arc::new(file),
+            shared: Arc::new(Shared {
+                stop: AtomicBool::new(false),
+                setup_failed: AtomicBool::new(false),
+                progress: vec![QueueProgress {
+                    ops: AtomicU64::new(0),
+                    bytes: AtomicU64::new(0),
+                    errors: AtomicU64::new(0),
+                }],
+                reason: Mutex::new(None),
+            }),
+            on_error,
+            io_timeout_ns: 5_000_000_000,
+            clock: Clock::monotonic(),
+            cpu: None,
+            use_uring: false,
+        }
+    }
+
+    fn drive(ctx: &QueueContext, backend: &mut ScriptedBackend) -> (QueueReport, Vec<Record>) {
+        let (producer, mut consumer) = rtrb::RingBuffer::<Record>::new(1 << 16);
+        let generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, 0);
+        let mut buffers = IoBuffers::new(
+            ctx.workload.inflight_per_queue() as usize,
+            4096,
+            ctx.workload.data,
+            1,
+            true,
+        );
+        let mut report = QueueReport {
+            queue: 0,
+            cpu: None,
+            issued: 0,
+            completed: 0,
+            leaked_buffers: false,
+        };
+        QueueLoop::new(ctx, generator, producer).run(backend, &mut buffers, &mut report);
+        let mut records = Vec::new();
+        while let Ok(r) = consumer.pop() {
+            records.push(r);
+        }
+        (report, records)
+    }
+
+    fn workload(json: &str) -> Workload {
+        Workload::from_json(json).unwrap()
+    }
+
+    #[test]
+    fn stops_after_exactly_the_requested_ops_and_times_each_one() {
+        let ctx = context(
+            workload(r#"{"queue_depth":4,"stop":{"ops":100}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(10_000);
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 100);
+        assert_eq!(records.len(), 100);
+        assert!(records.iter().all(|r| r.latency_ns() >= 10_000));
+        assert_eq!(
+            *ctx.shared.reason.lock().unwrap(),
+            Some(StopReason::Completed)
+        );
+    }
+
+    #[test]
+    fn an_io_error_stops_the_run_and_names_the_offset() {
+        let ctx = context(
+            workload(r#"{"queue_depth":1,"stop":{"ops":100}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        backend.fail_offset = Some(10 * 4096);
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(
+            records.len(),
+            11,
+            "the failed request is recorded, nothing after it is issued"
+        );
+        assert_eq!(report.completed, 10);
+        let reason = ctx.shared.reason.lock().unwrap().clone();
+        match reason {
+            Some(StopReason::IoError { offset, errno, .. }) => {
+                assert_eq!(offset, 40960);
+                assert_eq!(errno, libc::EIO);
+            }
+            other => panic!("unexpected stop reason {other:?}"),
+        }
+    }
+
+    #[test]
+    fn on_error_continue_carries_on() {
+        let ctx = context(
+            workload(r#"{"queue_depth":2,"stop":{"ops":300}}"#),
+            OnError::Continue,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        backend.fail_offset = Some(0); // sequential wraps every 256 requests: two failures
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(records.len(), 300);
+        assert_eq!(records.iter().filter(|r| r.failed()).count(), 2);
+        assert_eq!(report.completed, 298);
+    }
+
+    #[test]
+    fn a_request_outstanding_past_the_timeout_ends_the_run() {
+        let mut ctx = context(
+            workload(r#"{"queue_depth":2,"stop":{"ops":100}}"#),
+            OnError::Stop,
+        );
+        ctx.io_timeout_ns = 300_000_000;
+        let mut backend = ScriptedBackend::new(1_000);
+        backend.hang = true;
+        let (report, _) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 0);
+        let reason = ctx.shared.reason.lock().unwrap().clone();
+        match reason {
+            Some(StopReason::Timeout { outstanding_ns, .. }) => {
+                assert!(outstanding_ns > 300_000_000)
+            }
+            other => panic!("unexpected stop reason {other:?}"),
+        }
+        assert!(
+            backend.now < 1_000_000_000,
+            "noticed within a few waits, not after every request"
+        );
+    }
+
+    #[test]
+    fn batch_mode_issues_whole_batches_with_idle_gaps() {
+        let ctx = context(
+            workload(r#"{"batch":{"size":8,"idle_ns":50000},"stop":{"ops":32}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 32);
+        assert_eq!(backend.submit_calls, vec![8, 8, 8, 8]);
+        assert_eq!(
+            backend.idle_calls,
+            vec![50_000; 3],
+            "idle between batches, not before the first"
+        );
+        // All eight of a batch are submitted at the same instant.
+        assert!(records[..8]
+            .iter()
+            .all(|r| r.submit_ns == records[0].submit_ns));
+    }
+
+    #[test]
+    fn warmup_requests_are_flagged_and_not_counted_against_the_limit() {
+        let ctx = context(
+            workload(r#"{"stop":{"ops":50},"warmup":{"ops":20}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        let (_, records) = drive(&ctx, &mut backend);
+        assert_eq!(records.len(), 70);
+        assert_eq!(records.iter().filter(|r| r.warmup).count(), 20);
+        assert!(records[..20].iter().all(|r| r.warmup));
+        let mut agg = Aggregator::new(0, 1_000_000, 1, None);
+        records.iter().for_each(|r| agg.add(r));
+        assert_eq!(agg.finish().per_op["read"].ops, 50);
+    }
+
+    #[test]
+    fn a_time_limit_is_measured_from_the_end_of_warmup() {
+        let ctx = context(
+            workload(r#"{"stop":{"time_ns":100000},"warmup":{"time_ns":50000}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        let (_, records) = drive(&ctx, &mut backend);
+        let warm = records.iter().filter(|r| r.warmup).count();
+        let measured = records.len() - warm;
+        assert!((49..=51).contains(&warm), "{warm}");
+        assert!((99..=101).contains(&measured), "{measured}");
     }
 }

@@ -1,0 +1,115 @@
+//! The engine's measurement loop never allocates (seed 000 §4.3.1: an allocation can mean a syscall and a
+//! page fault in the middle of a timed request). A counting global allocator watches every allocation made
+//! while a queue thread is inside the loop, across workloads that exercise every code path of the loop.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ftlscope_engine::engine::{with_hot_loop_flag, EngineChoice, RunOptions};
+use ftlscope_engine::{in_hot_loop, run, Target, Workload};
+
+struct CountingAllocator;
+
+static HOT_LOOP_ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; the counter is a lock-free atomic and `in_hot_loop` reads a
+// const-initialised thread-local without allocating.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if in_hot_loop() {
+            HOT_LOOP_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.alloc(layout)
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if in_hot_loop() {
+            HOT_LOOP_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.alloc_zeroed(layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if in_hot_loop() {
+            HOT_LOOP_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if in_hot_loop() {
+            HOT_LOOP_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn scratch_file(len: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    // /var/tmp rather than /tmp: O_DIRECT needs a file system that supports it.
+    let dir = tempfile::Builder::new()
+        .prefix("ftlscope-noalloc")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let path = dir.path().join("target.img");
+    std::fs::write(&path, vec![0x5au8; len]).unwrap();
+    (dir, path)
+}
+
+fn run_counting(path: &std::path::Path, workload_json: &str, engine: EngineChoice) -> u64 {
+    let workload = Workload::from_json(workload_json).unwrap();
+    let target = Target::open(path, workload.mix.writes(), true).unwrap();
+    let options = RunOptions {
+        engine,
+        trace_limit: Some(1 << 20),
+        health_interval_ns: 0,
+        ..RunOptions::default()
+    };
+    let before = HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed);
+    let result = run(target, workload, options).unwrap();
+    let total: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
+    assert!(total > 0, "the workload ran");
+    HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+#[test]
+fn the_counter_sees_allocations_made_inside_the_loop() {
+    let before = HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed);
+    let v = with_hot_loop_flag(|| vec![1u8; 64]);
+    assert_eq!(v.len(), 64);
+    assert!(HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed) > before);
+}
+
+#[test]
+fn the_measurement_loop_does_not_allocate() {
+    let (_dir, path) = scratch_file(8 << 20);
+    let workloads = [
+        r#"{"mix":{"read":100},"pattern":{"kind":"random"},"queue_depth":32,"stop":{"ops":20000}}"#,
+        r#"{"mix":{"read":60,"write":30,"trim":5,"write_zeroes":3,"flush":2},"sizes":[4096,8192,16384],
+            "pattern":{"kind":"zipf","theta":1.1},"queue_depth":16,"queues":2,"data":"lba_stamped",
+            "stop":{"ops":10000},"warmup":{"ops":500}}"#,
+        r#"{"mix":{"write":100},"pattern":{"kind":"permuted_windows","window":4},"queue_depth":8,
+            "data":"random","stop":{"bytes":4194304}}"#,
+        r#"{"mix":{"read":100},"pattern":{"kind":"strided","stride":65536},"batch":{"size":8,"idle_ns":100000},
+            "stop":{"ops":2000}}"#,
+        r#"{"mix":{"read":100},"pattern":{"kind":"hot_set","hot_start":0,"hot_length":1048576,"hot_share":0.9},
+            "queue_depth":4,"stop":{"time_ns":200000000}}"#,
+    ];
+    for (i, w) in workloads.iter().enumerate() {
+        for engine in [EngineChoice::Uring, EngineChoice::Psync] {
+            if engine == EngineChoice::Uring
+                && ftlscope_engine::backend::uring::available().is_err()
+            {
+                eprintln!("skipping io_uring: not available on this machine");
+                continue;
+            }
+            let allocations = run_counting(&path, w, engine);
+            assert_eq!(
+                allocations, 0,
+                "workload {i} on {engine:?} allocated {allocations} times in the hot loop"
+            );
+        }
+    }
+}
