@@ -583,21 +583,7 @@ fn list_names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// `CLOCK_MONOTONIC_RAW` in nanoseconds (0 if the clock is unavailable).
-pub(crate) fn monotonic_raw_ns() -> u64 {
-    let mut ts = std::mem::MaybeUninit::<libc::timespec>::uninit();
-    // SAFETY: clock_gettime only writes a `struct timespec` through the
-    // pointer, which points to properly sized and aligned stack storage.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, ts.as_mut_ptr()) };
-    if rc != 0 {
-        return 0;
-    }
-    // SAFETY: clock_gettime returned 0, so it initialised `ts`.
-    let ts = unsafe { ts.assume_init() };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
+pub(crate) use crate::clock::monotonic_raw_ns;
 
 // ---------------------------------------------------------------------------
 // Sampler and report

@@ -407,11 +407,14 @@ pub(crate) const NVME_IOCTL_ADMIN_CMD: u32 = ioc_encode(
     std::mem::size_of::<NvmeAdminCmd>(),
 );
 
+/// Retain Asynchronous Event: a passive sampler must not clear a SMART event the host is waiting for.
+const RAE: u32 = 1 << 15;
+
 /// Get Log Page CDW10: NUMDL (number of dwords minus one, low 16 bits) in
-/// bits 31:16, RAE (bit 15) and LSP (bits 11:8) clear, LID in bits 7:0.
+/// bits 31:16, RAE (bit 15) set, LSP (bits 11:8) clear, LID in bits 7:0.
 pub(crate) fn get_log_page_cdw10(lid: u8, len: usize) -> u32 {
     let numd = ((len / 4) as u32).saturating_sub(1);
-    ((numd & 0xffff) << 16) | u32::from(lid)
+    ((numd & 0xffff) << 16) | RAE | u32::from(lid)
 }
 
 /// Get Log Page CDW11: NUMDU (high 16 bits of dwords minus one).
@@ -793,12 +796,12 @@ mod tests {
     #[test]
     fn cdw10_encoding() {
         // 512 bytes = 128 dwords -> NUMDL 127.
-        assert_eq!(get_log_page_cdw10(0x02, 512), 0x007F_0002);
-        assert_eq!(get_log_page_cdw10(0xC0, 512), 0x007F_00C0);
-        assert_eq!(get_log_page_cdw10(0x02, 4096), 0x03FF_0002);
+        assert_eq!(get_log_page_cdw10(0x02, 512), 0x007F_8002);
+        assert_eq!(get_log_page_cdw10(0xC0, 512), 0x007F_80C0);
+        assert_eq!(get_log_page_cdw10(0x02, 4096), 0x03FF_8002);
         assert_eq!(get_log_page_cdw11(512), 0);
         // 256 KiB + 4: NUMD - 1 = 0x10000 -> NUMDL 0, NUMDU 1.
-        assert_eq!(get_log_page_cdw10(0x02, 0x40004), 0x0000_0002);
+        assert_eq!(get_log_page_cdw10(0x02, 0x40004), 0x0000_8002);
         assert_eq!(get_log_page_cdw11(0x40004), 1);
     }
 
@@ -833,7 +836,7 @@ mod tests {
         assert_eq!(c.nsid, 0xFFFF_FFFF);
         assert_eq!(c.addr, 0x1000);
         assert_eq!(c.data_len, 512);
-        assert_eq!(c.cdw10, 0x007F_0002);
+        assert_eq!(c.cdw10, 0x007F_8002);
         assert_eq!(
             (c.cdw11, c.cdw12, c.cdw13, c.cdw14, c.cdw15),
             (0, 0, 0, 0, 0)
