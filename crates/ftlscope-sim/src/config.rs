@@ -1,0 +1,219 @@
+//! The typed configuration of a simulated device: shared/device-model.md, parsed and checked.
+//!
+//! `parse.rs` turns a TOML file into these types (with one-line errors naming the key); the models read
+//! only these.
+
+use crate::time::{Nanos, Rate};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    Ssd,
+    Hdd,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceSection {
+    pub name: String,
+    pub kind: DeviceKind,
+    /// Logical capacity in bytes.
+    pub capacity: u64,
+    pub logical_block: u64,
+    pub over_provisioning: f64,
+    pub seed: u64,
+    /// Free text: where the numbers come from (shown by `ftlscope sim show`).
+    pub description: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Geometry {
+    pub channels: u32,
+    pub chips_per_channel: u32,
+    pub planes_per_chip: u32,
+    pub page_size: u64,
+    pub pages_per_block: u32,
+}
+
+impl Geometry {
+    /// Parallel units: channels x chips x planes.
+    pub fn units(&self) -> u32 {
+        self.channels * self.chips_per_channel * self.planes_per_chip
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mapping {
+    pub chunk_size: u64,
+    pub stripe_width: u32,
+    pub channel_groups: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PageType {
+    L,
+    M,
+    H,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    Slc,
+    Mlc,
+    Tlc,
+    Qlc,
+}
+
+/// One segment of a page pattern: `pages` pages (None = the rest of the block) cycling through `cycle`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatternSegment {
+    pub pages: Option<u32>,
+    pub cycle: Vec<PageType>,
+}
+
+/// The L/M/H type of each page of a block, in write order ("4L 2H", "128KiB:L, 2M 2H").
+#[derive(Clone, Debug, PartialEq)]
+pub struct PagePattern {
+    pub text: String,
+    pub segments: Vec<PatternSegment>,
+}
+
+impl PagePattern {
+    /// The type of the page at `index` within its block.
+    pub fn page_type(&self, index: u32) -> PageType {
+        let mut start = 0u32;
+        for seg in &self.segments {
+            match seg.pages {
+                Some(n) if index >= start + n => start += n,
+                _ => return seg.cycle[((index - start) as usize) % seg.cycle.len()],
+            }
+        }
+        // The last segment ended before the block did: keep cycling its pattern.
+        let last = self
+            .segments
+            .last()
+            .expect("a pattern has at least one segment");
+        last.cycle[(index as usize) % last.cycle.len()]
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerType {
+    pub l: Nanos,
+    pub m: Nanos,
+    pub h: Nanos,
+}
+
+impl PerType {
+    pub fn get(&self, t: PageType) -> Nanos {
+        match t {
+            PageType::L => self.l,
+            PageType::M => self.m,
+            PageType::H => self.h,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nand {
+    pub cell: Cell,
+    pub page_pattern: PagePattern,
+    pub read_latency: PerType,
+    pub program_latency: PerType,
+    pub erase_latency: Nanos,
+    pub channel_rate: Rate,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadBuffer {
+    pub capacity: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteBuffer {
+    pub capacity: u64,
+    pub capacity_ios: u64,
+    pub partial_flush: u64,
+    pub parallelism: u32,
+    /// None = never ("inf").
+    pub idle_flush_window: Option<Nanos>,
+    pub serialize_when_idle: bool,
+    pub second_level: u64,
+    pub second_level_idle_flush_window: Option<Nanos>,
+    /// Added key: how fast the first level moves into the second level.
+    pub second_level_rate: Rate,
+    /// Added key: the second level's write-count trigger (seed 003: A200GH flushes after 1280 I/Os).
+    pub second_level_capacity_ios: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlcCache {
+    pub capacity: u64,
+    pub fold_rate: Rate,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum MappingCache {
+    Full,
+    /// Bytes of mapping table kept in RAM (4 bytes per page).
+    Bytes(u64),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ftl {
+    pub mapping_cache: MappingCache,
+    pub map_miss_latency: Nanos,
+    pub gc_free_block_threshold: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizePenalty {
+    pub min: u64,
+    pub max: u64,
+    pub extra: Nanos,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quirks {
+    pub unaligned_size_penalty: Nanos,
+    pub read_size_penalties: Vec<SizePenalty>,
+    pub low_load_penalty: Nanos,
+}
+
+/// Added section: the controller's own costs, which device-model.md leaves implicit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Controller {
+    /// Fixed cost of every command (submission, doorbell, completion).
+    pub command_overhead: Nanos,
+    /// Host link rate (PCIe/SATA): data crosses it once per request.
+    pub host_rate: Rate,
+    /// Time to insert one write into the write buffer ("tens of microseconds").
+    pub buffer_insert_latency: Nanos,
+    /// Time to serve a page from controller RAM (write buffer or read buffer).
+    pub ram_read_latency: Nanos,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HddConfig {
+    pub rpm: u32,
+    pub track_to_track_seek: Nanos,
+    pub average_seek: Nanos,
+    pub full_stroke_seek: Nanos,
+    pub outer_rate: Rate,
+    pub inner_rate: Rate,
+    pub cache: u64,
+}
+
+/// A whole device. For `kind = Hdd` only `device`, `controller` and `hdd` matter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceConfig {
+    pub device: DeviceSection,
+    pub geometry: Geometry,
+    pub mapping: Mapping,
+    pub nand: Nand,
+    pub read_buffer: ReadBuffer,
+    pub write_buffer: WriteBuffer,
+    pub slc_cache: SlcCache,
+    pub ftl: Ftl,
+    pub quirks: Quirks,
+    pub controller: Controller,
+    pub hdd: Option<HddConfig>,
+}

@@ -1,0 +1,66 @@
+//! What every simulated device offers the engine: submit a request at a virtual instant, learn when it
+//! completes. Requests must be submitted in non-decreasing time order; the device is sequentially
+//! consistent in that order (a read returns what the writes submitted before it left).
+
+use serde::Serialize;
+
+use crate::time::SimTime;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimOp {
+    Read,
+    Write,
+    Trim,
+    WriteZeroes,
+    Flush,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct SimRequest {
+    pub op: SimOp,
+    pub offset: u64,
+    pub len: u64,
+    /// For writes: a fingerprint of the data written (the same for every page of the request).
+    pub fingerprint: u32,
+}
+
+/// What a logical page holds, as a read would see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageContent {
+    /// Never written, or trimmed: reads return zeroes without touching NAND.
+    Unwritten,
+    /// Written with Write Zeroes.
+    Zeroes,
+    /// Written with data of this fingerprint.
+    Data(u32),
+}
+
+/// The counters a SMART log would hold.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Counters {
+    pub host_bytes_read: u64,
+    pub host_bytes_written: u64,
+    pub media_bytes_written: u64,
+    pub media_bytes_read: u64,
+    pub erase_count: u64,
+    pub power_on_ns: u64,
+    pub power_cycles: u64,
+}
+
+pub trait SimDevice: Send {
+    /// Logical capacity exposed to the host.
+    fn capacity_bytes(&self) -> u64;
+    /// The LBA size exposed to the host.
+    fn logical_block(&self) -> u64;
+    /// Submit `request` at `now` (never earlier than a previous submission); returns its completion time.
+    fn submit(&mut self, now: SimTime, request: &SimRequest) -> SimTime;
+    /// What logical page `lpn` (in units of [`SimDevice::content_granularity`]) holds now.
+    fn content(&self, lpn: u64) -> PageContent;
+    /// The unit of [`SimDevice::content`]: the page size of an SSD, the logical block of an HDD.
+    fn content_granularity(&self) -> u64;
+    fn counters(&self, now: SimTime) -> Counters;
+    /// Controller reset (seed 000 §3.4): in-flight work finishes, caches are kept.
+    fn controller_reset(&mut self, now: SimTime) -> SimTime;
+    /// Power cycle: volatile caches are flushed (as on a clean shutdown) and then empty.
+    fn power_cycle(&mut self, now: SimTime) -> SimTime;
+}

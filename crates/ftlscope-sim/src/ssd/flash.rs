@@ -1,0 +1,89 @@
+//! The flash back end: parallel units (chip planes) on channel buses, each a resource that is busy until a
+//! known instant. Operations reserve the unit and the bus in order, so contention (two reads on one unit,
+//! transfers sharing a channel or a channel group) shows up in the completion times.
+
+use crate::config::{DeviceConfig, PageType, PerType};
+use crate::time::{Nanos, SimTime};
+
+pub struct Flash {
+    unit_free: Vec<SimTime>,
+    bus_free: Vec<SimTime>,
+    channels: u32,
+    channel_groups: u32,
+    page_transfer: Nanos,
+    read_latency: PerType,
+    program_latency: PerType,
+    erase_latency: Nanos,
+}
+
+impl Flash {
+    pub fn new(cfg: &DeviceConfig) -> Flash {
+        let units = cfg.geometry.units() as usize;
+        let buses = if cfg.mapping.channel_groups > 0 {
+            cfg.mapping.channel_groups
+        } else {
+            cfg.geometry.channels
+        };
+        Flash {
+            unit_free: vec![SimTime::ZERO; units],
+            bus_free: vec![SimTime::ZERO; buses as usize],
+            channels: cfg.geometry.channels,
+            channel_groups: cfg.mapping.channel_groups,
+            page_transfer: cfg.nand.channel_rate.time_for(cfg.geometry.page_size),
+            read_latency: cfg.nand.read_latency.clone(),
+            program_latency: cfg.nand.program_latency.clone(),
+            erase_latency: cfg.nand.erase_latency,
+        }
+    }
+
+    /// The bus a unit's transfers use: its channel, or with channel groups the group its channel is in
+    /// (channels c and c' contend when c mod N == c' mod N).
+    fn bus(&self, unit: u32) -> usize {
+        let channel = unit % self.channels;
+        if self.channel_groups > 0 {
+            (channel % self.channel_groups) as usize
+        } else {
+            channel as usize
+        }
+    }
+
+    /// Sense a page of type `page_type` on `unit` and move it over the bus, starting no earlier than `at`.
+    /// Returns when the data is in the controller.
+    pub fn read(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
+        let u = unit as usize;
+        let sensed = at.max(self.unit_free[u]) + self.read_latency.get(page_type);
+        let bus = self.bus(unit);
+        let done = sensed.max(self.bus_free[bus]) + self.page_transfer;
+        self.bus_free[bus] = done;
+        // The page register holds the data until it has crossed the bus.
+        self.unit_free[u] = done;
+        done
+    }
+
+    /// Move a page over the bus into `unit` and program it as `page_type`. Returns when it is durable.
+    pub fn program(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
+        let u = unit as usize;
+        let bus = self.bus(unit);
+        let transferred = at.max(self.bus_free[bus]).max(self.unit_free[u]) + self.page_transfer;
+        self.bus_free[bus] = transferred;
+        let done = transferred + self.program_latency.get(page_type);
+        self.unit_free[u] = done;
+        done
+    }
+
+    pub fn erase(&mut self, unit: u32, at: SimTime) -> SimTime {
+        let u = unit as usize;
+        let done = at.max(self.unit_free[u]) + self.erase_latency;
+        self.unit_free[u] = done;
+        done
+    }
+
+    /// When every unit is idle.
+    pub fn all_idle_at(&self) -> SimTime {
+        self.unit_free
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(SimTime::ZERO)
+    }
+}

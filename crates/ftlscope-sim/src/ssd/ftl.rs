@@ -1,0 +1,443 @@
+//! The flash translation layer: page-level mapping, the striped write frontier, blocks, the SLC cache's
+//! accounting and greedy garbage collection with over-provisioning.
+//!
+//! Memory: 4 bytes of logical-to-physical map per logical page and 4 bytes of physical-to-logical map per
+//! physical page (so 8.3 bytes per logical page at 7 % over-provisioning), plus a 4-byte content
+//! fingerprint per logical page for the integrity check. All three are allocated lazily in 64 Ki-entry
+//! chunks, so a 2 TB preset that is only probed costs almost nothing.
+
+use std::collections::VecDeque;
+
+use crate::config::{DeviceConfig, PagePattern, PageType};
+use crate::ssd::flash::Flash;
+use crate::time::SimTime;
+
+/// Logical page never written, or trimmed.
+pub const UNMAPPED: u32 = u32::MAX;
+/// Logical page written with Write Zeroes (no NAND behind it).
+pub const ZEROED: u32 = u32::MAX - 1;
+/// Logical page whose latest data sits in the write buffer.
+pub const BUFFERED: u32 = u32::MAX - 2;
+/// Largest physical page number the map can hold.
+const MAX_PPN: u64 = (u32::MAX - 3) as u64;
+
+const NONE: u32 = u32::MAX;
+const CHUNK_BITS: u32 = 16;
+
+/// A `u32` array that allocates its 64 Ki-entry chunks on first write.
+pub struct LazyArray {
+    chunks: Vec<Option<Box<[u32]>>>,
+    fill: u32,
+}
+
+impl LazyArray {
+    pub fn new(len: u64, fill: u32) -> LazyArray {
+        let chunks = len.div_ceil(1 << CHUNK_BITS) as usize;
+        LazyArray {
+            chunks: (0..chunks).map(|_| None).collect(),
+            fill,
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, i: u64) -> u32 {
+        match &self.chunks[(i >> CHUNK_BITS) as usize] {
+            Some(chunk) => chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize],
+            None => self.fill,
+        }
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: u64, value: u32) {
+        let fill = self.fill;
+        let chunk = self.chunks[(i >> CHUNK_BITS) as usize]
+            .get_or_insert_with(|| vec![fill; 1 << CHUNK_BITS].into_boxed_slice());
+        chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize] = value;
+    }
+
+    /// Bytes allocated so far.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.chunks.iter().filter(|c| c.is_some()).count() as u64 * (4 << CHUNK_BITS)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockState {
+    Free,
+    Active,
+    Closed,
+}
+
+/// Counters a SMART log would hold, in pages.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FtlCounters {
+    pub pages_programmed: u64,
+    pub pages_read: u64,
+    pub erases: u64,
+    pub gc_pages_copied: u64,
+}
+
+pub struct Ftl {
+    pages_per_block: u32,
+    chunk_pages: u64,
+    stripe_width: u32,
+    blocks_per_unit: u32,
+    pattern: PagePattern,
+    l2p: LazyArray,
+    p2l: LazyArray,
+    fingerprints: LazyArray,
+    valid: Vec<u16>,
+    state: Vec<BlockState>,
+    slc_block: Vec<bool>,
+    bucket_prev: Vec<u32>,
+    bucket_next: Vec<u32>,
+    /// Per unit, per valid count: the first closed block with that many valid pages.
+    bucket_head: Vec<u32>,
+    free: Vec<Vec<u32>>,
+    /// Per unit: the open block and its next page.
+    active: Vec<(u32, u32)>,
+    frontier: u64,
+    gc_reserve: usize,
+    gc_pending: Vec<u32>,
+    in_gc: bool,
+    slc_capacity_pages: u64,
+    slc_used_pages: u64,
+    /// SLC-mode blocks in the order they were opened (folding converts the oldest first).
+    slc_blocks: VecDeque<u32>,
+    fold_credit: u64,
+    logical_pages: u64,
+    pub counters: FtlCounters,
+}
+
+impl Ftl {
+    pub fn new(cfg: &DeviceConfig) -> Ftl {
+        let page = cfg.geometry.page_size;
+        let ppb = cfg.geometry.pages_per_block;
+        let logical_pages = cfg.device.capacity / page;
+        let width = cfg.mapping.stripe_width;
+        let physical_pages =
+            (logical_pages as f64 * (1.0 + cfg.device.over_provisioning)).ceil() as u64;
+        let threshold = cfg.ftl.gc_free_block_threshold;
+        let mut blocks_per_unit = physical_pages.div_ceil(width as u64 * ppb as u64) as u32;
+        // GC needs somewhere to copy to: at least the threshold's blocks plus two per unit.
+        let gc_reserve = ((blocks_per_unit as f64 * threshold).ceil() as usize).max(2);
+        blocks_per_unit = blocks_per_unit.max(gc_reserve as u32 + 2);
+        let blocks = width as usize * blocks_per_unit as usize;
+        let total_pages = blocks as u64 * ppb as u64;
+        assert!(
+            total_pages <= MAX_PPN,
+            "device too large for 32-bit physical page numbers"
+        );
+        Ftl {
+            pages_per_block: ppb,
+            chunk_pages: (cfg.mapping.chunk_size / page).max(1),
+            stripe_width: width,
+            blocks_per_unit,
+            pattern: cfg.nand.page_pattern.clone(),
+            l2p: LazyArray::new(logical_pages, UNMAPPED),
+            p2l: LazyArray::new(total_pages, UNMAPPED),
+            fingerprints: LazyArray::new(logical_pages, 0),
+            valid: vec![0; blocks],
+            state: vec![BlockState::Free; blocks],
+            slc_block: vec![false; blocks],
+            bucket_prev: vec![NONE; blocks],
+            bucket_next: vec![NONE; blocks],
+            bucket_head: vec![NONE; width as usize * (ppb as usize + 1)],
+            // Pop from the end: block 0 of each unit is used first.
+            free: (0..width)
+                .map(|u| {
+                    (0..blocks_per_unit)
+                        .rev()
+                        .map(|b| u * blocks_per_unit + b)
+                        .collect()
+                })
+                .collect(),
+            active: vec![(NONE, 0); width as usize],
+            frontier: 0,
+            gc_reserve,
+            gc_pending: Vec::new(),
+            in_gc: false,
+            slc_capacity_pages: cfg.slc_cache.capacity / page,
+            slc_used_pages: 0,
+            slc_blocks: VecDeque::new(),
+            fold_credit: 0,
+            logical_pages,
+            counters: FtlCounters::default(),
+        }
+    }
+
+    pub fn logical_pages(&self) -> u64 {
+        self.logical_pages
+    }
+
+    #[inline]
+    pub fn lookup(&self, lpn: u64) -> u32 {
+        self.l2p.get(lpn)
+    }
+
+    #[inline]
+    pub fn fingerprint(&self, lpn: u64) -> u32 {
+        self.fingerprints.get(lpn)
+    }
+
+    pub fn mapping_bytes(&self) -> u64 {
+        self.l2p.allocated_bytes() + self.p2l.allocated_bytes()
+    }
+
+    fn unit_of_block(&self, block: u32) -> u32 {
+        block / self.blocks_per_unit
+    }
+
+    /// Unit and page type of a physical page, for reading it.
+    #[inline]
+    pub fn locate(&self, ppn: u32) -> (u32, PageType) {
+        let block = ppn / self.pages_per_block;
+        let page = ppn % self.pages_per_block;
+        let page_type = if self.slc_block[block as usize] {
+            PageType::L
+        } else {
+            self.pattern.page_type(page)
+        };
+        (self.unit_of_block(block), page_type)
+    }
+
+    // --- bucket lists of closed blocks by valid count (greedy victim selection in O(1) per update) ---
+
+    fn bucket_index(&self, block: u32) -> usize {
+        self.unit_of_block(block) as usize * (self.pages_per_block as usize + 1)
+            + self.valid[block as usize] as usize
+    }
+
+    fn bucket_insert(&mut self, block: u32) {
+        let head = self.bucket_index(block);
+        let first = self.bucket_head[head];
+        self.bucket_prev[block as usize] = NONE;
+        self.bucket_next[block as usize] = first;
+        if first != NONE {
+            self.bucket_prev[first as usize] = block;
+        }
+        self.bucket_head[head] = block;
+    }
+
+    fn bucket_remove(&mut self, block: u32) {
+        let (prev, next) = (
+            self.bucket_prev[block as usize],
+            self.bucket_next[block as usize],
+        );
+        if prev != NONE {
+            self.bucket_next[prev as usize] = next;
+        } else {
+            let head = self.bucket_index(block);
+            self.bucket_head[head] = next;
+        }
+        if next != NONE {
+            self.bucket_prev[next as usize] = prev;
+        }
+        self.bucket_prev[block as usize] = NONE;
+        self.bucket_next[block as usize] = NONE;
+    }
+
+    // --- mapping updates ---
+
+    /// The physical page `ppn` no longer holds current data.
+    fn invalidate(&mut self, ppn: u32, at: SimTime, flash: &mut Flash) {
+        let block = ppn / self.pages_per_block;
+        let b = block as usize;
+        let closed = self.state[b] == BlockState::Closed;
+        if closed {
+            self.bucket_remove(block);
+        }
+        self.valid[b] -= 1;
+        if closed {
+            if self.valid[b] == 0 && !self.in_gc {
+                // Nothing left to copy: erase it in the background now (this is also how trimmed SLC
+                // blocks give their SLC capacity back).
+                self.erase_block(block, at, flash);
+            } else {
+                self.bucket_insert(block);
+            }
+        }
+    }
+
+    /// Drop whatever `lpn` pointed to and point it at `target` (UNMAPPED, ZEROED or BUFFERED).
+    pub fn unmap(&mut self, lpn: u64, target: u32, at: SimTime, flash: &mut Flash) {
+        let old = self.l2p.get(lpn);
+        if old < BUFFERED {
+            self.invalidate(old, at, flash);
+        }
+        self.l2p.set(lpn, target);
+    }
+
+    /// Record new host data for `lpn` (kept in the write buffer until it is programmed).
+    pub fn buffer_write(
+        &mut self,
+        lpn: u64,
+        fingerprint: u32,
+        at: SimTime,
+        flash: &mut Flash,
+    ) -> bool {
+        let already = self.l2p.get(lpn) == BUFFERED;
+        self.unmap(lpn, BUFFERED, at, flash);
+        self.fingerprints.set(lpn, fingerprint);
+        already
+    }
+
+    /// Record new host data for `lpn` without a buffer (write-through devices): program it now.
+    pub fn write_through(
+        &mut self,
+        lpn: u64,
+        fingerprint: u32,
+        at: SimTime,
+        flash: &mut Flash,
+    ) -> SimTime {
+        self.unmap(lpn, BUFFERED, at, flash);
+        self.fingerprints.set(lpn, fingerprint);
+        self.program(lpn, at, flash)
+    }
+
+    /// Program the buffered data of `lpn` to NAND through the write frontier, starting no earlier than
+    /// `at`; returns when it is durable. A page trimmed or re-pointed since it was buffered is skipped.
+    pub fn program(&mut self, lpn: u64, at: SimTime, flash: &mut Flash) -> SimTime {
+        if self.l2p.get(lpn) != BUFFERED {
+            return at;
+        }
+        let done = self.program_page(lpn, at, flash);
+        self.run_pending_gc(at, flash);
+        done
+    }
+
+    fn program_page(&mut self, lpn: u64, at: SimTime, flash: &mut Flash) -> SimTime {
+        // The frontier: the n-th programmed page goes to unit (n / chunk_pages) mod stripe_width.
+        let unit = ((self.frontier / self.chunk_pages) % self.stripe_width as u64) as u32;
+        self.frontier += 1;
+        let (block, page) = self.take_page(unit);
+        let ppn = block * self.pages_per_block + page;
+        let page_type = if self.slc_block[block as usize] {
+            PageType::L
+        } else {
+            self.pattern.page_type(page)
+        };
+        let done = flash.program(unit, page_type, at);
+        self.l2p.set(lpn, ppn);
+        self.p2l.set(ppn as u64, lpn as u32);
+        self.valid[block as usize] += 1;
+        self.counters.pages_programmed += 1;
+        done
+    }
+
+    fn take_page(&mut self, unit: u32) -> (u32, u32) {
+        let u = unit as usize;
+        let (mut block, mut page) = self.active[u];
+        if block == NONE || page == self.pages_per_block {
+            if block != NONE {
+                self.state[block as usize] = BlockState::Closed;
+                self.bucket_insert(block);
+            }
+            block = self.free[u].pop().expect("GC keeps free blocks in reserve");
+            self.state[block as usize] = BlockState::Active;
+            let slc = self.slc_used_pages + self.pages_per_block as u64 <= self.slc_capacity_pages;
+            self.slc_block[block as usize] = slc;
+            if slc {
+                self.slc_used_pages += self.pages_per_block as u64;
+                self.slc_blocks.push_back(block);
+            }
+            page = 0;
+            if self.free[u].len() < self.gc_reserve && !self.gc_pending.contains(&unit) {
+                self.gc_pending.push(unit);
+            }
+        }
+        self.active[u] = (block, page + 1);
+        (block, page)
+    }
+
+    fn run_pending_gc(&mut self, at: SimTime, flash: &mut Flash) {
+        if self.in_gc || self.gc_pending.is_empty() {
+            return;
+        }
+        self.in_gc = true;
+        while let Some(unit) = self.gc_pending.pop() {
+            while self.free[unit as usize].len() < self.gc_reserve {
+                if !self.collect(unit, at, flash) {
+                    break;
+                }
+            }
+        }
+        self.in_gc = false;
+    }
+
+    /// Greedy GC on `unit`: copy the valid pages of its closed block with the fewest, then erase it.
+    fn collect(&mut self, unit: u32, at: SimTime, flash: &mut Flash) -> bool {
+        let ppb = self.pages_per_block as usize;
+        let base = unit as usize * (ppb + 1);
+        let Some(valid) = (0..ppb).find(|&v| self.bucket_head[base + v] != NONE) else {
+            return false; // every closed block is full of valid data (or there is none): nothing to gain
+        };
+        let victim = self.bucket_head[base + valid];
+        self.bucket_remove(victim);
+        self.state[victim as usize] = BlockState::Free; // out of the buckets while it is copied
+        let first = victim * self.pages_per_block;
+        let mut last = at;
+        for page in 0..self.pages_per_block {
+            let ppn = first + page;
+            let lpn = self.p2l.get(ppn as u64);
+            if lpn == UNMAPPED || self.l2p.get(lpn as u64) != ppn {
+                continue;
+            }
+            let (_, page_type) = self.locate(ppn);
+            let read = flash.read(unit, page_type, at);
+            self.counters.pages_read += 1;
+            self.valid[victim as usize] -= 1;
+            let done = self.program_page(lpn as u64, read, flash);
+            self.counters.gc_pages_copied += 1;
+            last = last.max(done);
+        }
+        self.erase_block(victim, last, flash);
+        true
+    }
+
+    fn erase_block(&mut self, block: u32, at: SimTime, flash: &mut Flash) {
+        let b = block as usize;
+        let unit = self.unit_of_block(block);
+        flash.erase(unit, at);
+        self.counters.erases += 1;
+        self.state[b] = BlockState::Free;
+        self.valid[b] = 0;
+        if self.slc_block[b] {
+            self.slc_used_pages = self
+                .slc_used_pages
+                .saturating_sub(self.pages_per_block as u64);
+            self.slc_block[b] = false;
+            if let Some(i) = self.slc_blocks.iter().position(|&x| x == block) {
+                self.slc_blocks.remove(i);
+            }
+        }
+        self.free[unit as usize].push(block);
+    }
+
+    /// Idle-time folding: the oldest SLC-mode blocks are rewritten in native mode (counted as NAND writes,
+    /// their pages read at native latencies from then on), which frees SLC capacity. `pages` is how much
+    /// the fold rate allowed during the idle time; whole blocks are folded, the remainder carries over.
+    pub fn fold_slc(&mut self, pages: u64) -> u64 {
+        self.fold_credit += pages;
+        let mut folded = 0;
+        while self.fold_credit >= self.pages_per_block as u64 {
+            let Some(block) = self.slc_blocks.pop_front() else {
+                self.fold_credit = 0;
+                break;
+            };
+            self.fold_credit -= self.pages_per_block as u64;
+            self.slc_block[block as usize] = false;
+            self.slc_used_pages = self
+                .slc_used_pages
+                .saturating_sub(self.pages_per_block as u64);
+            let valid = self.valid[block as usize] as u64;
+            self.counters.pages_programmed += valid;
+            folded += valid;
+        }
+        folded
+    }
+
+    pub fn slc_used_pages(&self) -> u64 {
+        self.slc_used_pages
+    }
+}

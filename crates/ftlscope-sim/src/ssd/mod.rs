@@ -1,0 +1,466 @@
+//! The simulated SSD: host interface, controller (write buffer with an optional second level, read
+//! buffer, SLC cache), FTL and flash back end. Every request's completion time is computed when it is
+//! submitted, by reserving the resources it needs in order (host link, buffer slots, NAND units, channel
+//! buses); background work (idle-time buffer drain, SLC folding) is accounted when the next command
+//! arrives and finds the device idle. See shared/device-model.md for the meaning of every key.
+
+pub mod caches;
+pub mod flash;
+pub mod ftl;
+
+use std::collections::VecDeque;
+
+use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig};
+use crate::device::{Counters, PageContent, SimDevice, SimOp, SimRequest};
+use crate::time::{Nanos, Rate, SimTime};
+use caches::{MappingCache, ReadBuffer};
+use flash::Flash;
+use ftl::{Ftl, BUFFERED, UNMAPPED, ZEROED};
+
+/// One level of write buffering: pages wait here, in arrival order, until they are flushed.
+struct BufferLevel {
+    capacity_pages: u64,
+    capacity_ios: u64,
+    partial_pages: u64,
+    idle_window: Option<Nanos>,
+    fifo: VecDeque<u64>,
+    ios: u64,
+    /// A flush of this level is in progress until then; writes that need room wait for it.
+    busy_until: SimTime,
+}
+
+impl BufferLevel {
+    fn new(
+        capacity: u64,
+        capacity_ios: u64,
+        partial: u64,
+        idle_window: Option<Nanos>,
+        page: u64,
+    ) -> BufferLevel {
+        BufferLevel {
+            capacity_pages: capacity / page,
+            capacity_ios,
+            partial_pages: partial / page,
+            idle_window,
+            fifo: VecDeque::new(),
+            ios: 0,
+            busy_until: SimTime::ZERO,
+        }
+    }
+
+    fn needs_flush(&self, new_pages: u64) -> bool {
+        (self.fifo.len() as u64 + new_pages > self.capacity_pages && !self.fifo.is_empty())
+            || (self.capacity_ios > 0 && self.ios + 1 > self.capacity_ios)
+    }
+
+    /// Pages a triggered flush moves out: the partial amount, or all of it.
+    fn flush_amount(&self) -> u64 {
+        let all = self.fifo.len() as u64;
+        if self.partial_pages > 0 {
+            self.partial_pages.min(all)
+        } else {
+            all
+        }
+    }
+}
+
+pub struct SsdDevice {
+    cfg: DeviceConfig,
+    page: u64,
+    flash: Flash,
+    ftl: Ftl,
+    level1: Option<BufferLevel>,
+    level2: Option<BufferLevel>,
+    second_level_rate: Rate,
+    read_buffer: Option<ReadBuffer>,
+    mapping_cache: Option<MappingCache>,
+    /// Host link, per direction (PCIe and SAS are full duplex).
+    host_read_free: SimTime,
+    host_write_free: SimTime,
+    /// Buffer insert slots (`write_buffer.parallelism`).
+    insert_slots: Vec<SimTime>,
+    /// When the last command submitted so far completes.
+    busy_until: SimTime,
+    writes_busy_until: SimTime,
+    /// Writes arriving at this instant met an empty queue and are served one by one.
+    serial_batch_at: Option<SimTime>,
+    host_bytes_read: u64,
+    host_bytes_written: u64,
+    power_cycles: u64,
+}
+
+impl SsdDevice {
+    pub fn new(cfg: DeviceConfig) -> SsdDevice {
+        let page = cfg.geometry.page_size;
+        let wb = &cfg.write_buffer;
+        let level1 = (wb.capacity > 0).then(|| {
+            BufferLevel::new(
+                wb.capacity,
+                wb.capacity_ios,
+                wb.partial_flush,
+                wb.idle_flush_window,
+                page,
+            )
+        });
+        let level2 = (wb.capacity > 0 && wb.second_level > 0).then(|| {
+            BufferLevel::new(
+                wb.second_level,
+                wb.second_level_capacity_ios,
+                0,
+                wb.second_level_idle_flush_window,
+                page,
+            )
+        });
+        let read_buffer = (cfg.read_buffer.capacity > 0)
+            .then(|| ReadBuffer::new(cfg.read_buffer.capacity / page));
+        let mapping_cache = match cfg.ftl.mapping_cache {
+            MappingCacheConfig::Full => None,
+            MappingCacheConfig::Bytes(bytes) => Some(MappingCache::new(bytes)),
+        };
+        SsdDevice {
+            page,
+            flash: Flash::new(&cfg),
+            ftl: Ftl::new(&cfg),
+            level1,
+            level2,
+            second_level_rate: wb.second_level_rate,
+            read_buffer,
+            mapping_cache,
+            host_read_free: SimTime::ZERO,
+            host_write_free: SimTime::ZERO,
+            insert_slots: vec![SimTime::ZERO; wb.parallelism.max(1) as usize],
+            busy_until: SimTime::ZERO,
+            writes_busy_until: SimTime::ZERO,
+            serial_batch_at: None,
+            host_bytes_read: 0,
+            host_bytes_written: 0,
+            power_cycles: 0,
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+
+    /// Bytes of mapping state allocated so far (L2P + P2L).
+    pub fn mapping_bytes(&self) -> u64 {
+        self.ftl.mapping_bytes()
+    }
+
+    /// Logical pages touched by `[offset, offset + len)`.
+    fn pages(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
+        let first = offset / self.page;
+        let last = (offset + len.max(1)).div_ceil(self.page);
+        first..last.min(self.ftl.logical_pages())
+    }
+
+    /// Background work while nobody was asking: drain the buffers in proportion to the idle time, fold SLC.
+    fn catch_up_idle(&mut self, now: SimTime) {
+        let idle_start = self.busy_until;
+        if now <= idle_start {
+            return;
+        }
+        let idle = now - idle_start;
+        let to_level2 = self.level2.is_some();
+        if let Some(level) = &self.level1 {
+            if let Some(window) = level.idle_window {
+                let pages = proportional(level.fifo.len() as u64, idle, window);
+                if pages > 0 {
+                    self.flush_level1(pages, idle_start, to_level2);
+                }
+            }
+        }
+        if let Some(level) = &self.level2 {
+            if let Some(window) = level.idle_window {
+                let pages = proportional(level.fifo.len() as u64, idle, window);
+                if pages > 0 {
+                    self.flush_level2(pages, idle_start);
+                }
+            }
+        }
+        let fold_rate = self.cfg.slc_cache.fold_rate.0;
+        if fold_rate > 0.0 {
+            let pages = (fold_rate * idle.0 as f64 / 1e9 / self.page as f64) as u64;
+            self.ftl.fold_slc(pages);
+        }
+    }
+
+    /// Move `pages` from the first level to NAND (or to the second level); returns when done.
+    fn flush_level1(&mut self, pages: u64, at: SimTime, to_level2: bool) -> SimTime {
+        let mut moved = Vec::new();
+        if let Some(level) = &mut self.level1 {
+            for _ in 0..pages {
+                match level.fifo.pop_front() {
+                    Some(lpn) => moved.push(lpn),
+                    None => break,
+                }
+            }
+            level.ios = 0;
+        }
+        if to_level2 {
+            let mut start = at;
+            let level2_full = self
+                .level2
+                .as_ref()
+                .is_some_and(|l2| l2.needs_flush(moved.len() as u64));
+            if level2_full {
+                let amount = self.level2.as_ref().map_or(0, |l2| l2.fifo.len() as u64);
+                start = self.flush_level2(amount, at);
+            }
+            let level2 = self.level2.as_mut().expect("second level present");
+            level2.fifo.extend(moved.iter().copied());
+            level2.ios += 1;
+            let done = start
+                + self
+                    .second_level_rate
+                    .time_for(moved.len() as u64 * self.page);
+            level2.busy_until = level2.busy_until.max(done);
+            return done;
+        }
+        let mut done = at;
+        for lpn in moved {
+            done = done.max(self.ftl.program(lpn, at, &mut self.flash));
+        }
+        done
+    }
+
+    fn flush_level2(&mut self, pages: u64, at: SimTime) -> SimTime {
+        let mut done = at;
+        for _ in 0..pages {
+            let Some(lpn) = self.level2.as_mut().and_then(|l| l.fifo.pop_front()) else {
+                break;
+            };
+            done = done.max(self.ftl.program(lpn, at, &mut self.flash));
+        }
+        if let Some(level) = &mut self.level2 {
+            level.ios = 0;
+            level.busy_until = level.busy_until.max(done);
+        }
+        done
+    }
+
+    /// Flush everything buffered (a host flush, or before power goes away).
+    fn flush_all(&mut self, at: SimTime) -> SimTime {
+        let to_level2 = self.level2.is_some();
+        let mut done = at;
+        if let Some(pages) = self.level1.as_ref().map(|l| l.fifo.len() as u64) {
+            let start = at.max(self.level1.as_ref().map_or(at, |l| l.busy_until));
+            done = done.max(self.flush_level1(pages, start, to_level2));
+        }
+        if let Some(pages) = self.level2.as_ref().map(|l| l.fifo.len() as u64) {
+            let start = done.max(self.level2.as_ref().map_or(at, |l| l.busy_until));
+            done = done.max(self.flush_level2(pages, start));
+        }
+        done
+    }
+
+    fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+        let c = &self.cfg.controller;
+        let (overhead, insert, host_rate) =
+            (c.command_overhead, c.buffer_insert_latency, c.host_rate);
+        let transferred = (now + overhead).max(self.host_write_free) + host_rate.time_for(req.len);
+        self.host_write_free = transferred;
+        self.host_bytes_written += req.len;
+        let pages = self.pages(req.offset, req.len);
+        if self.level1.is_none() {
+            // Write-through: every page is programmed before the write completes.
+            let mut done = transferred;
+            for lpn in pages {
+                done = done.max(self.ftl.write_through(
+                    lpn,
+                    req.fingerprint,
+                    transferred,
+                    &mut self.flash,
+                ));
+            }
+            return done;
+        }
+        let new_pages = pages
+            .clone()
+            .filter(|&lpn| self.ftl.lookup(lpn) != BUFFERED)
+            .count() as u64;
+        let to_level2 = self.level2.is_some();
+        let level = self.level1.as_ref().expect("buffered device");
+        let mut start = transferred.max(level.busy_until);
+        if level.needs_flush(new_pages) {
+            // The buffer is full: this write waits while it flushes (the spike P8 looks for).
+            let amount = level.flush_amount();
+            let flushed = self.flush_level1(amount, start, to_level2);
+            let level = self.level1.as_mut().expect("buffered device");
+            level.busy_until = flushed;
+            start = flushed;
+        }
+        // Buffer insert slots: `parallelism` writes enter at once, the rest wait a slot. A batch that
+        // meets an empty write queue on a `serialize_when_idle` drive goes through one slot.
+        if self.cfg.write_buffer.serialize_when_idle && now >= self.writes_busy_until {
+            self.serial_batch_at = Some(now);
+        }
+        let slot = if self.serial_batch_at == Some(now) {
+            0
+        } else {
+            (0..self.insert_slots.len())
+                .min_by_key(|&i| self.insert_slots[i])
+                .expect("at least one slot")
+        };
+        let inserted = start.max(self.insert_slots[slot]) + insert;
+        self.insert_slots[slot] = inserted;
+        for lpn in pages {
+            let already = self
+                .ftl
+                .buffer_write(lpn, req.fingerprint, now, &mut self.flash);
+            if !already {
+                self.level1
+                    .as_mut()
+                    .expect("buffered device")
+                    .fifo
+                    .push_back(lpn);
+            }
+        }
+        self.level1.as_mut().expect("buffered device").ios += 1;
+        self.writes_busy_until = self.writes_busy_until.max(inserted);
+        inserted
+    }
+
+    fn read(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+        let c = &self.cfg.controller;
+        let q = &self.cfg.quirks;
+        let mut start = now + c.command_overhead;
+        if now >= self.busy_until {
+            start += q.low_load_penalty; // seed 003 §4.6: a lone read is slower
+        }
+        let ram = start + c.ram_read_latency;
+        let mut ready = start;
+        let mut missed_region = u64::MAX;
+        for lpn in self.pages(req.offset, req.len) {
+            let ppn = self.ftl.lookup(lpn);
+            if ppn == UNMAPPED || ppn == ZEROED {
+                continue; // nothing on NAND: the controller answers zeroes
+            }
+            if ppn == BUFFERED || self.read_buffer.as_ref().is_some_and(|rb| rb.contains(lpn)) {
+                ready = ready.max(ram);
+                continue;
+            }
+            let mut at = start;
+            if let Some(cache) = &mut self.mapping_cache {
+                let region = lpn / caches::REGION_PAGES;
+                if !cache.access(lpn) || region == missed_region {
+                    // The translation page has to come from flash first (once per region and request).
+                    missed_region = region;
+                    at += self.cfg.ftl.map_miss_latency;
+                }
+            }
+            let (unit, page_type) = self.ftl.locate(ppn);
+            ready = ready.max(self.flash.read(unit, page_type, at));
+            self.ftl.counters.pages_read += 1;
+            if let Some(rb) = &mut self.read_buffer {
+                rb.insert(lpn);
+            }
+        }
+        if req.len % self.page != 0 {
+            ready += q.unaligned_size_penalty;
+        }
+        for penalty in &q.read_size_penalties {
+            if (penalty.min..=penalty.max).contains(&req.len) {
+                ready += penalty.extra;
+            }
+        }
+        let done = ready.max(self.host_read_free) + c.host_rate.time_for(req.len);
+        self.host_read_free = done;
+        self.host_bytes_read += req.len;
+        done
+    }
+
+    fn unmap(&mut self, now: SimTime, req: &SimRequest, target: u32) -> SimTime {
+        // Only whole pages can be unmapped; a partial page keeps its data (as real drives do).
+        let first = req.offset.div_ceil(self.page);
+        let end = ((req.offset + req.len) / self.page).min(self.ftl.logical_pages());
+        for lpn in first..end {
+            self.ftl.unmap(lpn, target, now, &mut self.flash);
+        }
+        now + self.cfg.controller.command_overhead
+    }
+}
+
+/// Pages drained by `idle` out of `pages`, when a full buffer drains in `window`.
+fn proportional(pages: u64, idle: Nanos, window: Nanos) -> u64 {
+    if idle >= window || window.0 == 0 {
+        pages
+    } else {
+        (pages as u128 * idle.0 as u128 / window.0 as u128) as u64
+    }
+}
+
+impl SimDevice for SsdDevice {
+    fn capacity_bytes(&self) -> u64 {
+        self.cfg.device.capacity
+    }
+
+    fn logical_block(&self) -> u64 {
+        self.cfg.device.logical_block
+    }
+
+    fn submit(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+        self.catch_up_idle(now);
+        let done = match req.op {
+            SimOp::Read => self.read(now, req),
+            SimOp::Write => self.write(now, req),
+            SimOp::Trim => self.unmap(now, req, UNMAPPED),
+            SimOp::WriteZeroes => self.unmap(now, req, ZEROED),
+            SimOp::Flush => self.flush_all(now + self.cfg.controller.command_overhead),
+        };
+        self.busy_until = self.busy_until.max(done);
+        done
+    }
+
+    fn content(&self, lpn: u64) -> PageContent {
+        match self.ftl.lookup(lpn) {
+            UNMAPPED => PageContent::Unwritten,
+            ZEROED => PageContent::Zeroes,
+            _ => PageContent::Data(self.ftl.fingerprint(lpn)),
+        }
+    }
+
+    fn content_granularity(&self) -> u64 {
+        self.page
+    }
+
+    fn counters(&self, now: SimTime) -> Counters {
+        let c = self.ftl.counters;
+        Counters {
+            host_bytes_read: self.host_bytes_read,
+            host_bytes_written: self.host_bytes_written,
+            media_bytes_written: c.pages_programmed * self.page,
+            media_bytes_read: c.pages_read * self.page,
+            erase_count: c.erases,
+            power_on_ns: now.ns(),
+            power_cycles: self.power_cycles,
+        }
+    }
+
+    fn controller_reset(&mut self, now: SimTime) -> SimTime {
+        // Outstanding work finishes; buffers and caches survive a controller reset (seed 000 §3.4).
+        let ready = now.max(self.busy_until) + Nanos(1_000_000);
+        self.busy_until = ready;
+        ready
+    }
+
+    fn power_cycle(&mut self, now: SimTime) -> SimTime {
+        self.catch_up_idle(now);
+        let start = now.max(self.busy_until);
+        let flushed = self.flush_all(start).max(self.flash.all_idle_at());
+        if let Some(rb) = &mut self.read_buffer {
+            rb.clear();
+        }
+        if let Some(mc) = &mut self.mapping_cache {
+            mc.clear();
+        }
+        self.power_cycles += 1;
+        let ready = flushed + Nanos(1_000_000);
+        self.busy_until = ready;
+        ready
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,370 @@
+//! Behaviour tests of the SSD model, driven directly (the engine-level tests live in the engine crate).
+
+use super::*;
+use crate::config::*;
+use crate::time::{Nanos, Rate};
+
+fn us(n: u64) -> Nanos {
+    Nanos(n * 1_000)
+}
+
+fn ms(n: u64) -> Nanos {
+    Nanos(n * 1_000_000)
+}
+
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+
+/// A small MLC device: 8 units (4 channels x 2 chips), 4 KiB pages, 2-page chunks, 64-page blocks.
+pub(crate) fn small_config() -> DeviceConfig {
+    DeviceConfig {
+        device: DeviceSection {
+            name: "test-small".into(),
+            kind: DeviceKind::Ssd,
+            capacity: 64 * MIB,
+            logical_block: 512,
+            over_provisioning: 0.15,
+            seed: 1,
+            description: String::new(),
+        },
+        geometry: Geometry {
+            channels: 4,
+            chips_per_channel: 2,
+            planes_per_chip: 1,
+            page_size: 4 * KIB,
+            pages_per_block: 64,
+        },
+        mapping: Mapping {
+            chunk_size: 8 * KIB,
+            stripe_width: 8,
+            channel_groups: 0,
+        },
+        nand: Nand {
+            cell: Cell::Mlc,
+            page_pattern: PagePattern {
+                text: "1L 1H".into(),
+                segments: vec![PatternSegment {
+                    pages: None,
+                    cycle: vec![PageType::L, PageType::H],
+                }],
+            },
+            read_latency: PerType {
+                l: us(50),
+                m: us(70),
+                h: us(90),
+            },
+            program_latency: PerType {
+                l: us(300),
+                m: us(900),
+                h: us(1500),
+            },
+            erase_latency: ms(3),
+            channel_rate: Rate(400e6),
+        },
+        read_buffer: crate::config::ReadBuffer { capacity: 0 },
+        write_buffer: WriteBuffer {
+            capacity: 512 * KIB,
+            capacity_ios: 0,
+            partial_flush: 0,
+            parallelism: 2,
+            idle_flush_window: Some(ms(10)),
+            serialize_when_idle: false,
+            second_level: 0,
+            second_level_idle_flush_window: None,
+            second_level_rate: Rate(2e9),
+            second_level_capacity_ios: 0,
+        },
+        slc_cache: SlcCache {
+            capacity: 0,
+            fold_rate: Rate(0.0),
+        },
+        ftl: crate::config::Ftl {
+            mapping_cache: MappingCacheConfig::Full,
+            map_miss_latency: us(50),
+            gc_free_block_threshold: 0.05,
+        },
+        quirks: Quirks {
+            unaligned_size_penalty: Nanos(0),
+            read_size_penalties: vec![],
+            low_load_penalty: Nanos(0),
+        },
+        controller: Controller {
+            command_overhead: us(5),
+            host_rate: Rate(3.5e9),
+            buffer_insert_latency: us(10),
+            ram_read_latency: us(3),
+        },
+        hdd: None,
+    }
+}
+
+fn req(op: SimOp, offset: u64, len: u64) -> SimRequest {
+    SimRequest {
+        op,
+        offset,
+        len,
+        fingerprint: (offset / 4096) as u32 ^ 0xabc,
+    }
+}
+
+/// Submit requests one at a time, each when the previous completes; returns each latency.
+fn qd1(
+    dev: &mut SsdDevice,
+    start: SimTime,
+    reqs: impl IntoIterator<Item = SimRequest>,
+) -> (Vec<u64>, SimTime) {
+    let mut now = start;
+    let mut lat = Vec::new();
+    for r in reqs {
+        let done = dev.submit(now, &r);
+        lat.push((done - now).0);
+        now = done;
+    }
+    (lat, now)
+}
+
+fn fill_sequentially(dev: &mut SsdDevice) -> SimTime {
+    let cap = dev.capacity_bytes();
+    let (_, t) = qd1(
+        dev,
+        SimTime::ZERO,
+        (0..cap / (128 * KIB)).map(|i| req(SimOp::Write, i * 128 * KIB, 128 * KIB)),
+    );
+    // Long idle so the buffer drains.
+    dev.submit(t + ms(1000), &req(SimOp::Flush, 0, 0))
+}
+
+#[test]
+fn reads_of_unwritten_pages_do_not_touch_nand() {
+    let mut dev = SsdDevice::new(small_config());
+    let done = dev.submit(SimTime::ZERO, &req(SimOp::Read, 0, 4096));
+    assert!(done.0 < 10_000, "{done:?}");
+    assert_eq!(dev.counters(done).media_bytes_read, 0);
+}
+
+#[test]
+fn a_read_straddling_a_page_boundary_costs_more_than_one_inside_a_page() {
+    let mut dev = SsdDevice::new(small_config());
+    let t = fill_sequentially(&mut dev) + ms(100);
+    // Pages 0 and 1 are one chunk (same unit): a two-sector read across them reads two pages in series.
+    let inside = dev.submit(t, &req(SimOp::Read, 1024, 1024)) - t;
+    let t2 = t + ms(10);
+    let across = dev.submit(t2, &req(SimOp::Read, 4096 - 512, 1024)) - t2;
+    assert!(
+        across.0 > inside.0 + 30_000,
+        "inside {inside:?} across {across:?}"
+    );
+}
+
+#[test]
+fn reads_a_stripe_apart_contend_and_reads_in_other_chunks_do_not() {
+    let cfg = small_config();
+    let chunk = cfg.mapping.chunk_size;
+    let stripe = chunk * cfg.mapping.stripe_width as u64;
+    let mut dev = SsdDevice::new(cfg);
+    let t = fill_sequentially(&mut dev) + ms(100);
+    let batch = |dev: &mut SsdDevice, at: SimTime, step: u64| {
+        (0..4)
+            .map(|i| dev.submit(at, &req(SimOp::Read, i * step, 4096)) - at)
+            .max()
+            .unwrap()
+    };
+    let same_unit = batch(&mut dev, t, stripe);
+    let different_units = batch(&mut dev, t + ms(10), chunk);
+    assert!(
+        same_unit.0 > 2 * different_units.0,
+        "same unit {same_unit:?}, different {different_units:?}"
+    );
+}
+
+#[test]
+fn a_write_spike_comes_every_buffer_capacity_and_idle_gaps_remove_it() {
+    let cfg = small_config();
+    let buffer = cfg.write_buffer.capacity;
+    let window = cfg.write_buffer.idle_flush_window.unwrap();
+    let mut dev = SsdDevice::new(cfg);
+    let writes = (0..(4 * buffer / 4096)).map(|i| req(SimOp::Write, i * 4096, 4096));
+    let (lat, t) = qd1(&mut dev, SimTime::ZERO, writes);
+    let spikes: Vec<usize> = lat
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l > 1_000_000)
+        .map(|(i, _)| i)
+        .collect();
+    let per_buffer = (buffer / 4096) as usize;
+    assert_eq!(spikes.len(), 3, "{spikes:?}");
+    for pair in spikes.windows(2) {
+        assert_eq!(pair[1] - pair[0], per_buffer);
+    }
+    // Buffer-sized batches separated by a full idle window: no spikes at all.
+    let mut now = t + window;
+    for batch in 0..4u64 {
+        let writes = (0..per_buffer as u64)
+            .map(|i| req(SimOp::Write, (batch * per_buffer as u64 + i) * 4096, 4096));
+        let (lat, end) = qd1(&mut dev, now, writes);
+        assert!(
+            lat.iter().all(|&l| l < 1_000_000),
+            "batch {batch}: max {}",
+            lat.iter().max().unwrap()
+        );
+        now = end + window;
+    }
+}
+
+/// Sizes of the groups of latencies separated by jumps of more than `gap` ns.
+fn clusters(lat: &[u64], gap: u64) -> Vec<usize> {
+    let mut sizes = vec![1];
+    for pair in lat.windows(2) {
+        if pair[1] - pair[0] > gap {
+            sizes.push(1);
+        } else {
+            *sizes.last_mut().unwrap() += 1;
+        }
+    }
+    sizes
+}
+
+#[test]
+fn write_parallelism_admits_that_many_writes_at_once() {
+    let mut cfg = small_config();
+    cfg.write_buffer.parallelism = 4;
+    let insert = cfg.controller.buffer_insert_latency.0;
+    let mut dev = SsdDevice::new(cfg.clone());
+    let t = SimTime(1_000_000);
+    // Writes arriving together still cross the host link one after the other (~1.2 us each at 4 KiB),
+    // so the clusters are separated by the buffer insert time rather than identical.
+    let lat: Vec<u64> = (0..8)
+        .map(|i| (dev.submit(t, &req(SimOp::Write, i * 4096, 4096)) - t).0)
+        .collect();
+    assert_eq!(clusters(&lat, insert / 2), vec![4, 4], "{lat:?}");
+    // The quirk: the same batch at an empty queue is served one by one.
+    cfg.write_buffer.serialize_when_idle = true;
+    let mut dev = SsdDevice::new(cfg);
+    let lat: Vec<u64> = (0..8)
+        .map(|i| (dev.submit(t, &req(SimOp::Write, i * 4096, 4096)) - t).0)
+        .collect();
+    assert_eq!(clusters(&lat, insert / 2), vec![1; 8], "{lat:?}");
+}
+
+#[test]
+fn sequential_writes_slow_down_after_the_slc_cache_fills() {
+    let mut cfg = small_config();
+    cfg.device.capacity = 256 * MIB;
+    cfg.slc_cache.capacity = 64 * MIB;
+    let slc = cfg.slc_cache.capacity;
+    let mut dev = SsdDevice::new(cfg);
+    let size = 128 * KIB;
+    let mut now = SimTime::ZERO;
+    let mut rate_per_mib = Vec::new();
+    let mut window_start = now;
+    for i in 0..(160 * MIB / size) {
+        now = dev.submit(now, &req(SimOp::Write, i * size, size));
+        if (i + 1) * size % (4 * MIB) == 0 {
+            rate_per_mib.push((4 * MIB) as f64 / (now - window_start).0 as f64);
+            window_start = now;
+        }
+    }
+    let fast = rate_per_mib[2];
+    let cliff = rate_per_mib
+        .iter()
+        .position(|&r| r < 0.6 * fast)
+        .expect("throughput falls") as u64
+        * 4
+        * MIB;
+    let error = (cliff as f64 - slc as f64).abs() / slc as f64;
+    assert!(
+        error <= 0.05,
+        "cliff at {} MiB, SLC {} MiB",
+        cliff / MIB,
+        slc / MIB
+    );
+    let slow = rate_per_mib[rate_per_mib.len() - 1];
+    assert!(
+        slow < 0.5 * fast,
+        "native speed {slow:.3} vs SLC {fast:.3} B/ns"
+    );
+}
+
+#[test]
+fn random_overwrites_run_gc_and_every_read_returns_the_last_write() {
+    use rand::{Rng, SeedableRng};
+    let mut cfg = small_config();
+    cfg.device.capacity = 16 * MIB;
+    let mut dev = SsdDevice::new(cfg);
+    let pages = dev.capacity_bytes() / 4096;
+    let mut expect = vec![PageContent::Unwritten; pages as usize];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let mut now = SimTime::ZERO;
+    for i in 0..(pages * 6) {
+        let lpn = rng.random_range(0..pages);
+        let roll = rng.random_range(0..100);
+        let r = if roll < 85 {
+            let fp = i as u32;
+            expect[lpn as usize] = PageContent::Data(fp);
+            SimRequest {
+                op: SimOp::Write,
+                offset: lpn * 4096,
+                len: 4096,
+                fingerprint: fp,
+            }
+        } else if roll < 92 {
+            expect[lpn as usize] = PageContent::Unwritten;
+            req(SimOp::Trim, lpn * 4096, 4096)
+        } else if roll < 95 {
+            expect[lpn as usize] = PageContent::Zeroes;
+            req(SimOp::WriteZeroes, lpn * 4096, 4096)
+        } else {
+            let got = dev.content(lpn);
+            assert_eq!(got, expect[lpn as usize], "page {lpn} after {i} requests");
+            req(SimOp::Read, lpn * 4096, 4096)
+        };
+        now = dev.submit(now, &r);
+    }
+    for lpn in 0..pages {
+        assert_eq!(dev.content(lpn), expect[lpn as usize], "page {lpn}");
+    }
+    let c = dev.counters(now);
+    let wa = c.media_bytes_written as f64 / c.host_bytes_written as f64;
+    assert!(c.erase_count > 0, "GC ran");
+    assert!(wa > 1.1, "write amplification {wa}");
+}
+
+#[test]
+fn power_cycle_empties_caches_and_reset_keeps_them() {
+    let mut cfg = small_config();
+    cfg.read_buffer.capacity = MIB;
+    let mut dev = SsdDevice::new(cfg);
+    let t = fill_sequentially(&mut dev) + ms(10);
+    let first = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
+    let t = t + ms(10);
+    let again = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
+    assert!(
+        again.0 < first.0 / 2,
+        "read buffer hit: {again:?} vs {first:?}"
+    );
+    let t = dev.controller_reset(t + ms(10));
+    let after_reset = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
+    assert_eq!(after_reset, again, "reset keeps the read buffer");
+    let t = dev.power_cycle(t + ms(10));
+    let after_power = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
+    assert!(
+        after_power.0 > again.0 * 2,
+        "power cycle clears it: {after_power:?}"
+    );
+}
+
+#[test]
+fn a_mapping_cache_miss_costs_a_map_read() {
+    let mut cfg = small_config();
+    cfg.ftl.mapping_cache = MappingCacheConfig::Bytes(4096); // one region: 4 MiB of mapped data
+    let miss = cfg.ftl.map_miss_latency;
+    let mut dev = SsdDevice::new(cfg);
+    let t = fill_sequentially(&mut dev) + ms(10);
+    let a = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t; // loads region 0
+    let t = t + ms(1);
+    let hit = dev.submit(t, &req(SimOp::Read, 8192, 4096)) - t;
+    let t = t + ms(1);
+    let far = dev.submit(t, &req(SimOp::Read, 32 * MIB, 4096)) - t;
+    assert!(a.0 >= hit.0 + miss.0 - 20_000, "{a:?} {hit:?}");
+    assert!(far.0 >= hit.0 + miss.0 - 20_000, "{far:?} {hit:?}");
+}
