@@ -59,6 +59,7 @@ pub fn completes_synchronously(target: &Target) -> Option<String> {
             }
             None
         }
+        TargetKind::Simulated => None,
     }
 }
 

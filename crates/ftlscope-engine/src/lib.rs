@@ -11,10 +11,16 @@ pub mod clock;
 pub mod engine;
 pub mod health;
 pub mod pattern;
+mod queue;
+mod real;
+pub mod sim_driver;
 pub mod stats;
 pub mod target;
 pub mod workload;
 
-pub use engine::{in_hot_loop, run, EngineChoice, OnError, Run, RunOptions, RunResult, StopReason};
+pub use engine::{
+    in_hot_loop, run, run_sim, EngineChoice, OnError, Run, RunOptions, RunResult, StopReason,
+};
+pub use sim_driver::SimTarget;
 pub use target::{Target, TargetInfo, TargetKind};
 pub use workload::{DataPattern, Op, Pattern, Workload};

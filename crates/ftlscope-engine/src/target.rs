@@ -24,6 +24,8 @@ pub(crate) const BLKZEROOUT: libc::c_ulong = 0x127f;
 pub enum TargetKind {
     BlockDevice,
     RegularFile,
+    /// A simulated device (`sim:...`), served by the simulator's driver, never by a file descriptor.
+    Simulated,
 }
 
 /// What the engine knows about an opened target.
@@ -181,6 +183,9 @@ impl Target {
                 };
                 (meta.len(), logical, fs_block)
             }
+            TargetKind::Simulated => {
+                unreachable!("a path opens as a block device or a regular file")
+            }
         };
         let info = TargetInfo {
             path: path.to_path_buf(),
@@ -210,6 +215,7 @@ pub(crate) fn discard_sync(file: &File, kind: TargetKind, offset: u64, len: u64)
             offset,
             len,
         ),
+        TargetKind::Simulated => -libc::EOPNOTSUPP,
     }
 }
 
@@ -224,6 +230,7 @@ pub(crate) fn write_zeroes_sync(file: &File, kind: TargetKind, offset: u64, len:
             offset,
             len,
         ),
+        TargetKind::Simulated => -libc::EOPNOTSUPP,
     }
 }
 

@@ -357,7 +357,7 @@ impl SsdDevice {
                 rb.insert(lpn);
             }
         }
-        if req.len % self.page != 0 {
+        if !req.len.is_multiple_of(self.page) {
             ready += q.unaligned_size_penalty;
         }
         for penalty in &q.read_size_penalties {

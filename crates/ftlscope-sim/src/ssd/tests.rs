@@ -259,7 +259,7 @@ fn sequential_writes_slow_down_after_the_slc_cache_fills() {
     let mut window_start = now;
     for i in 0..(160 * MIB / size) {
         now = dev.submit(now, &req(SimOp::Write, i * size, size));
-        if (i + 1) * size % (4 * MIB) == 0 {
+        if ((i + 1) * size).is_multiple_of(4 * MIB) {
             rate_per_mib.push((4 * MIB) as f64 / (now - window_start).0 as f64);
             window_start = now;
         }

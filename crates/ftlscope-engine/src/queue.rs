@@ -1,0 +1,730 @@
+//! One queue's measurement loop: choose the next request, hand it to the backend, record its completion.
+//!
+//! The same loop serves every target. Real targets drive it with [`QueueLoop::run`] on the queue's own
+//! pinned thread; the simulator's driver steps it with [`QueueLoop::fill`] and [`QueueLoop::on_event`] on
+//! virtual time. Everything is allocated in [`QueueLoop::new`]; nothing in the loop allocates.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::backend::{Backend, Event, Request};
+use crate::buffers::IoBuffers;
+use crate::engine::{OnError, QueueReport, StopReason};
+use crate::pattern::OffsetGenerator;
+use crate::stats::Record;
+use crate::workload::{Op, Workload};
+
+thread_local! {
+    static IN_HOT_LOOP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is inside the engine's measurement loop. A test's counting allocator uses
+/// this to prove the loop never allocates.
+pub fn in_hot_loop() -> bool {
+    IN_HOT_LOOP.with(|c| c.get())
+}
+
+/// Run `f` as if inside the measurement loop: lets an allocation-counting test prove that it would see an
+/// allocation there (so its "zero allocations" result is not vacuous).
+#[doc(hidden)]
+pub fn with_hot_loop_flag<R>(f: impl FnOnce() -> R) -> R {
+    IN_HOT_LOOP.with(|c| c.set(true));
+    let result = f();
+    IN_HOT_LOOP.with(|c| c.set(false));
+    result
+}
+
+pub(crate) struct QueueProgress {
+    pub ops: AtomicU64,
+    pub bytes: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl QueueProgress {
+    pub fn new() -> QueueProgress {
+        QueueProgress {
+            ops: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What the queues and the caller share while a run is on.
+pub(crate) struct Shared {
+    pub stop: AtomicBool,
+    /// Device time since the run started (virtual on a simulated device), for progress reports.
+    pub device_now: AtomicU64,
+    pub setup_failed: AtomicBool,
+    pub progress: Vec<QueueProgress>,
+    pub reason: Mutex<Option<StopReason>>,
+}
+
+impl Shared {
+    pub fn new(queues: u32) -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            device_now: AtomicU64::new(0),
+            setup_failed: AtomicBool::new(false),
+            progress: (0..queues).map(|_| QueueProgress::new()).collect(),
+            reason: Mutex::new(None),
+        }
+    }
+
+    pub fn stop_with(&self, reason: StopReason) {
+        let mut current = self.reason.lock().expect("stop reason lock");
+        if current.as_ref().is_none_or(|c| reason.rank() > c.rank()) {
+            *current = Some(reason);
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What one queue needs to know about its run.
+pub(crate) struct QueueContext {
+    pub queue: u32,
+    pub workload: Workload,
+    pub target_size: u64,
+    pub shared: std::sync::Arc<Shared>,
+    pub on_error: OnError,
+    pub io_timeout_ns: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct SlotState {
+    submit_ns: u64,
+    offset: u64,
+    len: u32,
+    op: u8,
+    warmup: bool,
+    busy: bool,
+}
+
+/// The state of one queue's measurement loop. Everything is allocated in `new`; `run` never allocates.
+pub(crate) struct QueueLoop<'a> {
+    ctx: &'a QueueContext,
+    generator: OffsetGenerator,
+    producer: rtrb::Producer<Record>,
+    slots: Vec<SlotState>,
+    free: Vec<u32>,
+    inflight: u32,
+    /// Cumulative op weights, for the weighted choice.
+    op_cumulative: [u64; 5],
+    op_total: u64,
+    single_op: Option<Op>,
+    ops_budget: u64,
+    bytes_budget: u64,
+    warmup_ops: u64,
+    issued_measured: u64,
+    bytes_measured: u64,
+    issued_warmup: u64,
+    completed_ops: u64,
+    completed_bytes: u64,
+    errors: u64,
+    measure_start: Option<u64>,
+    start_ns: u64,
+    limit_reached: bool,
+    local_stop: bool,
+    /// Batch mode: the batch in flight has been issued, so an idle gap comes before the next one.
+    idle_due: bool,
+}
+
+/// This queue's share of a total split over `queues` (the first queues take the remainder).
+pub(crate) fn share_of(total: u64, queues: u32, queue: u32) -> u64 {
+    if total == 0 {
+        return 0;
+    }
+    let q = queues as u64;
+    total / q + u64::from((queue as u64) < total % q)
+}
+
+impl<'a> QueueLoop<'a> {
+    pub fn new(
+        ctx: &'a QueueContext,
+        generator: OffsetGenerator,
+        producer: rtrb::Producer<Record>,
+    ) -> QueueLoop<'a> {
+        let depth = ctx.workload.inflight_per_queue() as usize;
+        let mix = &ctx.workload.mix;
+        let mut op_cumulative = [0u64; 5];
+        let mut acc = 0;
+        let mut used = Op::ALL.iter().filter(|&&op| mix.weight(op) > 0);
+        let single_op = if used.clone().count() == 1 {
+            used.next().copied()
+        } else {
+            None
+        };
+        for op in Op::ALL {
+            acc += mix.weight(op) as u64;
+            op_cumulative[op as usize] = acc;
+        }
+        let w = &ctx.workload;
+        QueueLoop {
+            ctx,
+            generator,
+            producer,
+            slots: vec![SlotState::default(); depth],
+            free: (0..depth as u32).rev().collect(),
+            inflight: 0,
+            op_cumulative,
+            op_total: acc,
+            single_op,
+            ops_budget: share_of(w.stop.ops, w.queues, ctx.queue),
+            bytes_budget: share_of(w.stop.bytes, w.queues, ctx.queue),
+            warmup_ops: share_of(w.warmup.ops, w.queues, ctx.queue),
+            issued_measured: 0,
+            bytes_measured: 0,
+            issued_warmup: 0,
+            completed_ops: 0,
+            completed_bytes: 0,
+            errors: 0,
+            measure_start: None,
+            start_ns: 0,
+            limit_reached: false,
+            local_stop: false,
+            idle_due: false,
+        }
+    }
+
+    #[inline]
+    fn pick_op(&mut self) -> Op {
+        if let Some(op) = self.single_op {
+            return op;
+        }
+        let r = self.generator.pick(self.op_total);
+        for op in Op::ALL {
+            if r < self.op_cumulative[op as usize] {
+                return op;
+            }
+        }
+        Op::Read
+    }
+
+    #[inline]
+    fn pick_size(&mut self) -> u64 {
+        let sizes = &self.ctx.workload.sizes;
+        if sizes.len() == 1 {
+            sizes[0]
+        } else {
+            sizes[self.generator.pick(sizes.len() as u64) as usize]
+        }
+    }
+
+    /// Whether no further request will be issued (known without looking at the clock).
+    fn exhausted(&self) -> bool {
+        let warm = self.issued_warmup < self.warmup_ops;
+        self.local_stop
+            || self.limit_reached
+            || self.ctx.shared.stop.load(Ordering::Relaxed)
+            || (!warm && self.ops_budget > 0 && self.issued_measured >= self.ops_budget)
+            || (!warm && self.bytes_budget > 0 && self.bytes_measured >= self.bytes_budget)
+    }
+
+    /// Prepare and push one request; false when the stop condition says no more.
+    #[inline]
+    fn issue<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers) -> bool {
+        if self.local_stop || self.limit_reached || self.ctx.shared.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let w = &self.ctx.workload;
+        let now = backend.now();
+        let warmup = self.issued_warmup < self.warmup_ops
+            || (w.warmup.time_ns > 0 && now < self.start_ns + w.warmup.time_ns);
+        if !warmup {
+            let start = *self.measure_start.get_or_insert(now);
+            if (self.ops_budget > 0 && self.issued_measured >= self.ops_budget)
+                || (w.stop.time_ns > 0 && now - start >= w.stop.time_ns)
+            {
+                self.limit_reached = true;
+                return false;
+            }
+        }
+        let op = self.pick_op();
+        let size = if op.has_range() { self.pick_size() } else { 0 };
+        if !warmup && self.bytes_budget > 0 && self.bytes_measured + size > self.bytes_budget {
+            self.limit_reached = true;
+            return false;
+        }
+        let offset = if op.has_range() {
+            self.generator.next_offset(size)
+        } else {
+            0
+        };
+        let Some(slot) = self.free.pop() else {
+            return false;
+        };
+        let addr = match op {
+            Op::Write => buffers.write_buffer(slot, offset, size as usize),
+            _ => buffers.read_buffer(slot),
+        };
+        self.slots[slot as usize] = SlotState {
+            submit_ns: 0,
+            offset,
+            len: size as u32,
+            op: op as u8,
+            warmup,
+            busy: true,
+        };
+        backend.push(
+            slot,
+            Request {
+                op,
+                offset,
+                len: size as u32,
+                addr,
+            },
+        );
+        self.inflight += 1;
+        if warmup {
+            self.issued_warmup += 1;
+        } else {
+            self.issued_measured += 1;
+            self.bytes_measured += size;
+        }
+        true
+    }
+
+    #[inline]
+    pub fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Submitted { slot, at_ns } => self.slots[slot as usize].submit_ns = at_ns,
+            Event::Completed {
+                slot,
+                result,
+                at_ns,
+            } => {
+                let s = self.slots[slot as usize];
+                self.slots[slot as usize].busy = false;
+                let mut record = Record {
+                    submit_ns: s.submit_ns,
+                    complete_ns: at_ns,
+                    offset: s.offset,
+                    len: s.len,
+                    result,
+                    op: s.op,
+                    queue: self.ctx.queue as u16,
+                    warmup: s.warmup,
+                };
+                if record.failed() {
+                    self.errors += 1;
+                    self.ctx.shared.progress[self.ctx.queue as usize]
+                        .errors
+                        .store(self.errors, Ordering::Relaxed);
+                    if self.ctx.on_error == OnError::Stop && !s.warmup {
+                        self.local_stop = true;
+                        let errno = if result < 0 { -result } else { libc::EIO };
+                        self.ctx.shared.stop_with(StopReason::IoError {
+                            op: Op::from_index(s.op).name().to_string(),
+                            offset: s.offset,
+                            errno,
+                            message: std::io::Error::from_raw_os_error(errno).to_string(),
+                        });
+                    }
+                } else {
+                    self.completed_ops += 1;
+                    self.completed_bytes += s.len as u64;
+                    let progress = &self.ctx.shared.progress[self.ctx.queue as usize];
+                    progress.ops.store(self.completed_ops, Ordering::Relaxed);
+                    progress
+                        .bytes
+                        .store(self.completed_bytes, Ordering::Relaxed);
+                }
+                // The aggregator is behind: wait for room rather than drop a measurement.
+                loop {
+                    match self.producer.push(record) {
+                        Ok(()) => break,
+                        Err(rtrb::PushError::Full(back)) => {
+                            record = back;
+                            std::hint::spin_loop();
+                        }
+                    }
+                }
+                self.free.push(slot);
+                self.inflight -= 1;
+            }
+        }
+    }
+
+    /// The oldest request still in flight: (age, op, offset).
+    fn oldest_inflight(&self, now: u64) -> Option<(u64, u8, u64)> {
+        self.slots
+            .iter()
+            .filter(|s| s.busy && s.submit_ns > 0)
+            .map(|s| (now.saturating_sub(s.submit_ns), s.op, s.offset))
+            .max_by_key(|x| x.0)
+    }
+
+    /// Issue what the workload allows now. In batch mode, when a batch has completed and an idle gap is due
+    /// before the next, returns the gap instead of issuing: the caller lets it pass and calls again.
+    pub fn fill<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers) -> Option<u64> {
+        match self
+            .ctx
+            .workload
+            .batch
+            .as_ref()
+            .map(|b| (b.size, b.idle_ns))
+        {
+            Some((size, idle_ns)) => {
+                if self.inflight == 0 {
+                    if self.idle_due && idle_ns > 0 && !self.exhausted() {
+                        self.idle_due = false;
+                        return Some(idle_ns);
+                    }
+                    self.idle_due = true;
+                    for _ in 0..size {
+                        if !self.issue(backend, buffers) {
+                            break;
+                        }
+                    }
+                }
+            }
+            None => {
+                let depth = self.ctx.workload.queue_depth;
+                while self.inflight < depth {
+                    if !self.issue(backend, buffers) {
+                        break;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Mark the start of measurement (time limits and warm-up count from here).
+    pub fn begin(&mut self, now: u64) {
+        self.start_ns = now;
+        IN_HOT_LOOP.with(|c| c.set(true));
+    }
+
+    /// Mark the end and fill in the queue's report.
+    pub fn finish(&mut self, report: &mut QueueReport, leak: bool) {
+        IN_HOT_LOOP.with(|c| c.set(false));
+        if self.limit_reached {
+            // Recorded only if nothing more serious ended the run.
+            let mut reason = self.ctx.shared.reason.lock().expect("stop reason lock");
+            if reason.is_none() {
+                *reason = Some(StopReason::Completed);
+            }
+        }
+        report.issued = self.issued_measured + self.issued_warmup;
+        report.completed = self.completed_ops;
+        report.leaked_buffers = leak;
+    }
+
+    /// The measurement loop for a real target. Returns true when buffers must be leaked (a request could
+    /// not be cancelled).
+    pub fn run<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        buffers: &mut IoBuffers,
+        report: &mut QueueReport,
+    ) -> bool {
+        let batch = self.ctx.workload.batch.is_some();
+        let wait_ns = self.ctx.io_timeout_ns.clamp(1_000_000, 100_000_000);
+        let mut leak = false;
+        self.begin(backend.now());
+        loop {
+            if let Some(idle_ns) = self.fill(backend, buffers) {
+                backend.idle(idle_ns);
+                continue;
+            }
+            if self.inflight == 0 {
+                break;
+            }
+            let want = if batch { self.inflight } else { 1 };
+            let result = backend.submit_and_wait(want, wait_ns, |event| self.on_event(event));
+            if let Err(e) = result {
+                self.ctx.shared.stop_with(StopReason::EngineFailure {
+                    message: format!("submission failed: {e}"),
+                });
+                self.local_stop = true;
+                leak = !backend.cancel_all();
+                break;
+            }
+            let now = backend.now();
+            if let Some((age, op, offset)) = self.oldest_inflight(now) {
+                if age > self.ctx.io_timeout_ns {
+                    self.ctx.shared.stop_with(StopReason::Timeout {
+                        op: Op::from_index(op).name().to_string(),
+                        offset,
+                        outstanding_ns: age,
+                    });
+                    self.local_stop = true;
+                    leak = !backend.cancel_all();
+                    break;
+                }
+            }
+        }
+        self.finish(report, leak);
+        leak
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Aggregator;
+
+    #[test]
+    fn shares_split_evenly_with_remainder_first() {
+        let parts: Vec<u64> = (0..3).map(|q| share_of(10, 3, q)).collect();
+        assert_eq!(parts, vec![4, 3, 3]);
+        assert_eq!(share_of(0, 3, 1), 0);
+    }
+
+    /// A deterministic backend on a virtual clock: every request takes `latency_ns`; requests at
+    /// `fail_offset` fail with EIO; with `hang`, nothing ever completes.
+    struct ScriptedBackend {
+        now: u64,
+        latency_ns: u64,
+        fail_offset: Option<u64>,
+        hang: bool,
+        pending: Vec<(u32, Request)>,
+        inflight: Vec<(u32, Request, u64)>,
+        submit_calls: Vec<usize>,
+        idle_calls: Vec<u64>,
+    }
+
+    impl ScriptedBackend {
+        fn new(latency_ns: u64) -> ScriptedBackend {
+            ScriptedBackend {
+                now: 1_000,
+                latency_ns,
+                fail_offset: None,
+                hang: false,
+                pending: Vec::new(),
+                inflight: Vec::new(),
+                submit_calls: Vec::new(),
+                idle_calls: Vec::new(),
+            }
+        }
+    }
+
+    impl Backend for ScriptedBackend {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn push(&mut self, slot: u32, request: Request) {
+            self.pending.push((slot, request));
+        }
+        fn submit_and_wait<F: FnMut(Event)>(
+            &mut self,
+            min: u32,
+            timeout_ns: u64,
+            mut on_event: F,
+        ) -> std::io::Result<()> {
+            self.submit_calls.push(self.pending.len());
+            for (slot, req) in self.pending.drain(..) {
+                on_event(Event::Submitted {
+                    slot,
+                    at_ns: self.now,
+                });
+                self.inflight.push((slot, req, self.now + self.latency_ns));
+            }
+            if self.hang {
+                self.now += timeout_ns;
+                return Ok(());
+            }
+            let mut done = 0;
+            while done < min && !self.inflight.is_empty() {
+                let (slot, req, at) = self.inflight.remove(0);
+                self.now = self.now.max(at);
+                let result = if Some(req.offset) == self.fail_offset {
+                    -libc::EIO
+                } else {
+                    req.len as i32
+                };
+                on_event(Event::Completed {
+                    slot,
+                    result,
+                    at_ns: self.now,
+                });
+                done += 1;
+            }
+            Ok(())
+        }
+        fn now(&self) -> u64 {
+            self.now
+        }
+        fn idle(&mut self, ns: u64) {
+            self.idle_calls.push(ns);
+            self.now += ns;
+        }
+        fn cancel_all(&mut self) -> bool {
+            self.inflight.clear();
+            true
+        }
+    }
+
+    fn context(workload: Workload, on_error: OnError) -> QueueContext {
+        QueueContext {
+            queue: 0,
+            workload,
+            target_size: 1 << 20,
+            shared: std::sync::Arc::new(Shared::new(1)),
+            on_error,
+            io_timeout_ns: 5_000_000_000,
+        }
+    }
+
+    fn drive(ctx: &QueueContext, backend: &mut ScriptedBackend) -> (QueueReport, Vec<Record>) {
+        let (producer, mut consumer) = rtrb::RingBuffer::<Record>::new(1 << 16);
+        let generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, 0);
+        let mut buffers = IoBuffers::new(
+            ctx.workload.inflight_per_queue() as usize,
+            4096,
+            ctx.workload.data,
+            1,
+            true,
+        );
+        let mut report = QueueReport {
+            queue: 0,
+            cpu: None,
+            issued: 0,
+            completed: 0,
+            leaked_buffers: false,
+        };
+        QueueLoop::new(ctx, generator, producer).run(backend, &mut buffers, &mut report);
+        let mut records = Vec::new();
+        while let Ok(r) = consumer.pop() {
+            records.push(r);
+        }
+        (report, records)
+    }
+
+    fn workload(json: &str) -> Workload {
+        Workload::from_json(json).unwrap()
+    }
+
+    #[test]
+    fn stops_after_exactly_the_requested_ops_and_times_each_one() {
+        let ctx = context(
+            workload(r#"{"queue_depth":4,"stop":{"ops":100}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(10_000);
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 100);
+        assert_eq!(records.len(), 100);
+        assert!(records.iter().all(|r| r.latency_ns() >= 10_000));
+        assert_eq!(
+            *ctx.shared.reason.lock().unwrap(),
+            Some(StopReason::Completed)
+        );
+    }
+
+    #[test]
+    fn an_io_error_stops_the_run_and_names_the_offset() {
+        let ctx = context(
+            workload(r#"{"queue_depth":1,"stop":{"ops":100}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        backend.fail_offset = Some(10 * 4096);
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(
+            records.len(),
+            11,
+            "the failed request is recorded, nothing after it is issued"
+        );
+        assert_eq!(report.completed, 10);
+        let reason = ctx.shared.reason.lock().unwrap().clone();
+        match reason {
+            Some(StopReason::IoError { offset, errno, .. }) => {
+                assert_eq!(offset, 40960);
+                assert_eq!(errno, libc::EIO);
+            }
+            other => panic!("unexpected stop reason {other:?}"),
+        }
+    }
+
+    #[test]
+    fn on_error_continue_carries_on() {
+        let ctx = context(
+            workload(r#"{"queue_depth":2,"stop":{"ops":300}}"#),
+            OnError::Continue,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        backend.fail_offset = Some(0); // sequential wraps every 256 requests: two failures
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(records.len(), 300);
+        assert_eq!(records.iter().filter(|r| r.failed()).count(), 2);
+        assert_eq!(report.completed, 298);
+    }
+
+    #[test]
+    fn a_request_outstanding_past_the_timeout_ends_the_run() {
+        let mut ctx = context(
+            workload(r#"{"queue_depth":2,"stop":{"ops":100}}"#),
+            OnError::Stop,
+        );
+        ctx.io_timeout_ns = 300_000_000;
+        let mut backend = ScriptedBackend::new(1_000);
+        backend.hang = true;
+        let (report, _) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 0);
+        let reason = ctx.shared.reason.lock().unwrap().clone();
+        match reason {
+            Some(StopReason::Timeout { outstanding_ns, .. }) => {
+                assert!(outstanding_ns > 300_000_000)
+            }
+            other => panic!("unexpected stop reason {other:?}"),
+        }
+        assert!(
+            backend.now < 1_000_000_000,
+            "noticed within a few waits, not after every request"
+        );
+    }
+
+    #[test]
+    fn batch_mode_issues_whole_batches_with_idle_gaps() {
+        let ctx = context(
+            workload(r#"{"batch":{"size":8,"idle_ns":50000},"stop":{"ops":32}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 32);
+        assert_eq!(backend.submit_calls, vec![8, 8, 8, 8]);
+        assert_eq!(
+            backend.idle_calls,
+            vec![50_000; 3],
+            "idle between batches, not before the first"
+        );
+        // All eight of a batch are submitted at the same instant.
+        assert!(records[..8]
+            .iter()
+            .all(|r| r.submit_ns == records[0].submit_ns));
+    }
+
+    #[test]
+    fn warmup_requests_are_flagged_and_not_counted_against_the_limit() {
+        let ctx = context(
+            workload(r#"{"stop":{"ops":50},"warmup":{"ops":20}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        let (_, records) = drive(&ctx, &mut backend);
+        assert_eq!(records.len(), 70);
+        assert_eq!(records.iter().filter(|r| r.warmup).count(), 20);
+        assert!(records[..20].iter().all(|r| r.warmup));
+        let mut agg = Aggregator::new(0, 1_000_000, 1, None);
+        records.iter().for_each(|r| agg.add(r));
+        assert_eq!(agg.finish().per_op["read"].ops, 50);
+    }
+
+    #[test]
+    fn a_time_limit_is_measured_from_the_end_of_warmup() {
+        let ctx = context(
+            workload(r#"{"stop":{"time_ns":100000},"warmup":{"time_ns":50000}}"#),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(1_000);
+        let (_, records) = drive(&ctx, &mut backend);
+        let warm = records.iter().filter(|r| r.warmup).count();
+        let measured = records.len() - warm;
+        assert!((49..=51).contains(&warm), "{warm}");
+        assert!((99..=101).contains(&measured), "{measured}");
+    }
+}

@@ -1,0 +1,143 @@
+//! Real targets (block devices and files): one pinned thread per queue, each with its own io_uring or psync
+//! backend, on the calibrated TSC clock.
+
+use std::fs::File;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::Duration;
+
+use crate::backend::psync::PsyncBackend;
+use crate::backend::uring::{self, UringBackend};
+use crate::buffers::IoBuffers;
+use crate::clock::{Clock, ClockInfo};
+use crate::engine::{EngineChoice, EngineError, QueueReport};
+use crate::pattern::OffsetGenerator;
+use crate::queue::{QueueContext, QueueLoop};
+use crate::stats::Record;
+use crate::target::{Target, TargetKind};
+
+/// How a queue reaches a real target.
+pub(crate) struct RealQueue {
+    pub file: Arc<File>,
+    pub kind: TargetKind,
+    pub clock: Clock,
+    pub cpu: Option<usize>,
+    pub use_uring: bool,
+}
+
+pub(crate) fn shared_clock() -> (Clock, ClockInfo) {
+    static CLOCK: OnceLock<(Clock, ClockInfo)> = OnceLock::new();
+    CLOCK
+        .get_or_init(|| Clock::calibrate(Duration::from_millis(50)))
+        .clone()
+}
+
+pub(crate) fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer and size for the current thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    // SAFETY: `set` was filled by the kernel.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+pub(crate) fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: as above; the set names one CPU the process may use.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Decide the backend for `choice`, with the reason in words.
+pub(crate) fn choose_backend(
+    choice: EngineChoice,
+    target: &Target,
+) -> Result<(bool, String), EngineError> {
+    let uring_ok = uring::available();
+    match choice {
+        EngineChoice::Psync => Ok((false, "psync requested".into())),
+        EngineChoice::Uring => match uring_ok {
+            Ok(()) => Ok((true, "io_uring requested".into())),
+            Err(e) => Err(EngineError::UringUnavailable(e.to_string())),
+        },
+        EngineChoice::Auto => match uring_ok {
+            Err(e) => Ok((false, format!("io_uring unavailable ({e}); using psync"))),
+            Ok(()) => match crate::autoselect::completes_synchronously(target) {
+                Some(why) => Ok((
+                    false,
+                    format!("{why}: psync avoids io_uring's worker-thread hand-off"),
+                )),
+                None => Ok((true, "io_uring (asynchronous target)".into())),
+            },
+        },
+    }
+}
+
+pub(crate) fn queue_thread(
+    ctx: QueueContext,
+    real: RealQueue,
+    producer: rtrb::Producer<Record>,
+    barrier: Arc<Barrier>,
+    setup_tx: std::sync::mpsc::Sender<Result<Option<uring::UringSetup>, String>>,
+) -> QueueReport {
+    let pinned = real.cpu.filter(|&cpu| pin_current_thread(cpu));
+    let depth = ctx.workload.inflight_per_queue();
+    let writes = ctx.workload.mix.writes();
+    let mut buffers = IoBuffers::new(
+        depth as usize,
+        ctx.workload.max_size() as usize,
+        ctx.workload.data,
+        ctx.workload.seed ^ ctx.queue as u64,
+        writes,
+    );
+    let generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, ctx.queue);
+    let mut report = QueueReport {
+        queue: ctx.queue,
+        cpu: pinned,
+        issued: 0,
+        completed: 0,
+        leaked_buffers: false,
+    };
+    if real.use_uring {
+        let region = (buffers.region.as_ptr(), buffers.region.len());
+        match UringBackend::new(Arc::clone(&real.file), real.kind, depth, region, real.clock) {
+            Ok(mut backend) => {
+                let _ = setup_tx.send(Ok(Some(backend.setup().clone())));
+                barrier.wait();
+                if ctx.shared.setup_failed.load(Ordering::Relaxed) {
+                    return report;
+                }
+                let leak = QueueLoop::new(&ctx, generator, producer).run(
+                    &mut backend,
+                    &mut buffers,
+                    &mut report,
+                );
+                if leak {
+                    // The kernel may still DMA into these buffers: never free them, nor the ring.
+                    std::mem::forget(backend);
+                    std::mem::forget(buffers);
+                }
+            }
+            Err(e) => {
+                let _ = setup_tx.send(Err(format!("io_uring set-up failed: {e}")));
+                barrier.wait();
+            }
+        }
+    } else {
+        let mut backend = PsyncBackend::new(Arc::clone(&real.file), real.kind, depth, real.clock);
+        let _ = setup_tx.send(Ok(None));
+        barrier.wait();
+        if !ctx.shared.setup_failed.load(Ordering::Relaxed) {
+            QueueLoop::new(&ctx, generator, producer).run(&mut backend, &mut buffers, &mut report);
+        }
+    }
+    report
+}
