@@ -78,6 +78,8 @@ def _creates_file(args: argparse.Namespace) -> bool:
     import os
     import stat
 
+    if args.target.startswith("sim:"):
+        return False
     try:
         return not stat.S_ISBLK(os.stat(args.target).st_mode)
     except OSError:
@@ -163,14 +165,42 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sim_presets(args: argparse.Namespace) -> int:
+    from .sim import presets
+
+    table = Table(title="Simulated devices (use as sim:NAME)", title_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("what it is")
+    for p in presets():
+        summary = p["summary"] or ""
+        table.add_row(p["name"], summary.split(": ", 1)[-1])
+    console.print(table)
+    return 0
+
+
+def cmd_sim_show(args: argparse.Namespace) -> int:
+    from .sim import show
+
+    print(show(args.preset), end="")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag gets the same one-line error as everything else (exit 2)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"ftlscope: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ftlscope", description="What does your SSD really do? Precisely timed I/O and its analysis."
     )
     parser.add_argument("--version", action="version", version=f"ftlscope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("run", help="run one workload and report latency and throughput")
     p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
@@ -185,6 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
     p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("sim", help="simulated devices: list the presets, show one as TOML")
+    sim_sub = p.add_subparsers(dest="sim_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
+    q = sim_sub.add_parser("presets", help="list the built-in simulated devices")
+    q.set_defaults(func=cmd_sim_presets)
+    q = sim_sub.add_parser("show", help="print a preset (or a device file) as TOML, every key filled in")
+    q.add_argument("preset", help="preset name, or path to a device TOML file")
+    q.set_defaults(func=cmd_sim_show)
 
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
     p.add_argument("target", help="block device or regular file (created with --size)")

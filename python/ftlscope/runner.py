@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from .devices import resolve_block_device
 from .env import system_env
 from .errors import RunError, TargetError, UsageError
 from .results import RunResult, trace_frame, windows_frame
+from .sim import SimDevice
 from .units import format_size, parse_duration_ns, parse_size
 from .workload import OPS, Workload
 
@@ -38,7 +40,12 @@ def _has_holes(path: str, length: int) -> bool:
     """Whether a file has unwritten regions before ``length`` (reads there would not touch the device)."""
     if length == 0:
         return False
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except PermissionError:
+        raise TargetError(f"permission denied reading {path}; run as a user who may read it") from None
+    except OSError as exc:
+        raise TargetError(f"cannot open {path}: {exc.strerror}") from None
     try:
         return os.lseek(fd, 0, os.SEEK_HOLE) < length
     except OSError:
@@ -60,10 +67,6 @@ def prepare_target(
 ) -> PreparedTarget:
     """Check the safety rules and make a file target ready: created or extended to ``size`` and filled, so a
     read-only run reads real data rather than holes."""
-    if target.startswith("sim:"):
-        raise TargetError(
-            f"{target}: this build has no simulated devices yet; give a block device or a regular file path"
-        )
     notices: list[str] = []
     try:
         st = os.stat(target)
@@ -121,8 +124,37 @@ def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bo
         data="random",
     )
     handle = _start(path, fill, {"engine": engine, "health_interval_ns": 0}, writable=True, direct=direct)
-    _drive(handle, fill, progress=progress, label="filling", total_bytes=length)
+    completed = _drive(handle, fill, progress=progress, label="filling", total_bytes=length)
     handle.result()
+    if not completed:
+        # Ctrl-C during the fill: stop here rather than measure a half-filled file.
+        raise KeyboardInterrupt
+
+
+# The engine names workload fields; a CLI user knows them by their flags.
+_FIELD_FLAGS = {
+    "sizes": "--bs",
+    "mix": "--rw/--mix",
+    "pattern": "--pattern",
+    "range.start": "--offset",
+    "range": "--offset/--size",
+    "align_offset": "--align-offset",
+    "queue_depth": "--qd",
+    "queues": "--queues",
+    "batch.size": "--batch",
+    "stop": "--runtime/--ops/--bytes",
+}
+
+
+def _workload_error(exc: Exception) -> UsageError:
+    message = str(exc)
+    match = re.match(r"workload field `([a-z_.]+)`: (.*)", message)
+    if match:
+        field, problem = match.groups()
+        flag = _FIELD_FLAGS.get(field) or _FIELD_FLAGS.get(field.split(".")[0])
+        if flag:
+            return UsageError(f"{flag}: {problem}")
+    return UsageError(message)
 
 
 def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool):
@@ -131,9 +163,16 @@ def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: 
     except _native.TargetOpenError as exc:
         raise TargetError(str(exc)) from None
     except _native.WorkloadInvalid as exc:
-        raise UsageError(str(exc)) from None
+        raise _workload_error(exc) from None
     except RuntimeError as exc:
         raise RunError(str(exc)) from None
+
+
+def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any]):
+    try:
+        return _native.RunHandle.sim(device._native, workload.to_json(), json.dumps(options))
+    except _native.WorkloadInvalid as exc:
+        raise _workload_error(exc) from None
 
 
 def _drive(handle, workload: Workload, *, progress: bool, label: str, total_bytes: int | None = None,
@@ -180,7 +219,8 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
         try:
             while not handle.wait(0.2):
                 p = json.loads(handle.progress())
-                now = p["elapsed_ns"] / 1e9
+                # Rates and time progress on the device's clock: virtual time on a simulated device.
+                now = p["device_ns"] / 1e9
                 dt = max(now - last[0], 1e-9)
                 iops = (p["ops"] - last[1]) / dt
                 mbps = (p["bytes"] - last[2]) / dt / 1e6
@@ -198,8 +238,10 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
     return not interrupted
 
 
-def _target_description(prepared: PreparedTarget, info: dict[str, Any]) -> dict[str, Any]:
+def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: SimDevice | None) -> dict[str, Any]:
     description = {"name": prepared.path, **info, "created_by_ftlscope": prepared.created}
+    if device is not None:
+        description["sim_config_toml"] = device.config_toml
     if prepared.kind == "block_device":
         dev = resolve_block_device(prepared.path)
         if dev is not None:
@@ -219,7 +261,7 @@ def _target_description(prepared: PreparedTarget, info: dict[str, Any]) -> dict[
 
 
 def run(
-    target: str,
+    target: str | SimDevice,
     workload: Workload,
     *,
     engine: str = "auto",
@@ -247,28 +289,43 @@ def run(
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
     if on_error not in ("stop", "continue"):
         raise UsageError(f"--on-error: unknown value '{on_error}'; use stop or continue")
+    window_ns = parse_duration_ns(window, "--window")
+    if window_ns < 1_000_000:
+        raise UsageError(f"--window: time windows must be at least 1ms long (got {window})")
+    io_timeout_ns = parse_duration_ns(io_timeout, "--io-timeout")
+    if io_timeout_ns < 1_000_000:
+        raise UsageError(f"--io-timeout: give at least 1ms (got {io_timeout})")
     size_bytes = parse_size(size, "--size") if size is not None else None
-    prepared = prepare_target(
-        target, workload, size=size_bytes, destructive=destructive, force=force, direct=direct,
-        engine=engine, progress=progress,
-    )
+    device = None
+    if isinstance(target, SimDevice) or target.startswith("sim:"):
+        # Simulated devices need no safety flags: nothing real is written.
+        device = target if isinstance(target, SimDevice) else SimDevice.open(target)
+        prepared = PreparedTarget(device.name, "simulated", False, [])
+    else:
+        prepared = prepare_target(
+            target, workload, size=size_bytes, destructive=destructive, force=force, direct=direct,
+            engine=engine, progress=progress,
+        )
     options = {
         "engine": engine,
-        "io_timeout_ns": parse_duration_ns(io_timeout, "--io-timeout"),
+        "io_timeout_ns": io_timeout_ns,
         "on_error": on_error,
         "trace_limit": trace_limit if trace else None,
-        "window_ns": parse_duration_ns(window, "--window"),
+        "window_ns": window_ns,
         "pin": pin,
         "health_interval_ns": parse_duration_ns(health_interval, "--health-interval"),
     }
     started = time.time()
-    handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct)
+    if device is not None:
+        handle = _start_sim(device, workload, options)
+    else:
+        handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct)
     completed = _drive(handle, workload, progress=progress, label=label)
     raw = handle.result()
     native = json.loads(raw["summary"])
     engine_env = native.pop("engine")
     summary: dict[str, Any] = {
-        "target": _target_description(prepared, native.pop("target")),
+        "target": _target_description(prepared, native.pop("target"), device),
         "workload": native.pop("workload"),
         "env": {**system_env(), "engine": engine_env, "options": native.pop("options"),
                 "started_at_unix": started},

@@ -259,7 +259,8 @@ def _check_new_file(target_path: str) -> None:
         raise TargetError(
             f"{target_path} is a symlink to {os.readlink(target_path)}, which does not exist; {_TARGET_HINT}"
         )
-    if os.path.realpath(parent) == "/dev" or os.path.realpath(parent).startswith("/dev/"):
+    real_parent = os.path.realpath(parent)
+    if real_parent == "/dev" or (real_parent.startswith("/dev/") and not real_parent.startswith("/dev/shm")):
         raise TargetError(f"no such device: {target_path}; see `ftlscope devices` for the block devices")
     if not os.path.isdir(parent):
         raise TargetError(f"no such directory: {parent}; create it first or give another path for the file")

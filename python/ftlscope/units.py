@@ -8,6 +8,7 @@ decimal; fio's single letters (``4k``, ``1m``, ``2g``) are binary, as fio users 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from .errors import UsageError
 
@@ -42,8 +43,9 @@ def parse_size(text: str | int, what: str = "size") -> int:
     unit = match.group(2).lower() if match else None
     if not match or unit not in _SIZE_UNITS:
         raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1GiB or 500GB")
-    value = float(match.group(1)) * _SIZE_UNITS[unit]
-    if value != int(value):
+    # Exact arithmetic: 4.1MB is 4,100,000 bytes, not 4099999.9999999995.
+    value = Fraction(match.group(1)) * _SIZE_UNITS[unit]
+    if value.denominator != 1:
         raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
     return int(value)
 
@@ -51,12 +53,12 @@ def parse_size(text: str | int, what: str = "size") -> int:
 def parse_duration_ns(text: str | int | float, what: str = "duration") -> int:
     """Nanoseconds in ``text`` (``10s``, ``100ms``, ``50us``, ``1.5``)."""
     if isinstance(text, (int, float)):
-        return int(text * 10**9)
+        return int(Fraction(text) * 10**9) if isinstance(text, int) else round(text * 10**9)
     match = _NUMBER.match(str(text))
     unit = match.group(2).lower() if match else None
     if not match or unit not in _TIME_UNITS:
         raise UsageError(f"{what}: cannot read '{text}' as a duration; write e.g. 10s, 250ms or 50us")
-    return int(float(match.group(1)) * _TIME_UNITS[unit])
+    return round(Fraction(match.group(1)) * _TIME_UNITS[unit])
 
 
 def format_size(n: float) -> str:

@@ -40,7 +40,7 @@ class Workload:
         if unknown:
             raise UsageError(f"mix: unknown operation(s) {sorted(unknown)}; use {', '.join(OPS)}")
         if self.data not in DATA_PATTERNS:
-            raise UsageError(f"data: unknown pattern '{self.data}'; use {', '.join(DATA_PATTERNS)}")
+            raise UsageError(f"--data: unknown pattern '{self.data}'; use zeros, ones, 0xaa, lba or random")
 
     @property
     def writes(self) -> bool:
@@ -161,6 +161,9 @@ def from_flags(
     sizes = [parse_size(s, "--bs") for s in bs.split(",")]
     if qd < 1:
         raise UsageError("--qd: give a queue depth of at least 1")
+    for flag, value in (("--ops", ops), ("--batch", batch), ("--seed", seed), ("--warmup-ops", warmup_ops)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag}: give a number of at least 0, not {value}")
     if queues < 1:
         raise UsageError("--queues: give at least 1 queue")
     stop: dict[str, int] = {}

@@ -25,10 +25,9 @@ fn block_device_name(major: u32, minor: u32) -> Option<String> {
 }
 
 fn is_synchronous_driver(name: &str) -> bool {
-    SYNCHRONOUS_DRIVERS.iter().any(|d| {
-        name.strip_prefix(d)
-            .is_some_and(|rest| rest.chars().next().is_none_or(|c| c.is_ascii_digit()))
-    })
+    SYNCHRONOUS_DRIVERS
+        .iter()
+        .any(|d| name.strip_prefix(d).is_some_and(|rest| rest.chars().next().is_none_or(|c| c.is_ascii_digit())))
 }
 
 fn filesystem_magic(path: &Path) -> Option<i64> {
@@ -49,8 +48,7 @@ pub fn completes_synchronously(target: &Target) -> Option<String> {
         TargetKind::BlockDevice => {
             let rdev = meta.rdev();
             let name = block_device_name(libc::major(rdev), libc::minor(rdev))?;
-            is_synchronous_driver(&name)
-                .then(|| format!("{name} is a RAM block device served in the CPU"))
+            is_synchronous_driver(&name).then(|| format!("{name} is a RAM block device served in the CPU"))
         }
         TargetKind::RegularFile => {
             let magic = filesystem_magic(&target.info.path)?;

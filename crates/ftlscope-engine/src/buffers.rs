@@ -23,10 +23,7 @@ impl AlignedRegion {
         let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("valid buffer layout");
         // SAFETY: the layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
-        assert!(
-            !ptr.is_null(),
-            "out of memory allocating {len} B of I/O buffers"
-        );
+        assert!(!ptr.is_null(), "out of memory allocating {len} B of I/O buffers");
         AlignedRegion { ptr, layout }
     }
 
@@ -63,13 +60,9 @@ pub struct IoBuffers {
 }
 
 impl IoBuffers {
-    pub fn new(
-        slots: usize,
-        max_size: usize,
-        data: DataPattern,
-        seed: u64,
-        writes: bool,
-    ) -> IoBuffers {
+    /// `seed` is the run's seed (stamped into LBA-stamped data); random data also mixes in `queue`, so
+    /// queues write different bytes.
+    pub fn new(slots: usize, max_size: usize, data: DataPattern, seed: u64, queue: u32, writes: bool) -> IoBuffers {
         let slot_size = max_size.div_ceil(ALIGN) * ALIGN;
         let read_len = slots * slot_size;
         let write_len = if !writes {
@@ -82,32 +75,18 @@ impl IoBuffers {
             }
         };
         let region = AlignedRegion::new(read_len + write_len);
-        let mut buffers = IoBuffers {
-            region,
-            slot_size,
-            slots,
-            write_base: read_len,
-            write_len,
-            data,
-            seed,
-            counter: 0,
-        };
-        buffers.fill_write_area();
+        let mut buffers =
+            IoBuffers { region, slot_size, slots, write_base: read_len, write_len, data, seed, counter: 0 };
+        buffers.fill_write_area(seed ^ (queue as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         buffers
     }
 
     fn write_area(&mut self) -> &mut [u8] {
         // SAFETY: [write_base, write_base + write_len) lies inside the region, and we hold &mut self.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.region.as_ptr().add(self.write_base),
-                self.write_len,
-            )
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.region.as_ptr().add(self.write_base), self.write_len) }
     }
 
-    fn fill_write_area(&mut self) {
-        let seed = self.seed;
+    fn fill_write_area(&mut self, seed: u64) {
         let data = self.data;
         let area = self.write_area();
         match data {
@@ -152,20 +131,14 @@ impl IoBuffers {
                 for sector in 0..len / 512 {
                     let stamp = [first_lba + sector as u64, self.seed];
                     // SAFETY: sector * 512 + 16 <= len <= slot_size, inside the slot's buffer.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            stamp.as_ptr().cast::<u8>(),
-                            buf.add(sector * 512),
-                            16,
-                        )
-                    };
+                    unsafe { std::ptr::copy_nonoverlapping(stamp.as_ptr().cast::<u8>(), buf.add(sector * 512), 16) };
                 }
                 buf
             }
             DataPattern::Random => {
                 self.counter += 1;
                 let positions = (self.write_len - len) / ALIGN + 1;
-                let mixed = self.counter.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed;
+                let mixed = self.counter.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed ^ (self.write_base as u64);
                 let start = (mixed >> 17) as usize % positions * ALIGN;
                 // SAFETY: start + len <= write_len by construction of `positions`.
                 let buf = unsafe { base.add(self.write_base + start) };
@@ -193,18 +166,16 @@ mod tests {
 
     #[test]
     fn constant_patterns() {
-        let mut b = IoBuffers::new(2, 8192, DataPattern::Alternating, 1, true);
+        let mut b = IoBuffers::new(2, 8192, DataPattern::Alternating, 1, 0, true);
         let w = b.write_buffer(1, 0, 8192);
         assert!(bytes(w, 8192).iter().all(|&x| x == 0xaa));
-        let mut b = IoBuffers::new(2, 8192, DataPattern::Ones, 1, true);
-        assert!(bytes(b.write_buffer(0, 0, 4096), 4096)
-            .iter()
-            .all(|&x| x == 0xff));
+        let mut b = IoBuffers::new(2, 8192, DataPattern::Ones, 1, 0, true);
+        assert!(bytes(b.write_buffer(0, 0, 4096), 4096).iter().all(|&x| x == 0xff));
     }
 
     #[test]
     fn lba_stamps_each_sector() {
-        let mut b = IoBuffers::new(4, 4096, DataPattern::LbaStamped, 9, true);
+        let mut b = IoBuffers::new(4, 4096, DataPattern::LbaStamped, 9, 0, true);
         let w = b.write_buffer(2, 1 << 20, 4096);
         let data = bytes(w, 4096);
         for sector in 0..8 {
@@ -215,7 +186,7 @@ mod tests {
 
     #[test]
     fn random_writes_differ() {
-        let mut b = IoBuffers::new(1, 4096, DataPattern::Random, 3, true);
+        let mut b = IoBuffers::new(1, 4096, DataPattern::Random, 3, 0, true);
         let a = bytes(b.write_buffer(0, 0, 4096), 4096);
         let c = bytes(b.write_buffer(0, 0, 4096), 4096);
         assert_ne!(a, c);
@@ -225,7 +196,7 @@ mod tests {
 
     #[test]
     fn read_buffers_are_aligned_and_distinct() {
-        let b = IoBuffers::new(3, 6000, DataPattern::Zeros, 1, false);
+        let b = IoBuffers::new(3, 6000, DataPattern::Zeros, 1, 0, false);
         let p0 = b.read_buffer(0) as usize;
         let p1 = b.read_buffer(1) as usize;
         assert_eq!(p0 % 4096, 0);

@@ -10,10 +10,7 @@ use std::time::Duration;
 
 /// `CLOCK_MONOTONIC_RAW` in nanoseconds.
 pub fn monotonic_raw_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_RAW exists on every Linux we support.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -75,9 +72,7 @@ enum ClockKind {
 impl Clock {
     /// The raw monotonic clock, uncalibrated (47 ns a read here).
     pub fn monotonic() -> Clock {
-        Clock {
-            kind: ClockKind::Monotonic,
-        }
+        Clock { kind: ClockKind::Monotonic }
     }
 
     /// Calibrate the TSC against CLOCK_MONOTONIC_RAW over `span` (spinning, as seed 000 does); falls back
@@ -86,12 +81,7 @@ impl Clock {
         if !tsc_is_invariant() {
             return (
                 Clock::monotonic(),
-                ClockInfo {
-                    source: "clock_gettime",
-                    tsc_hz: None,
-                    calibration_ns: 0,
-                    check_error_ns: None,
-                },
+                ClockInfo { source: "clock_gettime", tsc_hz: None, calibration_ns: 0, check_error_ns: None },
             );
         }
         #[cfg(target_arch = "x86_64")]
@@ -106,13 +96,7 @@ impl Clock {
             let nanos = (ns1 - ns0) as f64;
             let tsc_hz = ticks / nanos * 1e9;
             let mult = ((nanos / ticks) * (1u64 << 32) as f64).round() as u64;
-            let clock = Clock {
-                kind: ClockKind::Tsc {
-                    base_tsc: tsc0,
-                    base_ns: ns0,
-                    mult,
-                },
-            };
+            let clock = Clock { kind: ClockKind::Tsc { base_tsc: tsc0, base_ns: ns0, mult } };
             // Check: compare the calibrated clock with the reference a few times.
             let mut worst = 0i64;
             for _ in 0..8 {
@@ -139,11 +123,7 @@ impl Clock {
     #[inline(always)]
     fn ticks_to_ns(&self, tsc: u64) -> u64 {
         match self.kind {
-            ClockKind::Tsc {
-                base_tsc,
-                base_ns,
-                mult,
-            } => {
+            ClockKind::Tsc { base_tsc, base_ns, mult } => {
                 let delta = tsc.wrapping_sub(base_tsc);
                 base_ns + ((delta as u128 * mult as u128) >> 32) as u64
             }
@@ -211,11 +191,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         let a = clock.now() as i64;
         let b = monotonic_raw_ns() as i64;
-        assert!(
-            (a - b).abs() < 20_000,
-            "clock drifted {} ns after 30 ms",
-            a - b
-        );
+        assert!((a - b).abs() < 20_000, "clock drifted {} ns after 30 ms", a - b);
     }
 
     #[test]

@@ -14,13 +14,11 @@ use crate::backend::uring;
 use crate::clock::ClockInfo;
 use crate::health::{open_health_source, HealthReport, HealthSampler};
 use crate::queue::{QueueContext, Shared};
-use crate::real::{
-    allowed_cpus, choose_backend, pin_current_thread, queue_thread, shared_clock, RealQueue,
-};
+use crate::real::{allowed_cpus, choose_backend, pin_current_thread, queue_thread, shared_clock, RealQueue};
 use crate::sim_driver::{drive, SimTarget};
 use crate::stats::{AggregateResult, Aggregator, Record};
 use crate::target::{Target, TargetInfo};
-use crate::workload::{Workload, WorkloadError};
+use crate::workload::{Op, Workload, WorkloadError};
 
 pub use crate::queue::{in_hot_loop, with_hot_loop_flag};
 
@@ -40,9 +38,7 @@ impl std::str::FromStr for EngineChoice {
             "auto" => Ok(EngineChoice::Auto),
             "uring" | "io_uring" => Ok(EngineChoice::Uring),
             "psync" => Ok(EngineChoice::Psync),
-            other => Err(format!(
-                "unknown engine `{other}`; use auto, uring or psync"
-            )),
+            other => Err(format!("unknown engine `{other}`; use auto, uring or psync")),
         }
     }
 }
@@ -71,6 +67,28 @@ pub struct RunOptions {
     pub health_interval_ns: u64,
 }
 
+impl RunOptions {
+    /// Refuse options that cannot work (a zero-length window would mean a window per nanosecond).
+    pub fn validate(&self) -> Result<(), EngineError> {
+        if self.window_ns < 1_000_000 {
+            return Err(EngineError::Options {
+                field: "window_ns",
+                problem: format!("time windows must be at least 1 ms long (got {} ns)", self.window_ns),
+            });
+        }
+        if self.io_timeout_ns < 1_000_000 {
+            return Err(EngineError::Options {
+                field: "io_timeout_ns",
+                problem: format!("the I/O time-out must be at least 1 ms (got {} ns)", self.io_timeout_ns),
+            });
+        }
+        if self.trace_limit == Some(0) {
+            return Err(EngineError::Options { field: "trace_limit", problem: "must be above 0".into() });
+        }
+        Ok(())
+    }
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
@@ -93,6 +111,8 @@ pub enum EngineError {
     ReadOnlyTarget(String),
     #[error("io_uring is not available here ({0}); use --engine psync or auto")]
     UringUnavailable(String),
+    #[error("run option `{field}`: {problem}")]
+    Options { field: &'static str, problem: String },
     #[error("setting up queue {queue}: {message}")]
     Setup { queue: u32, message: String },
 }
@@ -106,18 +126,9 @@ pub enum StopReason {
     /// Someone asked it to stop (Ctrl-C, a caller's deadline).
     Interrupted,
     /// A request failed and `on_error` is `stop`.
-    IoError {
-        op: String,
-        offset: u64,
-        errno: i32,
-        message: String,
-    },
+    IoError { op: String, offset: u64, errno: i32, message: String },
     /// A request stayed outstanding past the I/O time-out.
-    Timeout {
-        op: String,
-        offset: u64,
-        outstanding_ns: u64,
-    },
+    Timeout { op: String, offset: u64, outstanding_ns: u64 },
     /// The engine's own submission failed.
     EngineFailure { message: String },
 }
@@ -218,15 +229,10 @@ fn start_aggregator(
     cpu: Option<usize>,
 ) -> (Vec<rtrb::Producer<Record>>, JoinHandle<AggregateResult>) {
     let ring_capacity = (workload.inflight_per_queue() as usize * 64).clamp(1 << 14, 1 << 20);
-    let (producers, consumers): (Vec<_>, Vec<_>) = (0..workload.queues)
-        .map(|_| rtrb::RingBuffer::<Record>::new(ring_capacity))
-        .unzip();
-    let aggregator = Aggregator::new(
-        t0,
-        options.window_ns,
-        workload.queues as usize,
-        options.trace_limit,
-    );
+    let (producers, consumers): (Vec<_>, Vec<_>) =
+        (0..workload.queues).map(|_| rtrb::RingBuffer::<Record>::new(ring_capacity)).unzip();
+    let ops: Vec<Op> = Op::ALL.into_iter().filter(|&op| workload.mix.weight(op) > 0).collect();
+    let aggregator = Aggregator::new(t0, options.window_ns, workload.queues as usize, options.trace_limit, &ops);
     let handle = std::thread::Builder::new()
         .name("ftlscope-agg".into())
         .spawn(move || {
@@ -259,16 +265,10 @@ fn queue_contexts(
 
 impl Run {
     /// Validate, set up every queue, and start measuring a real target. Returns once all queues run.
-    pub fn start(
-        target: Target,
-        workload: Workload,
-        options: RunOptions,
-    ) -> Result<Run, EngineError> {
+    pub fn start(target: Target, workload: Workload, options: RunOptions) -> Result<Run, EngineError> {
         workload.validate(target.info.size_bytes, target.info.logical_block_size)?;
         if workload.mix.writes() && !target.info.writable {
-            return Err(EngineError::ReadOnlyTarget(
-                target.info.path.display().to_string(),
-            ));
+            return Err(EngineError::ReadOnlyTarget(target.info.path.display().to_string()));
         }
         let (use_uring, backend_reason) = choose_backend(options.engine, &target)?;
         let (clock, clock_info) = shared_clock();
@@ -281,11 +281,7 @@ impl Run {
         }
         let queues = workload.queues;
         let shared = Arc::new(Shared::new(queues));
-        let cpus = if options.pin {
-            allowed_cpus()
-        } else {
-            Vec::new()
-        };
+        let cpus = if options.pin { allowed_cpus() } else { Vec::new() };
         // Queues on CPUs 1, 2, ... and the aggregator on the first CPU, away from the queues where the
         // machine has room.
         let queue_cpu = |q: usize| (!cpus.is_empty()).then(|| cpus[(q + 1) % cpus.len()]);
@@ -293,13 +289,9 @@ impl Run {
 
         let (health, health_unavailable) = if options.health_interval_ns > 0 {
             match open_health_source(&target.info.path) {
-                Ok(source) => (
-                    Some(HealthSampler::spawn(
-                        source,
-                        Duration::from_nanos(options.health_interval_ns),
-                    )),
-                    None,
-                ),
+                Ok(source) => {
+                    (Some(HealthSampler::spawn(source, Duration::from_nanos(options.health_interval_ns))), None)
+                }
                 Err(unavailable) => (None, Some(unavailable.to_string())),
             }
         } else {
@@ -311,12 +303,9 @@ impl Run {
         let info = target.info.clone();
         let (producers, aggregator) = start_aggregator(&workload, &options, t0, aggregator_cpu);
         let barrier = Arc::new(Barrier::new(queues as usize + 1));
-        let (setup_tx, setup_rx) =
-            std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
+        let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
-        for (ctx, producer) in queue_contexts(&workload, info.size_bytes, &shared, &options)
-            .into_iter()
-            .zip(producers)
+        for (ctx, producer) in queue_contexts(&workload, info.size_bytes, &shared, &options).into_iter().zip(producers)
         {
             let q = ctx.queue;
             let real = RealQueue {
@@ -324,6 +313,10 @@ impl Run {
                 kind: info.kind,
                 clock,
                 cpu: queue_cpu(q as usize),
+                worker_cpus: match queue_cpu(q as usize) {
+                    Some(own) if cpus.len() > 1 => cpus.iter().copied().filter(|&c| c != own).collect(),
+                    _ => Vec::new(),
+                },
                 use_uring,
             };
             let barrier = Arc::clone(&barrier);
@@ -397,6 +390,7 @@ impl Run {
             let t = target.lock().expect("simulated device lock");
             (t.info(), t.now.ns())
         };
+        options.validate()?;
         workload.validate(info.size_bytes, info.logical_block_size)?;
         let shared = Arc::new(Shared::new(workload.queues));
         let (producers, aggregator) = start_aggregator(&workload, &options, t0, None);
@@ -407,13 +401,7 @@ impl Run {
             .name("ftlscope-sim".into())
             .spawn(move || {
                 let mut target = target.lock().expect("simulated device lock");
-                let outcome = drive(
-                    &mut target,
-                    &contexts,
-                    producers,
-                    &worker_shared,
-                    health_interval,
-                );
+                let outcome = drive(&mut target, &contexts, producers, &worker_shared, health_interval);
                 WorkerOutput {
                     reports: outcome.reports,
                     health: Some(outcome.health),
@@ -423,15 +411,9 @@ impl Run {
             .expect("spawn simulator thread");
         let env = EngineEnv {
             backend: "sim",
-            backend_reason:
-                "simulated device: every queue stepped on the simulator's virtual clock".into(),
+            backend_reason: "simulated device: every queue stepped on the simulator's virtual clock".into(),
             backend_setup: None,
-            clock: ClockInfo {
-                source: "virtual",
-                tsc_hz: None,
-                calibration_ns: 0,
-                check_error_ns: None,
-            },
+            clock: ClockInfo { source: "virtual", tsc_hz: None, calibration_ns: 0, check_error_ns: None },
             pinned_cpus: Vec::new(),
             aggregator_cpu: None,
             notices: Vec::new(),
@@ -457,14 +439,7 @@ impl Run {
             "sim" => self.shared.device_now.load(Ordering::Relaxed),
             _ => elapsed_ns,
         };
-        let mut p = Progress {
-            ops: 0,
-            bytes: 0,
-            errors: 0,
-            elapsed_ns,
-            device_ns,
-            finished: self.is_finished(),
-        };
+        let mut p = Progress { ops: 0, bytes: 0, errors: 0, elapsed_ns, device_ns, finished: self.is_finished() };
         for q in &self.shared.progress {
             p.ops += q.ops.load(Ordering::Relaxed);
             p.bytes += q.bytes.load(Ordering::Relaxed);
@@ -498,9 +473,9 @@ impl Run {
                     sim_health = sim_health.or(output.health);
                     virtual_ns = virtual_ns.or(output.virtual_ns);
                 }
-                Err(_) => self.shared.stop_with(StopReason::EngineFailure {
-                    message: "a worker thread panicked".into(),
-                }),
+                Err(_) => {
+                    self.shared.stop_with(StopReason::EngineFailure { message: "a worker thread panicked".into() })
+                }
             }
         }
         let stats = self.aggregator.join().expect("aggregator thread");
@@ -509,13 +484,7 @@ impl Run {
             (None, Some(sampler), _) => sampler.stop(),
             (None, None, reason) => HealthReport::unavailable(reason.unwrap_or_default()),
         };
-        let stop_reason = self
-            .shared
-            .reason
-            .lock()
-            .expect("stop reason lock")
-            .clone()
-            .unwrap_or(StopReason::Completed);
+        let stop_reason = self.shared.reason.lock().expect("stop reason lock").clone().unwrap_or(StopReason::Completed);
         RunResult {
             target: self.target_info,
             workload: self.workload,
@@ -533,11 +502,7 @@ impl Run {
 }
 
 /// Run to the end.
-pub fn run(
-    target: Target,
-    workload: Workload,
-    options: RunOptions,
-) -> Result<RunResult, EngineError> {
+pub fn run(target: Target, workload: Workload, options: RunOptions) -> Result<RunResult, EngineError> {
     Ok(Run::start(target, workload, options)?.join())
 }
 
@@ -592,9 +557,6 @@ mod tests {
     #[test]
     fn engine_choice_parses() {
         assert_eq!("auto".parse::<EngineChoice>().unwrap(), EngineChoice::Auto);
-        assert!("spdk"
-            .parse::<EngineChoice>()
-            .unwrap_err()
-            .contains("auto, uring or psync"));
+        assert!("spdk".parse::<EngineChoice>().unwrap_err().contains("auto, uring or psync"));
     }
 }

@@ -18,9 +18,7 @@ pub mod stats;
 pub mod target;
 pub mod workload;
 
-pub use engine::{
-    in_hot_loop, run, run_sim, EngineChoice, OnError, Run, RunOptions, RunResult, StopReason,
-};
+pub use engine::{in_hot_loop, run, run_sim, EngineChoice, OnError, Run, RunOptions, RunResult, StopReason};
 pub use sim_driver::SimTarget;
 pub use target::{Target, TargetInfo, TargetKind};
 pub use workload::{DataPattern, Op, Pattern, Workload};

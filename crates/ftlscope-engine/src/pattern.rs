@@ -41,12 +41,7 @@ impl Permutation {
         for (i, key) in keys.iter_mut().enumerate() {
             *key = mix64(seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1)));
         }
-        Permutation {
-            n,
-            half_bits,
-            half_mask: (1u64 << half_bits) - 1,
-            keys,
-        }
+        Permutation { n, half_bits, half_mask: (1u64 << half_bits) - 1, keys }
     }
 
     fn encrypt(&self, x: u64) -> u64 {
@@ -73,31 +68,13 @@ impl Permutation {
 }
 
 enum Walk {
-    Sequential {
-        pos: u64,
-    },
+    Sequential { pos: u64 },
     Random,
-    Permutation {
-        perm: Permutation,
-        pass: u64,
-        seed: u64,
-    },
-    PermutedWindows {
-        window: u64,
-        order: Vec<u64>,
-    },
-    Strided {
-        stride: u64,
-    },
-    HotSet {
-        hot_first_slot: u64,
-        hot_slots: u64,
-        share: f64,
-    },
-    Zipf {
-        zipf: Zipf<f64>,
-        scatter: Permutation,
-    },
+    Permutation { perm: Permutation, pass: u64, seed: u64 },
+    PermutedWindows { window: u64, order: Vec<u64> },
+    Strided { stride: u64 },
+    HotSet { hot_first_slot: u64, hot_slots: u64, share: f64 },
+    Zipf { zipf: Zipf<f64>, scatter: Permutation },
 }
 
 /// The offsets of one queue.
@@ -126,8 +103,8 @@ impl OffsetGenerator {
         let queues = workload.queues as u64;
         let splits = matches!(
             workload.pattern,
-            Pattern::Sequential
-                | Pattern::Permutation
+            Pattern::Sequential {}
+                | Pattern::Permutation {}
                 | Pattern::PermutedWindows { .. }
                 | Pattern::Strided { .. }
         );
@@ -140,26 +117,15 @@ impl OffsetGenerator {
         };
         let slots = (length / grain).max(1);
         let walk = match &workload.pattern {
-            Pattern::Sequential => Walk::Sequential { pos: 0 },
-            Pattern::Random => Walk::Random,
-            Pattern::Permutation => Walk::Permutation {
-                perm: Permutation::new(slots, seed),
-                pass: 0,
-                seed,
-            },
+            Pattern::Sequential {} => Walk::Sequential { pos: 0 },
+            Pattern::Random {} => Walk::Random,
+            Pattern::Permutation {} => Walk::Permutation { perm: Permutation::new(slots, seed), pass: 0, seed },
             Pattern::PermutedWindows { window } => {
                 let window = (*window as u64).min(slots).max(1);
-                Walk::PermutedWindows {
-                    window,
-                    order: (0..window).collect(),
-                }
+                Walk::PermutedWindows { window, order: (0..window).collect() }
             }
             Pattern::Strided { stride } => Walk::Strided { stride: *stride },
-            Pattern::HotSet {
-                hot_start,
-                hot_length,
-                hot_share,
-            } => Walk::HotSet {
+            Pattern::HotSet { hot_start, hot_length, hot_share } => Walk::HotSet {
                 hot_first_slot: hot_start / grain,
                 hot_slots: (hot_length / grain).max(1),
                 share: *hot_share,
@@ -169,15 +135,7 @@ impl OffsetGenerator {
                 scatter: Permutation::new(slots, seed ^ 0x5a5a),
             },
         };
-        OffsetGenerator {
-            walk,
-            start,
-            length,
-            grain,
-            slots,
-            counter: 0,
-            rng: SmallRng::seed_from_u64(seed),
-        }
+        OffsetGenerator { walk, start, length, grain, slots, counter: 0, rng: SmallRng::seed_from_u64(seed) }
     }
 
     /// The byte offset of the next request of `size` bytes.
@@ -223,11 +181,7 @@ impl OffsetGenerator {
                 let pos = (k.wrapping_mul(*stride)) % self.length;
                 pos / self.grain
             }
-            Walk::HotSet {
-                hot_first_slot,
-                hot_slots,
-                share,
-            } => {
+            Walk::HotSet { hot_first_slot, hot_slots, share } => {
                 let cold_slots = self.slots.saturating_sub(*hot_slots);
                 if cold_slots == 0 || self.rng.random::<f64>() < *share {
                     *hot_first_slot + self.rng.random_range(0..*hot_slots)
@@ -270,11 +224,7 @@ mod tests {
     use std::collections::HashSet;
 
     fn workload(pattern: Pattern, queues: u32) -> Workload {
-        Workload {
-            pattern,
-            queues,
-            ..Workload::default()
-        }
+        Workload { pattern, queues, ..Workload::default() }
     }
 
     #[test]
@@ -297,7 +247,7 @@ mod tests {
 
     #[test]
     fn sequential_walks_and_wraps() {
-        let w = workload(Pattern::Sequential, 1);
+        let w = workload(Pattern::Sequential {}, 1);
         let mut g = OffsetGenerator::new(&w, 4 * 4096, 0);
         let offs: Vec<u64> = (0..6).map(|_| g.next_offset(4096)).collect();
         assert_eq!(offs, vec![0, 4096, 8192, 12288, 0, 4096]);
@@ -305,14 +255,14 @@ mod tests {
 
     #[test]
     fn sequential_queues_split_the_range() {
-        let w = workload(Pattern::Sequential, 2);
+        let w = workload(Pattern::Sequential {}, 2);
         let mut g1 = OffsetGenerator::new(&w, 8 * 4096, 1);
         assert_eq!(g1.next_offset(4096), 4 * 4096);
     }
 
     #[test]
     fn permutation_pattern_touches_every_block_once_across_queues() {
-        let w = workload(Pattern::Permutation, 3);
+        let w = workload(Pattern::Permutation {}, 3);
         let size = 96 * 4096;
         let mut seen = HashSet::new();
         for q in 0..3 {
@@ -348,22 +298,16 @@ mod tests {
 
     #[test]
     fn hot_set_concentrates_requests() {
-        let pattern = Pattern::HotSet {
-            hot_start: 0,
-            hot_length: 16 * 4096,
-            hot_share: 0.9,
-        };
+        let pattern = Pattern::HotSet { hot_start: 0, hot_length: 16 * 4096, hot_share: 0.9 };
         let w = workload(pattern, 1);
         let mut g = OffsetGenerator::new(&w, 1024 * 4096, 0);
-        let hot = (0..10_000)
-            .filter(|_| g.next_offset(4096) < 16 * 4096)
-            .count();
+        let hot = (0..10_000).filter(|_| g.next_offset(4096) < 16 * 4096).count();
         assert!((8_700..9_300).contains(&hot), "hot share {hot}");
     }
 
     #[test]
     fn random_stays_in_range_and_is_aligned() {
-        let mut w = workload(Pattern::Random, 1);
+        let mut w = workload(Pattern::Random {}, 1);
         w.range.start = 4096;
         w.range.length = 100 * 4096;
         w.align_offset = 512;

@@ -43,11 +43,7 @@ pub(crate) struct QueueProgress {
 
 impl QueueProgress {
     pub fn new() -> QueueProgress {
-        QueueProgress {
-            ops: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-        }
+        QueueProgress { ops: AtomicU64::new(0), bytes: AtomicU64::new(0), errors: AtomicU64::new(0) }
     }
 }
 
@@ -140,21 +136,13 @@ pub(crate) fn share_of(total: u64, queues: u32, queue: u32) -> u64 {
 }
 
 impl<'a> QueueLoop<'a> {
-    pub fn new(
-        ctx: &'a QueueContext,
-        generator: OffsetGenerator,
-        producer: rtrb::Producer<Record>,
-    ) -> QueueLoop<'a> {
+    pub fn new(ctx: &'a QueueContext, generator: OffsetGenerator, producer: rtrb::Producer<Record>) -> QueueLoop<'a> {
         let depth = ctx.workload.inflight_per_queue() as usize;
         let mix = &ctx.workload.mix;
         let mut op_cumulative = [0u64; 5];
         let mut acc = 0;
         let mut used = Op::ALL.iter().filter(|&&op| mix.weight(op) > 0);
-        let single_op = if used.clone().count() == 1 {
-            used.next().copied()
-        } else {
-            None
-        };
+        let single_op = if used.clone().count() == 1 { used.next().copied() } else { None };
         for op in Op::ALL {
             acc += mix.weight(op) as u64;
             op_cumulative[op as usize] = acc;
@@ -229,8 +217,8 @@ impl<'a> QueueLoop<'a> {
         }
         let w = &self.ctx.workload;
         let now = backend.now();
-        let warmup = self.issued_warmup < self.warmup_ops
-            || (w.warmup.time_ns > 0 && now < self.start_ns + w.warmup.time_ns);
+        let warmup =
+            self.issued_warmup < self.warmup_ops || (w.warmup.time_ns > 0 && now < self.start_ns + w.warmup.time_ns);
         if !warmup {
             let start = *self.measure_start.get_or_insert(now);
             if (self.ops_budget > 0 && self.issued_measured >= self.ops_budget)
@@ -246,11 +234,7 @@ impl<'a> QueueLoop<'a> {
             self.limit_reached = true;
             return false;
         }
-        let offset = if op.has_range() {
-            self.generator.next_offset(size)
-        } else {
-            0
-        };
+        let offset = if op.has_range() { self.generator.next_offset(size) } else { 0 };
         let Some(slot) = self.free.pop() else {
             return false;
         };
@@ -258,23 +242,9 @@ impl<'a> QueueLoop<'a> {
             Op::Write => buffers.write_buffer(slot, offset, size as usize),
             _ => buffers.read_buffer(slot),
         };
-        self.slots[slot as usize] = SlotState {
-            submit_ns: 0,
-            offset,
-            len: size as u32,
-            op: op as u8,
-            warmup,
-            busy: true,
-        };
-        backend.push(
-            slot,
-            Request {
-                op,
-                offset,
-                len: size as u32,
-                addr,
-            },
-        );
+        self.slots[slot as usize] =
+            SlotState { submit_ns: 0, offset, len: size as u32, op: op as u8, warmup, busy: true };
+        backend.push(slot, Request { op, offset, len: size as u32, addr });
         self.inflight += 1;
         if warmup {
             self.issued_warmup += 1;
@@ -289,11 +259,7 @@ impl<'a> QueueLoop<'a> {
     pub fn on_event(&mut self, event: Event) {
         match event {
             Event::Submitted { slot, at_ns } => self.slots[slot as usize].submit_ns = at_ns,
-            Event::Completed {
-                slot,
-                result,
-                at_ns,
-            } => {
+            Event::Completed { slot, result, at_ns } => {
                 let s = self.slots[slot as usize];
                 self.slots[slot as usize].busy = false;
                 let mut record = Record {
@@ -308,9 +274,7 @@ impl<'a> QueueLoop<'a> {
                 };
                 if record.failed() {
                     self.errors += 1;
-                    self.ctx.shared.progress[self.ctx.queue as usize]
-                        .errors
-                        .store(self.errors, Ordering::Relaxed);
+                    self.ctx.shared.progress[self.ctx.queue as usize].errors.store(self.errors, Ordering::Relaxed);
                     if self.ctx.on_error == OnError::Stop && !s.warmup {
                         self.local_stop = true;
                         let errno = if result < 0 { -result } else { libc::EIO };
@@ -318,7 +282,7 @@ impl<'a> QueueLoop<'a> {
                             op: Op::from_index(s.op).name().to_string(),
                             offset: s.offset,
                             errno,
-                            message: std::io::Error::from_raw_os_error(errno).to_string(),
+                            message: crate::stats::errno_message(errno),
                         });
                     }
                 } else {
@@ -326,9 +290,7 @@ impl<'a> QueueLoop<'a> {
                     self.completed_bytes += s.len as u64;
                     let progress = &self.ctx.shared.progress[self.ctx.queue as usize];
                     progress.ops.store(self.completed_ops, Ordering::Relaxed);
-                    progress
-                        .bytes
-                        .store(self.completed_bytes, Ordering::Relaxed);
+                    progress.bytes.store(self.completed_bytes, Ordering::Relaxed);
                 }
                 // The aggregator is behind: wait for room rather than drop a measurement.
                 loop {
@@ -358,13 +320,7 @@ impl<'a> QueueLoop<'a> {
     /// Issue what the workload allows now. In batch mode, when a batch has completed and an idle gap is due
     /// before the next, returns the gap instead of issuing: the caller lets it pass and calls again.
     pub fn fill<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers) -> Option<u64> {
-        match self
-            .ctx
-            .workload
-            .batch
-            .as_ref()
-            .map(|b| (b.size, b.idle_ns))
-        {
+        match self.ctx.workload.batch.as_ref().map(|b| (b.size, b.idle_ns)) {
             Some((size, idle_ns)) => {
                 if self.inflight == 0 {
                     if self.idle_due && idle_ns > 0 && !self.exhausted() {
@@ -414,12 +370,7 @@ impl<'a> QueueLoop<'a> {
 
     /// The measurement loop for a real target. Returns true when buffers must be leaked (a request could
     /// not be cancelled).
-    pub fn run<B: Backend>(
-        &mut self,
-        backend: &mut B,
-        buffers: &mut IoBuffers,
-        report: &mut QueueReport,
-    ) -> bool {
+    pub fn run<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers, report: &mut QueueReport) -> bool {
         let batch = self.ctx.workload.batch.is_some();
         let wait_ns = self.ctx.io_timeout_ns.clamp(1_000_000, 100_000_000);
         let mut leak = false;
@@ -435,9 +386,7 @@ impl<'a> QueueLoop<'a> {
             let want = if batch { self.inflight } else { 1 };
             let result = backend.submit_and_wait(want, wait_ns, |event| self.on_event(event));
             if let Err(e) = result {
-                self.ctx.shared.stop_with(StopReason::EngineFailure {
-                    message: format!("submission failed: {e}"),
-                });
+                self.ctx.shared.stop_with(StopReason::EngineFailure { message: format!("submission failed: {e}") });
                 self.local_stop = true;
                 leak = !backend.cancel_all();
                 break;
@@ -516,10 +465,7 @@ mod tests {
         ) -> std::io::Result<()> {
             self.submit_calls.push(self.pending.len());
             for (slot, req) in self.pending.drain(..) {
-                on_event(Event::Submitted {
-                    slot,
-                    at_ns: self.now,
-                });
+                on_event(Event::Submitted { slot, at_ns: self.now });
                 self.inflight.push((slot, req, self.now + self.latency_ns));
             }
             if self.hang {
@@ -530,16 +476,8 @@ mod tests {
             while done < min && !self.inflight.is_empty() {
                 let (slot, req, at) = self.inflight.remove(0);
                 self.now = self.now.max(at);
-                let result = if Some(req.offset) == self.fail_offset {
-                    -libc::EIO
-                } else {
-                    req.len as i32
-                };
-                on_event(Event::Completed {
-                    slot,
-                    result,
-                    at_ns: self.now,
-                });
+                let result = if Some(req.offset) == self.fail_offset { -libc::EIO } else { req.len as i32 };
+                on_event(Event::Completed { slot, result, at_ns: self.now });
                 done += 1;
             }
             Ok(())
@@ -571,20 +509,9 @@ mod tests {
     fn drive(ctx: &QueueContext, backend: &mut ScriptedBackend) -> (QueueReport, Vec<Record>) {
         let (producer, mut consumer) = rtrb::RingBuffer::<Record>::new(1 << 16);
         let generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, 0);
-        let mut buffers = IoBuffers::new(
-            ctx.workload.inflight_per_queue() as usize,
-            4096,
-            ctx.workload.data,
-            1,
-            true,
-        );
-        let mut report = QueueReport {
-            queue: 0,
-            cpu: None,
-            issued: 0,
-            completed: 0,
-            leaked_buffers: false,
-        };
+        let mut buffers =
+            IoBuffers::new(ctx.workload.inflight_per_queue() as usize, 4096, ctx.workload.data, 1, 0, true);
+        let mut report = QueueReport { queue: 0, cpu: None, issued: 0, completed: 0, leaked_buffers: false };
         QueueLoop::new(ctx, generator, producer).run(backend, &mut buffers, &mut report);
         let mut records = Vec::new();
         while let Ok(r) = consumer.pop() {
@@ -599,35 +526,22 @@ mod tests {
 
     #[test]
     fn stops_after_exactly_the_requested_ops_and_times_each_one() {
-        let ctx = context(
-            workload(r#"{"queue_depth":4,"stop":{"ops":100}}"#),
-            OnError::Stop,
-        );
+        let ctx = context(workload(r#"{"queue_depth":4,"stop":{"ops":100}}"#), OnError::Stop);
         let mut backend = ScriptedBackend::new(10_000);
         let (report, records) = drive(&ctx, &mut backend);
         assert_eq!(report.completed, 100);
         assert_eq!(records.len(), 100);
         assert!(records.iter().all(|r| r.latency_ns() >= 10_000));
-        assert_eq!(
-            *ctx.shared.reason.lock().unwrap(),
-            Some(StopReason::Completed)
-        );
+        assert_eq!(*ctx.shared.reason.lock().unwrap(), Some(StopReason::Completed));
     }
 
     #[test]
     fn an_io_error_stops_the_run_and_names_the_offset() {
-        let ctx = context(
-            workload(r#"{"queue_depth":1,"stop":{"ops":100}}"#),
-            OnError::Stop,
-        );
+        let ctx = context(workload(r#"{"queue_depth":1,"stop":{"ops":100}}"#), OnError::Stop);
         let mut backend = ScriptedBackend::new(1_000);
         backend.fail_offset = Some(10 * 4096);
         let (report, records) = drive(&ctx, &mut backend);
-        assert_eq!(
-            records.len(),
-            11,
-            "the failed request is recorded, nothing after it is issued"
-        );
+        assert_eq!(records.len(), 11, "the failed request is recorded, nothing after it is issued");
         assert_eq!(report.completed, 10);
         let reason = ctx.shared.reason.lock().unwrap().clone();
         match reason {
@@ -641,10 +555,7 @@ mod tests {
 
     #[test]
     fn on_error_continue_carries_on() {
-        let ctx = context(
-            workload(r#"{"queue_depth":2,"stop":{"ops":300}}"#),
-            OnError::Continue,
-        );
+        let ctx = context(workload(r#"{"queue_depth":2,"stop":{"ops":300}}"#), OnError::Continue);
         let mut backend = ScriptedBackend::new(1_000);
         backend.fail_offset = Some(0); // sequential wraps every 256 requests: two failures
         let (report, records) = drive(&ctx, &mut backend);
@@ -655,10 +566,7 @@ mod tests {
 
     #[test]
     fn a_request_outstanding_past_the_timeout_ends_the_run() {
-        let mut ctx = context(
-            workload(r#"{"queue_depth":2,"stop":{"ops":100}}"#),
-            OnError::Stop,
-        );
+        let mut ctx = context(workload(r#"{"queue_depth":2,"stop":{"ops":100}}"#), OnError::Stop);
         ctx.io_timeout_ns = 300_000_000;
         let mut backend = ScriptedBackend::new(1_000);
         backend.hang = true;
@@ -671,55 +579,37 @@ mod tests {
             }
             other => panic!("unexpected stop reason {other:?}"),
         }
-        assert!(
-            backend.now < 1_000_000_000,
-            "noticed within a few waits, not after every request"
-        );
+        assert!(backend.now < 1_000_000_000, "noticed within a few waits, not after every request");
     }
 
     #[test]
     fn batch_mode_issues_whole_batches_with_idle_gaps() {
-        let ctx = context(
-            workload(r#"{"batch":{"size":8,"idle_ns":50000},"stop":{"ops":32}}"#),
-            OnError::Stop,
-        );
+        let ctx = context(workload(r#"{"batch":{"size":8,"idle_ns":50000},"stop":{"ops":32}}"#), OnError::Stop);
         let mut backend = ScriptedBackend::new(1_000);
         let (report, records) = drive(&ctx, &mut backend);
         assert_eq!(report.completed, 32);
         assert_eq!(backend.submit_calls, vec![8, 8, 8, 8]);
-        assert_eq!(
-            backend.idle_calls,
-            vec![50_000; 3],
-            "idle between batches, not before the first"
-        );
+        assert_eq!(backend.idle_calls, vec![50_000; 3], "idle between batches, not before the first");
         // All eight of a batch are submitted at the same instant.
-        assert!(records[..8]
-            .iter()
-            .all(|r| r.submit_ns == records[0].submit_ns));
+        assert!(records[..8].iter().all(|r| r.submit_ns == records[0].submit_ns));
     }
 
     #[test]
     fn warmup_requests_are_flagged_and_not_counted_against_the_limit() {
-        let ctx = context(
-            workload(r#"{"stop":{"ops":50},"warmup":{"ops":20}}"#),
-            OnError::Stop,
-        );
+        let ctx = context(workload(r#"{"stop":{"ops":50},"warmup":{"ops":20}}"#), OnError::Stop);
         let mut backend = ScriptedBackend::new(1_000);
         let (_, records) = drive(&ctx, &mut backend);
         assert_eq!(records.len(), 70);
         assert_eq!(records.iter().filter(|r| r.warmup).count(), 20);
         assert!(records[..20].iter().all(|r| r.warmup));
-        let mut agg = Aggregator::new(0, 1_000_000, 1, None);
+        let mut agg = Aggregator::new(0, 1_000_000, 1, None, &[]);
         records.iter().for_each(|r| agg.add(r));
         assert_eq!(agg.finish().per_op["read"].ops, 50);
     }
 
     #[test]
     fn a_time_limit_is_measured_from_the_end_of_warmup() {
-        let ctx = context(
-            workload(r#"{"stop":{"time_ns":100000},"warmup":{"time_ns":50000}}"#),
-            OnError::Stop,
-        );
+        let ctx = context(workload(r#"{"stop":{"time_ns":100000},"warmup":{"time_ns":50000}}"#), OnError::Stop);
         let mut backend = ScriptedBackend::new(1_000);
         let (_, records) = drive(&ctx, &mut backend);
         let warm = records.iter().filter(|r| r.warmup).count();

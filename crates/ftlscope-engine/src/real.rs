@@ -22,29 +22,26 @@ pub(crate) struct RealQueue {
     pub kind: TargetKind,
     pub clock: Clock,
     pub cpu: Option<usize>,
+    /// CPUs for io_uring's worker threads: the allowed ones other than this queue's.
+    pub worker_cpus: Vec<usize>,
     pub use_uring: bool,
 }
 
 pub(crate) fn shared_clock() -> (Clock, ClockInfo) {
     static CLOCK: OnceLock<(Clock, ClockInfo)> = OnceLock::new();
-    CLOCK
-        .get_or_init(|| Clock::calibrate(Duration::from_millis(50)))
-        .clone()
+    CLOCK.get_or_init(|| Clock::calibrate(Duration::from_millis(50))).clone()
 }
 
 pub(crate) fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer and size for the current thread.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
         return Vec::new();
     }
     // SAFETY: `set` was filled by the kernel.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
 }
 
 pub(crate) fn pin_current_thread(cpu: usize) -> bool {
@@ -57,10 +54,7 @@ pub(crate) fn pin_current_thread(cpu: usize) -> bool {
 }
 
 /// Decide the backend for `choice`, with the reason in words.
-pub(crate) fn choose_backend(
-    choice: EngineChoice,
-    target: &Target,
-) -> Result<(bool, String), EngineError> {
+pub(crate) fn choose_backend(choice: EngineChoice, target: &Target) -> Result<(bool, String), EngineError> {
     let uring_ok = uring::available();
     match choice {
         EngineChoice::Psync => Ok((false, "psync requested".into())),
@@ -71,10 +65,7 @@ pub(crate) fn choose_backend(
         EngineChoice::Auto => match uring_ok {
             Err(e) => Ok((false, format!("io_uring unavailable ({e}); using psync"))),
             Ok(()) => match crate::autoselect::completes_synchronously(target) {
-                Some(why) => Ok((
-                    false,
-                    format!("{why}: psync avoids io_uring's worker-thread hand-off"),
-                )),
+                Some(why) => Ok((false, format!("{why}: psync avoids io_uring's worker-thread hand-off"))),
                 None => Ok((true, "io_uring (asynchronous target)".into())),
             },
         },
@@ -95,31 +86,22 @@ pub(crate) fn queue_thread(
         depth as usize,
         ctx.workload.max_size() as usize,
         ctx.workload.data,
-        ctx.workload.seed ^ ctx.queue as u64,
+        ctx.workload.seed,
+        ctx.queue,
         writes,
     );
     let generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, ctx.queue);
-    let mut report = QueueReport {
-        queue: ctx.queue,
-        cpu: pinned,
-        issued: 0,
-        completed: 0,
-        leaked_buffers: false,
-    };
+    let mut report = QueueReport { queue: ctx.queue, cpu: pinned, issued: 0, completed: 0, leaked_buffers: false };
     if real.use_uring {
         let region = (buffers.region.as_ptr(), buffers.region.len());
-        match UringBackend::new(Arc::clone(&real.file), real.kind, depth, region, real.clock) {
+        match UringBackend::new(Arc::clone(&real.file), real.kind, depth, region, real.clock, &real.worker_cpus) {
             Ok(mut backend) => {
                 let _ = setup_tx.send(Ok(Some(backend.setup().clone())));
                 barrier.wait();
                 if ctx.shared.setup_failed.load(Ordering::Relaxed) {
                     return report;
                 }
-                let leak = QueueLoop::new(&ctx, generator, producer).run(
-                    &mut backend,
-                    &mut buffers,
-                    &mut report,
-                );
+                let leak = QueueLoop::new(&ctx, generator, producer).run(&mut backend, &mut buffers, &mut report);
                 if leak {
                     // The kernel may still DMA into these buffers: never free them, nor the ring.
                     std::mem::forget(backend);

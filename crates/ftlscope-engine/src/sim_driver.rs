@@ -35,11 +35,7 @@ pub struct SimTarget {
 
 impl SimTarget {
     pub fn new(name: impl Into<String>, device: Box<dyn SimDevice>) -> SimTarget {
-        SimTarget {
-            name: name.into(),
-            device,
-            now: SimTime::ZERO,
-        }
+        SimTarget { name: name.into(), device, now: SimTime::ZERO }
     }
 
     pub fn info(&self) -> TargetInfo {
@@ -105,12 +101,7 @@ impl Backend for SimPort<'_, '_> {
 
     /// Submits at the current virtual instant; completions are delivered by the driver when their time
     /// comes, so this never waits.
-    fn submit_and_wait<F: FnMut(Event)>(
-        &mut self,
-        _min: u32,
-        _timeout: u64,
-        mut on_event: F,
-    ) -> io::Result<()> {
+    fn submit_and_wait<F: FnMut(Event)>(&mut self, _min: u32, _timeout: u64, mut on_event: F) -> io::Result<()> {
         let cw = &mut *self.clockwork;
         for (slot, req) in self.unsubmitted.drain(..) {
             let fingerprint = if req.op == Op::Write {
@@ -119,30 +110,12 @@ impl Backend for SimPort<'_, '_> {
             } else {
                 0
             };
-            let sim_req = SimRequest {
-                op: sim_op(req.op),
-                offset: req.offset,
-                len: req.len as u64,
-                fingerprint,
-            };
+            let sim_req = SimRequest { op: sim_op(req.op), offset: req.offset, len: req.len as u64, fingerprint };
             let done = cw.device.submit(SimTime(cw.now), &sim_req);
-            on_event(Event::Submitted {
-                slot,
-                at_ns: cw.now,
-            });
-            let result = if matches!(req.op, Op::Read | Op::Write) {
-                req.len as i32
-            } else {
-                0
-            };
+            on_event(Event::Submitted { slot, at_ns: cw.now });
+            let result = if matches!(req.op, Op::Read | Op::Write) { req.len as i32 } else { 0 };
             cw.sequence += 1;
-            cw.completions.push(Reverse((
-                done.ns().max(cw.now),
-                cw.sequence,
-                self.queue,
-                slot,
-                result,
-            )));
+            cw.completions.push(Reverse((done.ns().max(cw.now), cw.sequence, self.queue, slot, result)));
         }
         Ok(())
     }
@@ -153,10 +126,7 @@ impl Backend for SimPort<'_, '_> {
 
     fn idle(&mut self, _ns: u64) {
         // The driver schedules idle gaps itself (QueueLoop::fill hands them back); a queue never sleeps here.
-        debug_assert!(
-            false,
-            "SimPort::idle is not used: the driver schedules idle gaps"
-        );
+        debug_assert!(false, "SimPort::idle is not used: the driver schedules idle gaps");
     }
 
     fn cancel_all(&mut self) -> bool {
@@ -195,31 +165,16 @@ pub(crate) fn drive(
             let w = &ctx.workload;
             let depth = w.inflight_per_queue() as usize;
             SimQueue {
-                lp: QueueLoop::new(
-                    ctx,
-                    OffsetGenerator::new(w, ctx.target_size, ctx.queue),
-                    producer,
-                ),
+                lp: QueueLoop::new(ctx, OffsetGenerator::new(w, ctx.target_size, ctx.queue), producer),
                 // Simulated requests carry no data: the buffers only give the loop somewhere to point.
-                buffers: IoBuffers::new(
-                    depth,
-                    4096,
-                    crate::workload::DataPattern::Zeros,
-                    w.seed,
-                    true,
-                ),
+                buffers: IoBuffers::new(depth, 4096, crate::workload::DataPattern::Zeros, w.seed, ctx.queue, true),
                 unsubmitted: Vec::with_capacity(depth),
                 wake_at: None,
             }
         })
         .collect();
-    let mut clockwork = Clockwork {
-        device: &mut *target.device,
-        now: start,
-        sequence: 0,
-        completions: BinaryHeap::new(),
-        writes: 0,
-    };
+    let mut clockwork =
+        Clockwork { device: &mut *target.device, now: start, sequence: 0, completions: BinaryHeap::new(), writes: 0 };
     for q in &mut queues {
         q.lp.begin(start);
     }
@@ -231,15 +186,10 @@ pub(crate) fn drive(
                 continue;
             }
             q.wake_at = None;
-            let mut port = SimPort {
-                clockwork: &mut clockwork,
-                queue: i as u32,
-                unsubmitted: &mut q.unsubmitted,
-            };
+            let mut port = SimPort { clockwork: &mut clockwork, queue: i as u32, unsubmitted: &mut q.unsubmitted };
             let idle = q.lp.fill(&mut port, &mut q.buffers);
             let lp = &mut q.lp;
-            port.submit_and_wait(0, 0, |event| lp.on_event(event))
-                .expect("the simulator cannot fail");
+            port.submit_and_wait(0, 0, |event| lp.on_event(event)).expect("the simulator cannot fail");
             if let Some(idle_ns) = idle {
                 q.wake_at = Some(now + idle_ns);
             }
@@ -250,22 +200,11 @@ pub(crate) fn drive(
             break; // nothing in flight, nobody waiting: every queue is done
         };
         clockwork.now = next.max(now);
-        while clockwork
-            .completions
-            .peek()
-            .is_some_and(|Reverse(c)| c.0 <= clockwork.now)
-        {
-            let Reverse((at_ns, _, queue, slot, result)) =
-                clockwork.completions.pop().expect("peeked");
-            queues[queue as usize].lp.on_event(Event::Completed {
-                slot,
-                result,
-                at_ns,
-            });
+        while clockwork.completions.peek().is_some_and(|Reverse(c)| c.0 <= clockwork.now) {
+            let Reverse((at_ns, _, queue, slot, result)) = clockwork.completions.pop().expect("peeked");
+            queues[queue as usize].lp.on_event(Event::Completed { slot, result, at_ns });
         }
-        shared
-            .device_now
-            .store(clockwork.now - start, Ordering::Relaxed);
+        shared.device_now.store(clockwork.now - start, Ordering::Relaxed);
         if health_interval_ns > 0 && clockwork.now >= next_health {
             samples.push(counters_sample(clockwork.device, clockwork.now));
             next_health = clockwork.now + health_interval_ns;
@@ -274,13 +213,7 @@ pub(crate) fn drive(
     let end = clockwork.now;
     let mut reports = Vec::new();
     for (i, q) in queues.iter_mut().enumerate() {
-        let mut report = QueueReport {
-            queue: i as u32,
-            cpu: None,
-            issued: 0,
-            completed: 0,
-            leaked_buffers: false,
-        };
+        let mut report = QueueReport { queue: i as u32, cpu: None, issued: 0, completed: 0, leaked_buffers: false };
         q.lp.finish(&mut report, false);
         reports.push(report);
     }
@@ -289,13 +222,7 @@ pub(crate) fn drive(
     samples.push(target.health_sample());
     SimOutcome {
         reports,
-        health: HealthReport {
-            source: "sim".into(),
-            available: true,
-            reason: None,
-            samples,
-            errors: Vec::new(),
-        },
+        health: HealthReport { source: "sim".into(), available: true, reason: None, samples, errors: Vec::new() },
         virtual_ns: end - start,
     }
 }

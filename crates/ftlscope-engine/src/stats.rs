@@ -11,6 +11,15 @@ use serde::Serialize;
 
 use crate::workload::Op;
 
+/// What an errno means, in words ("Input/output error"), without Rust's " (os error 5)" suffix.
+pub fn errno_message(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
 /// Largest latency the histograms track exactly: one hour. Longer ones saturate (and still count).
 const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
 
@@ -35,9 +44,7 @@ impl Record {
 
     /// An error, or a read/write that moved fewer bytes than asked.
     pub fn failed(&self) -> bool {
-        self.result < 0
-            || (matches!(Op::from_index(self.op), Op::Read | Op::Write)
-                && self.result as u32 != self.len)
+        self.result < 0 || (matches!(Op::from_index(self.op), Op::Read | Op::Write) && self.result as u32 != self.len)
     }
 }
 
@@ -84,8 +91,7 @@ struct Accumulator {
 impl Accumulator {
     fn new(significant_figures: u8) -> Accumulator {
         Accumulator {
-            hist: Histogram::new_with_bounds(1, MAX_TRACKED_NS, significant_figures)
-                .expect("valid histogram bounds"),
+            hist: Histogram::new_with_bounds(1, MAX_TRACKED_NS, significant_figures).expect("valid histogram bounds"),
             ops: 0,
             bytes: 0,
             errors: 0,
@@ -117,13 +123,8 @@ impl Accumulator {
     fn summary(&self, duration_ns: u64) -> OpSummary {
         let seconds = duration_ns as f64 / 1e9;
         let rate = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
-        let q = |p: f64| {
-            if self.ops == 0 {
-                0
-            } else {
-                self.hist.value_at_quantile(p)
-            }
-        };
+        // HDR buckets report their upper edge; keep percentiles inside the exact [min, max].
+        let q = |p: f64| if self.ops == 0 { 0 } else { self.hist.value_at_quantile(p).clamp(self.min, self.max) };
         OpSummary {
             ops: self.ops,
             iops: rate(self.ops as f64),
@@ -132,11 +133,7 @@ impl Accumulator {
             errors: self.errors,
             lat_ns: LatencyFigures {
                 mean: self.mean,
-                stddev: if self.ops > 1 {
-                    (self.m2 / (self.ops - 1) as f64).sqrt()
-                } else {
-                    0.0
-                },
+                stddev: if self.ops > 1 { (self.m2 / (self.ops - 1) as f64).sqrt() } else { 0.0 },
                 min: if self.ops == 0 { 0 } else { self.min },
                 max: self.max,
                 p50: q(0.50),
@@ -222,7 +219,13 @@ pub struct Aggregator {
 const KEPT_ERRORS: usize = 1000;
 
 impl Aggregator {
-    pub fn new(t0: u64, window_ns: u64, queues: usize, trace_limit: Option<usize>) -> Aggregator {
+    /// `ops` are the operations the workload issues: every window gets a row for each, even before the
+    /// first of them completes.
+    pub fn new(t0: u64, window_ns: u64, queues: usize, trace_limit: Option<usize>, ops: &[Op]) -> Aggregator {
+        let mut ops_seen = [false; 5];
+        for &op in ops {
+            ops_seen[op as usize] = true;
+        }
         Aggregator {
             t0,
             window_ns: window_ns.max(1),
@@ -231,7 +234,7 @@ impl Aggregator {
             closed: Vec::new(),
             first_window: None,
             last_closed: None,
-            ops_seen: [false; 5],
+            ops_seen,
             watermarks: vec![0; queues],
             trace: trace_limit.map(|_| Trace::default()),
             trace_limit: trace_limit.unwrap_or(0),
@@ -251,9 +254,7 @@ impl Aggregator {
                 trace.size.push(rec.len);
                 trace.queue.push(rec.queue);
                 trace.submit_ns.push(rec.submit_ns.saturating_sub(self.t0));
-                trace
-                    .complete_ns
-                    .push(rec.complete_ns.saturating_sub(self.t0));
+                trace.complete_ns.push(rec.complete_ns.saturating_sub(self.t0));
                 trace.status.push(rec.result);
                 trace.warmup.push(rec.warmup);
             } else {
@@ -272,15 +273,11 @@ impl Aggregator {
         if failed {
             self.error_count += 1;
             if self.errors.len() < KEPT_ERRORS {
-                let errno = if rec.result < 0 {
-                    -rec.result
-                } else {
-                    libc::EIO
-                };
+                let errno = if rec.result < 0 { -rec.result } else { libc::EIO };
                 let message = if rec.result >= 0 {
                     format!("short transfer: {} of {} bytes", rec.result, rec.len)
                 } else {
-                    std::io::Error::from_raw_os_error(errno).to_string()
+                    errno_message(errno)
                 };
                 self.errors.push(IoErrorRecord {
                     op: Op::from_index(rec.op).name(),
@@ -294,20 +291,11 @@ impl Aggregator {
         }
         let op = rec.op as usize;
         self.ops_seen[op] = true;
-        self.first_submit = Some(
-            self.first_submit
-                .map_or(rec.submit_ns, |f| f.min(rec.submit_ns)),
-        );
+        self.first_submit = Some(self.first_submit.map_or(rec.submit_ns, |f| f.min(rec.submit_ns)));
         self.last_complete = self.last_complete.max(rec.complete_ns);
         let latency = rec.latency_ns();
-        let bytes = if Op::from_index(rec.op).has_range() {
-            rec.len as u64
-        } else {
-            0
-        };
-        self.totals[op]
-            .get_or_insert_with(|| Accumulator::new(3))
-            .add(latency, bytes, failed);
+        let bytes = if Op::from_index(rec.op).has_range() { rec.len as u64 } else { 0 };
+        self.totals[op].get_or_insert_with(|| Accumulator::new(3)).add(latency, bytes, failed);
         let index = rec.complete_ns.saturating_sub(self.t0) / self.window_ns;
         if self.last_closed.is_some_and(|closed| index <= closed) {
             // A straggler for a window already closed: counted in the totals, not re-opened.
@@ -315,9 +303,7 @@ impl Aggregator {
         }
         self.first_window = Some(self.first_window.map_or(index, |f| f.min(index)));
         let window = self.open.entry(index).or_default();
-        window[op]
-            .get_or_insert_with(|| Accumulator::new(2))
-            .add(latency, bytes, failed);
+        window[op].get_or_insert_with(|| Accumulator::new(2)).add(latency, bytes, failed);
     }
 
     /// Queue `queue` will send no more records.
@@ -336,11 +322,7 @@ impl Aggregator {
         let low = self.watermarks.iter().copied().min().unwrap_or(u64::MAX);
         let last_index = self.last_complete.saturating_sub(self.t0) / self.window_ns;
         // Once every queue is done, everything up to the last completion's window can close.
-        let closable = if low == u64::MAX {
-            last_index + 1
-        } else {
-            low.saturating_sub(self.t0) / self.window_ns
-        };
+        let closable = if low == u64::MAX { last_index + 1 } else { low.saturating_sub(self.t0) / self.window_ns };
         let mut next = self.last_closed.map_or(first, |c| c + 1);
         while next < closable {
             // Windows without a single completion are real (a stall) and appear as zero rows.
@@ -363,13 +345,7 @@ impl Aggregator {
                 .and_then(|a| a[op as usize].as_ref())
                 .map(|acc| acc.summary(duration_ns))
                 .unwrap_or_default();
-            self.closed.push(WindowRow {
-                window: index,
-                start_ns,
-                duration_ns,
-                op: op.name(),
-                summary,
-            });
+            self.closed.push(WindowRow { window: index, start_ns, duration_ns, op: op.name(), summary });
         }
         self.last_closed = Some(index);
     }
@@ -437,7 +413,7 @@ mod tests {
 
     #[test]
     fn summary_matches_known_latencies() {
-        let mut agg = Aggregator::new(0, 100_000_000, 1, None);
+        let mut agg = Aggregator::new(0, 100_000_000, 1, None, &[]);
         // 1000 requests, latencies 1..=1000 us, one after another.
         let mut t = 0;
         for i in 1..=1000u64 {
@@ -448,19 +424,11 @@ mod tests {
         let read = &result.per_op["read"];
         assert_eq!(read.ops, 1000);
         assert!((read.lat_ns.mean - 500_500.0).abs() < 1.0);
-        let exact_sd = ((1..=1000)
-            .map(|i| (i as f64 * 1000.0 - 500_500.0).powi(2))
-            .sum::<f64>()
-            / 999.0)
-            .sqrt();
+        let exact_sd = ((1..=1000).map(|i| (i as f64 * 1000.0 - 500_500.0).powi(2)).sum::<f64>() / 999.0).sqrt();
         assert!((read.lat_ns.stddev - exact_sd).abs() < 1.0);
         assert_eq!(read.lat_ns.min, 1000);
         assert_eq!(read.lat_ns.max, 1_000_000);
-        for (got, want) in [
-            (read.lat_ns.p50, 500_000.0),
-            (read.lat_ns.p99, 990_000.0),
-            (read.lat_ns.p90, 900_000.0),
-        ] {
+        for (got, want) in [(read.lat_ns.p50, 500_000.0), (read.lat_ns.p99, 990_000.0), (read.lat_ns.p90, 900_000.0)] {
             assert!((got as f64 - want).abs() / want < 0.01, "{got} vs {want}");
         }
         let seconds = result.measured_ns as f64 / 1e9;
@@ -470,7 +438,7 @@ mod tests {
 
     #[test]
     fn windows_cover_the_run_and_include_stalls() {
-        let mut agg = Aggregator::new(0, 10, 1, None);
+        let mut agg = Aggregator::new(0, 10, 1, None, &[]);
         agg.add(&rec(Op::Read, 0, 5, 0)); // window 0
         agg.add(&rec(Op::Read, 5, 30, 0)); // completes at 35: window 3
         let result = agg.finish();
@@ -482,7 +450,7 @@ mod tests {
 
     #[test]
     fn windows_wait_for_the_slowest_queue() {
-        let mut agg = Aggregator::new(0, 10, 2, None);
+        let mut agg = Aggregator::new(0, 10, 2, None, &[]);
         agg.add(&rec(Op::Write, 0, 25, 0));
         agg.close_windows();
         assert!(agg.closed.is_empty(), "queue 1 has not reported yet");
@@ -494,7 +462,7 @@ mod tests {
 
     #[test]
     fn warmup_and_errors_are_kept_apart() {
-        let mut agg = Aggregator::new(0, 1000, 1, Some(10));
+        let mut agg = Aggregator::new(0, 1000, 1, Some(10), &[]);
         let mut warm = rec(Op::Read, 0, 10, 0);
         warm.warmup = true;
         agg.add(&warm);
@@ -515,7 +483,7 @@ mod tests {
 
     #[test]
     fn trace_stops_at_its_limit() {
-        let mut agg = Aggregator::new(0, 1000, 1, Some(2));
+        let mut agg = Aggregator::new(0, 1000, 1, Some(2), &[]);
         for i in 0..5 {
             agg.add(&rec(Op::Read, i * 10, 5, 0));
         }

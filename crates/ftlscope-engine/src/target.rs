@@ -45,9 +45,7 @@ pub struct TargetInfo {
 pub enum TargetError {
     #[error("no such file or device: {0}")]
     NotFound(PathBuf),
-    #[error(
-        "permission denied opening {0}; run as a user who may open it (root for block devices)"
-    )]
+    #[error("permission denied opening {0}; run as a user who may open it (root for block devices)")]
     PermissionDenied(PathBuf),
     #[error("{0} is not a block device or regular file")]
     Unsupported(PathBuf),
@@ -66,14 +64,8 @@ impl TargetError {
             Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
                 TargetError::PermissionDenied(path.to_path_buf())
             }
-            Some(libc::EBUSY) => TargetError::Busy {
-                path: path.to_path_buf(),
-                reason: "in use (EBUSY)".into(),
-            },
-            _ => TargetError::Io {
-                path: path.to_path_buf(),
-                source: err,
-            },
+            Some(libc::EBUSY) => TargetError::Busy { path: path.to_path_buf(), reason: "in use (EBUSY)".into() },
+            _ => TargetError::Io { path: path.to_path_buf(), source: err },
         }
     }
 }
@@ -97,13 +89,7 @@ fn ioctl_u64(file: &File, request: libc::c_ulong) -> io::Result<u64> {
 fn ioctl_int(file: &File, request: libc::c_ulong) -> io::Result<u64> {
     let mut value: libc::c_int = 0;
     // SAFETY: BLKSSZGET / BLKPBSZGET write one int through the pointer, which is valid for that write.
-    let rc = unsafe {
-        libc::ioctl(
-            file.as_raw_fd(),
-            request as _,
-            &mut value as *mut libc::c_int,
-        )
-    };
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), request as _, &mut value as *mut libc::c_int) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -119,22 +105,12 @@ fn dio_alignment(file: &File) -> Option<(u64, u64)> {
     let empty = b"\0";
     // SAFETY: the path is a valid NUL-terminated empty string with AT_EMPTY_PATH on an open fd, and `stx`
     // is valid for writes.
-    let rc = unsafe {
-        libc::statx(
-            file.as_raw_fd(),
-            empty.as_ptr().cast(),
-            libc::AT_EMPTY_PATH,
-            STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
+    let rc =
+        unsafe { libc::statx(file.as_raw_fd(), empty.as_ptr().cast(), libc::AT_EMPTY_PATH, STATX_DIOALIGN, &mut stx) };
     if rc != 0 || stx.stx_mask & STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
         return None;
     }
-    Some((
-        stx.stx_dio_offset_align as u64,
-        stx.stx_dio_mem_align as u64,
-    ))
+    Some((stx.stx_dio_offset_align as u64, stx.stx_dio_mem_align as u64))
 }
 
 impl Target {
@@ -154,19 +130,15 @@ impl Target {
         if direct {
             flags |= libc::O_DIRECT;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .custom_flags(flags)
-            .open(path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::EINVAL) if direct => TargetError::DirectUnsupported(path.to_path_buf()),
-                _ => TargetError::from_io(path, e),
-            })?;
+        let file = OpenOptions::new().read(true).write(writable).custom_flags(flags).open(path).map_err(|e| match e
+            .raw_os_error()
+        {
+            Some(libc::EINVAL) if direct => TargetError::DirectUnsupported(path.to_path_buf()),
+            _ => TargetError::from_io(path, e),
+        })?;
         let (size_bytes, logical, physical) = match kind {
             TargetKind::BlockDevice => {
-                let size =
-                    ioctl_u64(&file, BLKGETSIZE64).map_err(|e| TargetError::from_io(path, e))?;
+                let size = ioctl_u64(&file, BLKGETSIZE64).map_err(|e| TargetError::from_io(path, e))?;
                 let logical = ioctl_int(&file, BLKSSZGET).unwrap_or(512);
                 let physical = ioctl_int(&file, BLKPBSZGET).unwrap_or(logical);
                 (size, logical, physical)
@@ -175,9 +147,7 @@ impl Target {
                 let fs_block = meta_blksize(&meta);
                 let logical = if direct {
                     // Without STATX_DIOALIGN, 4 KiB is safe on every file system we know.
-                    dio_alignment(&file)
-                        .map(|(offset, _)| offset)
-                        .unwrap_or(4096)
+                    dio_alignment(&file).map(|(offset, _)| offset).unwrap_or(4096)
                 } else {
                     1
                 };
@@ -209,12 +179,7 @@ fn meta_blksize(meta: &std::fs::Metadata) -> u64 {
 pub(crate) fn discard_sync(file: &File, kind: TargetKind, offset: u64, len: u64) -> i32 {
     match kind {
         TargetKind::BlockDevice => range_ioctl(file, BLKDISCARD, offset, len),
-        TargetKind::RegularFile => fallocate(
-            file,
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            offset,
-            len,
-        ),
+        TargetKind::RegularFile => fallocate(file, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len),
         TargetKind::Simulated => -libc::EOPNOTSUPP,
     }
 }
@@ -224,12 +189,7 @@ pub(crate) fn discard_sync(file: &File, kind: TargetKind, offset: u64, len: u64)
 pub(crate) fn write_zeroes_sync(file: &File, kind: TargetKind, offset: u64, len: u64) -> i32 {
     match kind {
         TargetKind::BlockDevice => range_ioctl(file, BLKZEROOUT, offset, len),
-        TargetKind::RegularFile => fallocate(
-            file,
-            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
-            offset,
-            len,
-        ),
+        TargetKind::RegularFile => fallocate(file, libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, offset, len),
         TargetKind::Simulated => -libc::EOPNOTSUPP,
     }
 }
@@ -240,9 +200,7 @@ fn range_ioctl(file: &File, request: libc::c_ulong, offset: u64, len: u64) -> i3
     // SAFETY: BLKDISCARD/BLKZEROOUT read two u64 (start, length) from the pointer, valid for that read.
     let rc = unsafe { libc::ioctl(file.as_raw_fd(), request as _, range.as_ptr()) };
     if rc < 0 {
-        -io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
+        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
     } else {
         0
     }
@@ -250,18 +208,9 @@ fn range_ioctl(file: &File, request: libc::c_ulong, offset: u64, len: u64) -> i3
 
 fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> i32 {
     // SAFETY: plain syscall on an open fd.
-    let rc = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            mode,
-            offset as libc::off_t,
-            len as libc::off_t,
-        )
-    };
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset as libc::off_t, len as libc::off_t) };
     if rc < 0 {
-        -io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
+        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
     } else {
         0
     }
@@ -289,9 +238,7 @@ mod tests {
 
     #[test]
     fn missing_path_is_not_found() {
-        let err = Target::open(Path::new("/nonexistent/x.img"), false, true)
-            .err()
-            .unwrap();
+        let err = Target::open(Path::new("/nonexistent/x.img"), false, true).err().unwrap();
         assert!(matches!(err, TargetError::NotFound(_)), "{err}");
     }
 
@@ -309,10 +256,7 @@ mod tests {
         std::fs::write(&path, vec![0xffu8; 64 * 1024]).unwrap();
         let t = Target::open(&path, true, false).unwrap();
         assert_eq!(discard_sync(&t.file, TargetKind::RegularFile, 0, 4096), 0);
-        assert_eq!(
-            write_zeroes_sync(&t.file, TargetKind::RegularFile, 8192, 4096),
-            0
-        );
+        assert_eq!(write_zeroes_sync(&t.file, TargetKind::RegularFile, 8192, 4096), 0);
         let data = std::fs::read(&path).unwrap();
         assert!(data[..4096].iter().all(|&b| b == 0));
         assert!(data[4096..8192].iter().all(|&b| b == 0xff));

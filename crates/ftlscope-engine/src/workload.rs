@@ -66,13 +66,7 @@ pub struct OpMix {
 
 impl Default for OpMix {
     fn default() -> Self {
-        OpMix {
-            read: 100,
-            write: 0,
-            trim: 0,
-            write_zeroes: 0,
-            flush: 0,
-        }
+        OpMix { read: 100, write: 0, trim: 0, write_zeroes: 0, flush: 0 }
     }
 }
 
@@ -92,36 +86,37 @@ impl OpMix {
     }
 
     pub fn writes(&self) -> bool {
-        Op::ALL
-            .iter()
-            .any(|&op| op.modifies_data() && self.weight(op) > 0)
+        Op::ALL.iter().any(|&op| op.modifies_data() && self.weight(op) > 0)
     }
 }
 
 /// Where the next request goes, within the workload's range.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Pattern {
+    // Empty struct variants rather than unit variants: serde ignores unknown fields on unit variants of an
+    // internally tagged enum, and `{"kind": "sequential", "stride": 4096}` must be refused.
     /// One request after the other; wraps at the end of the range.
-    #[default]
-    Sequential,
+    Sequential {},
     /// Uniformly random, aligned to the smallest request size.
-    Random,
+    Random {},
     /// A random permutation of the range's blocks: each block once per pass.
-    Permutation,
+    Permutation {},
     /// Sequential order, shuffled inside consecutive windows of `window` requests (seed 000 §3.3.3).
     PermutedWindows { window: u32 },
     /// Offsets `k * stride` (modulo the range length) for k = 0, 1, 2, ...
     Strided { stride: u64 },
     /// `hot_share` of the requests fall uniformly in `[hot_start, hot_start + hot_length)` (relative to the
     /// range start), the rest uniformly in the remainder of the range.
-    HotSet {
-        hot_start: u64,
-        hot_length: u64,
-        hot_share: f64,
-    },
+    HotSet { hot_start: u64, hot_length: u64, hot_share: f64 },
     /// Zipf-distributed block popularity with exponent `theta`; popular blocks are scattered over the range.
     Zipf { theta: f64 },
+}
+
+impl Default for Pattern {
+    fn default() -> Self {
+        Pattern::Sequential {}
+    }
 }
 
 /// The byte range the workload runs in. `length = 0` means "to the end of the target".
@@ -225,19 +220,13 @@ impl Default for Workload {
 #[derive(Debug, Error, PartialEq)]
 pub enum WorkloadError {
     #[error("workload field `{field}`: {problem}")]
-    Invalid {
-        field: &'static str,
-        problem: String,
-    },
+    Invalid { field: &'static str, problem: String },
     #[error("workload JSON: {0}")]
     Json(String),
 }
 
 fn invalid(field: &'static str, problem: impl Into<String>) -> WorkloadError {
-    WorkloadError::Invalid {
-        field,
-        problem: problem.into(),
-    }
+    WorkloadError::Invalid { field, problem: problem.into() }
 }
 
 impl Workload {
@@ -264,27 +253,17 @@ impl Workload {
 
     /// The absolute byte range `[start, end)` for a target of `target_size` bytes.
     pub fn resolved_range(&self, target_size: u64) -> (u64, u64) {
-        let end = if self.range.length == 0 {
-            target_size
-        } else {
-            self.range.start.saturating_add(self.range.length)
-        };
+        let end = if self.range.length == 0 { target_size } else { self.range.start.saturating_add(self.range.length) };
         (self.range.start, end)
     }
 
     /// Check the workload against a target of `target_size` bytes whose I/O must be aligned to `alignment`.
     pub fn validate(&self, target_size: u64, alignment: u64) -> Result<(), WorkloadError> {
         if self.mix.total() == 0 {
-            return Err(invalid(
-                "mix",
-                "every weight is zero; give at least one operation a weight",
-            ));
+            return Err(invalid("mix", "every weight is zero; give at least one operation a weight"));
         }
         if self.sizes.is_empty() || self.sizes.contains(&0) {
-            return Err(invalid(
-                "sizes",
-                "request sizes must be non-empty and above zero",
-            ));
+            return Err(invalid("sizes", "request sizes must be non-empty and above zero"));
         }
         for &size in &self.sizes {
             if alignment > 1 && !size.is_multiple_of(alignment) {
@@ -300,17 +279,11 @@ impl Workload {
         if alignment > 1 && !self.align_offset.is_multiple_of(alignment) {
             return Err(invalid(
                 "align_offset",
-                format!(
-                    "{} B is not a multiple of the target's {alignment} B block size",
-                    self.align_offset
-                ),
+                format!("{} B is not a multiple of the target's {alignment} B block size", self.align_offset),
             ));
         }
         if alignment > 1 && !self.range.start.is_multiple_of(alignment) {
-            return Err(invalid(
-                "range.start",
-                format!("not a multiple of the {alignment} B block size"),
-            ));
+            return Err(invalid("range.start", format!("not a multiple of the {alignment} B block size")));
         }
         if self.queue_depth == 0 {
             return Err(invalid("queue_depth", "must be at least 1"));
@@ -328,10 +301,7 @@ impl Workload {
         }
         let (start, end) = self.resolved_range(target_size);
         if end > target_size {
-            return Err(invalid(
-                "range",
-                format!("ends at byte {end}, past the end of the {target_size} B target"),
-            ));
+            return Err(invalid("range", format!("ends at byte {end}, past the end of the {target_size} B target")));
         }
         let usable = end.saturating_sub(start).saturating_sub(self.align_offset);
         let per_queue = usable / self.queues as u64;
@@ -349,19 +319,10 @@ impl Workload {
             Pattern::PermutedWindows { window } if *window < 1 || *window > 4096 => {
                 return Err(invalid("pattern.window", "must be between 1 and 4096"));
             }
-            Pattern::Strided { stride }
-                if *stride == 0 || (alignment > 1 && !stride.is_multiple_of(alignment)) =>
-            {
-                return Err(invalid(
-                    "pattern.stride",
-                    "must be a non-zero multiple of the block size",
-                ));
+            Pattern::Strided { stride } if *stride == 0 || (alignment > 1 && !stride.is_multiple_of(alignment)) => {
+                return Err(invalid("pattern.stride", "must be a non-zero multiple of the block size"));
             }
-            Pattern::HotSet {
-                hot_start,
-                hot_length,
-                hot_share,
-            } => {
+            Pattern::HotSet { hot_start, hot_length, hot_share } => {
                 if !(0.0..=1.0).contains(hot_share) {
                     return Err(invalid("pattern.hot_share", "must be between 0 and 1"));
                 }
@@ -390,7 +351,7 @@ mod tests {
         let w = Workload::from_json("{}").unwrap();
         assert_eq!(w.mix, OpMix::default());
         assert_eq!(w.sizes, vec![4096]);
-        assert_eq!(w.pattern, Pattern::Sequential);
+        assert_eq!(w.pattern, Pattern::Sequential {});
         assert_eq!(w.queue_depth, 1);
         assert_eq!(w.queues, 1);
         assert_eq!(w.data, DataPattern::Random);
@@ -417,48 +378,28 @@ mod tests {
     fn unknown_fields_are_refused() {
         let err = Workload::from_json(r#"{"queue_dpeth": 4}"#).unwrap_err();
         assert!(err.to_string().contains("queue_dpeth"), "{err}");
+        let err = Workload::from_json(r#"{"pattern": {"kind": "sequential", "stride": 4096}}"#).unwrap_err();
+        assert!(err.to_string().contains("stride"), "{err}");
     }
 
     #[test]
     fn validation_names_the_field() {
-        let mut w = Workload {
-            sizes: vec![1000],
-            ..Workload::default()
-        };
+        let mut w = Workload { sizes: vec![1000], ..Workload::default() };
         let err = w.validate(1 << 20, 512).unwrap_err();
         assert!(err.to_string().contains("`sizes`"), "{err}");
         w.sizes = vec![4096];
-        w.range = Range {
-            start: 0,
-            length: 2 << 20,
-        };
+        w.range = Range { start: 0, length: 2 << 20 };
         let err = w.validate(1 << 20, 512).unwrap_err();
         assert!(err.to_string().contains("`range`"), "{err}");
         w.range = Range::default();
-        w.mix = OpMix {
-            read: 0,
-            ..OpMix::default()
-        };
-        assert!(w
-            .validate(1 << 20, 512)
-            .unwrap_err()
-            .to_string()
-            .contains("`mix`"));
+        w.mix = OpMix { read: 0, ..OpMix::default() };
+        assert!(w.validate(1 << 20, 512).unwrap_err().to_string().contains("`mix`"));
     }
 
     #[test]
     fn writes_are_detected_from_the_mix() {
         assert!(!OpMix::default().writes());
-        assert!(OpMix {
-            trim: 1,
-            ..OpMix::default()
-        }
-        .writes());
-        assert!(!OpMix {
-            read: 0,
-            flush: 1,
-            ..OpMix::default()
-        }
-        .writes());
+        assert!(OpMix { trim: 1, ..OpMix::default() }.writes());
+        assert!(!OpMix { read: 0, flush: 1, ..OpMix::default() }.writes());
     }
 }

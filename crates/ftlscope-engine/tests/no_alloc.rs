@@ -49,10 +49,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn scratch_file(len: usize) -> (tempfile::TempDir, std::path::PathBuf) {
     // /var/tmp rather than /tmp: O_DIRECT needs a file system that supports it.
-    let dir = tempfile::Builder::new()
-        .prefix("ftlscope-noalloc")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let dir = tempfile::Builder::new().prefix("ftlscope-noalloc").tempdir_in("/var/tmp").unwrap();
     let path = dir.path().join("target.img");
     std::fs::write(&path, vec![0x5au8; len]).unwrap();
     (dir, path)
@@ -61,12 +58,7 @@ fn scratch_file(len: usize) -> (tempfile::TempDir, std::path::PathBuf) {
 fn run_counting(path: &std::path::Path, workload_json: &str, engine: EngineChoice) -> u64 {
     let workload = Workload::from_json(workload_json).unwrap();
     let target = Target::open(path, workload.mix.writes(), true).unwrap();
-    let options = RunOptions {
-        engine,
-        trace_limit: Some(1 << 20),
-        health_interval_ns: 0,
-        ..RunOptions::default()
-    };
+    let options = RunOptions { engine, trace_limit: Some(1 << 20), health_interval_ns: 0, ..RunOptions::default() };
     let before = HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed);
     let result = run(target, workload, options).unwrap();
     let total: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
@@ -99,17 +91,12 @@ fn the_measurement_loop_does_not_allocate() {
     ];
     for (i, w) in workloads.iter().enumerate() {
         for engine in [EngineChoice::Uring, EngineChoice::Psync] {
-            if engine == EngineChoice::Uring
-                && ftlscope_engine::backend::uring::available().is_err()
-            {
+            if engine == EngineChoice::Uring && ftlscope_engine::backend::uring::available().is_err() {
                 eprintln!("skipping io_uring: not available on this machine");
                 continue;
             }
             let allocations = run_counting(&path, w, engine);
-            assert_eq!(
-                allocations, 0,
-                "workload {i} on {engine:?} allocated {allocations} times in the hot loop"
-            );
+            assert_eq!(allocations, 0, "workload {i} on {engine:?} allocated {allocations} times in the hot loop");
         }
     }
 }

@@ -4,7 +4,7 @@
 //! bytes (for the trace), so the Python side stays in charge of presentation (pandas, Parquet).
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
@@ -12,32 +12,24 @@ use ftlscope_engine::health::open_health_source;
 use ftlscope_engine::stats::Trace;
 use ftlscope_engine::target::{Target, TargetError};
 use ftlscope_engine::workload::Workload;
+use ftlscope_engine::SimTarget;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use serde_json::{json, Value};
 
-pyo3::create_exception!(
-    _native,
-    TargetOpenError,
-    PyOSError,
-    "The target could not be opened."
-);
-pyo3::create_exception!(
-    _native,
-    WorkloadInvalid,
-    PyValueError,
-    "The workload does not fit the target."
-);
+pyo3::create_exception!(_native, TargetOpenError, PyOSError, "The target could not be opened.");
+pyo3::create_exception!(_native, WorkloadInvalid, PyValueError, "The workload does not fit the target.");
+pyo3::create_exception!(_native, ConfigInvalid, PyValueError, "A simulated device's configuration is broken.");
 
 fn target_err(e: TargetError) -> PyErr {
     TargetOpenError::new_err(e.to_string())
 }
 
 fn engine_err(e: EngineError) -> PyErr {
-    match e {
-        EngineError::Workload(w) => WorkloadInvalid::new_err(w.to_string()),
-        other => PyRuntimeError::new_err(other.to_string()),
+    match &e {
+        EngineError::Workload(_) | EngineError::Options { .. } => WorkloadInvalid::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
     }
 }
 
@@ -56,8 +48,7 @@ fn target_info(path: &str, writable: bool, direct: bool) -> PyResult<String> {
 /// Check a workload JSON and return it normalised (all defaults filled in).
 #[pyfunction]
 fn normalise_workload(workload_json: &str) -> PyResult<String> {
-    let workload =
-        Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+    let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
     Ok(workload.to_json())
 }
 
@@ -66,15 +57,102 @@ fn normalise_workload(workload_json: &str) -> PyResult<String> {
 fn health_snapshot(path: &str) -> String {
     match open_health_source(Path::new(path)) {
         Ok(mut source) => match source.sample() {
-            Ok(sample) => {
-                to_json(&json!({"available": true, "source": source.name(), "sample": sample}))
-            }
+            Ok(sample) => to_json(&json!({"available": true, "source": source.name(), "sample": sample})),
             Err(e) => to_json(&json!({"available": false, "reason": e.to_string()})),
         },
-        Err(unavailable) => {
-            to_json(&json!({"available": false, "reason": unavailable.to_string()}))
+        Err(unavailable) => to_json(&json!({"available": false, "reason": unavailable.to_string()})),
+    }
+}
+
+/// A simulated device whose state (data, buffers, caches, wear, virtual clock) persists across runs.
+#[pyclass(module = "ftlscope._native")]
+struct SimDevice {
+    target: Arc<Mutex<SimTarget>>,
+    config_toml: String,
+}
+
+#[pymethods]
+impl SimDevice {
+    /// `spec`: a preset name or a path to a device TOML file.
+    #[new]
+    fn new(spec: &str) -> PyResult<Self> {
+        let cfg = ftlscope_sim::device::open(spec).map_err(|e| ConfigInvalid::new_err(e.to_string()))?;
+        let config_toml = ftlscope_sim::parse::to_toml(&cfg);
+        let name = cfg.device.name.clone();
+        let device = ftlscope_sim::device::build(cfg);
+        Ok(SimDevice { target: Arc::new(Mutex::new(SimTarget::new(name, device))), config_toml })
+    }
+
+    /// The device as TOML (every key, defaults filled in).
+    fn config_toml(&self) -> String {
+        self.config_toml.clone()
+    }
+
+    /// Size, block sizes and name, as JSON (like `target_info`).
+    fn info(&self) -> String {
+        to_json(&self.target.lock().expect("device lock").info())
+    }
+
+    /// Virtual time in ns since the device was created.
+    #[getter]
+    fn now_ns(&self) -> u64 {
+        self.target.lock().expect("device lock").now.ns()
+    }
+
+    /// Let `ns` of virtual time pass with the device idle (buffers drain, SLC folds).
+    fn idle(&self, ns: u64) {
+        self.target.lock().expect("device lock").idle(ns);
+    }
+
+    /// Controller reset: caches are kept. Returns the virtual ns it took.
+    fn controller_reset(&self) -> u64 {
+        let mut t = self.target.lock().expect("device lock");
+        let start = t.now;
+        let ready = t.device.controller_reset(start);
+        t.now = ready;
+        (ready - start).0
+    }
+
+    /// Power cycle: buffers are flushed, caches emptied. Returns the virtual ns it took.
+    fn power_cycle(&self) -> u64 {
+        let mut t = self.target.lock().expect("device lock");
+        let start = t.now;
+        let ready = t.device.power_cycle(start);
+        t.now = ready;
+        (ready - start).0
+    }
+
+    /// The counters a SMART log would hold, as a health sample (JSON).
+    fn health(&self) -> String {
+        to_json(&self.target.lock().expect("device lock").health_sample())
+    }
+
+    /// What logical page `lpn` holds: "unwritten", "zeroes" or the data fingerprint.
+    fn content(&self, lpn: u64) -> String {
+        use ftlscope_sim::device::PageContent;
+        match self.target.lock().expect("device lock").device.content(lpn) {
+            PageContent::Unwritten => "unwritten".into(),
+            PageContent::Zeroes => "zeroes".into(),
+            PageContent::Data(fp) => format!("{fp:08x}"),
         }
     }
+}
+
+/// The built-in presets as JSON: [{"name", "summary"}].
+#[pyfunction]
+fn sim_presets() -> String {
+    let list: Vec<Value> = ftlscope_sim::presets::names()
+        .into_iter()
+        .map(|name| json!({"name": name, "summary": ftlscope_sim::presets::describe(name)}))
+        .collect();
+    to_json(&list)
+}
+
+/// One preset (or device file) as TOML, with every key.
+#[pyfunction]
+fn sim_show(spec: &str) -> PyResult<String> {
+    let cfg = ftlscope_sim::device::open(spec).map_err(|e| ConfigInvalid::new_err(e.to_string()))?;
+    Ok(ftlscope_sim::parse::to_toml(&cfg))
 }
 
 /// A run in progress. Start it with `RunHandle(path, workload_json, options_json, writable, direct)`.
@@ -96,6 +174,7 @@ fn summary_json(result: &RunResult) -> Value {
             "stop": result.stop_reason,
             "measured_ns": result.stats.measured_ns,
             "wall_ns": result.wall_ns,
+            "virtual_ns": result.virtual_ns,
             "warmup_ops": result.stats.warmup_ops,
             "errors": result.stats.error_count,
             "error_samples": result.stats.errors,
@@ -112,9 +191,7 @@ fn summary_json(result: &RunResult) -> Value {
 
 fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyBytes> {
     // SAFETY: T is a plain integer/bool type; viewing its memory as bytes is sound.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(column.as_ptr().cast::<u8>(), std::mem::size_of_val(column))
-    };
+    let bytes = unsafe { std::slice::from_raw_parts(column.as_ptr().cast::<u8>(), std::mem::size_of_val(column)) };
     PyBytes::new(py, bytes)
 }
 
@@ -144,23 +221,29 @@ impl RunHandle {
         writable: bool,
         direct: bool,
     ) -> PyResult<Self> {
-        let workload = Workload::from_json(workload_json)
-            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
-        let options: RunOptions = serde_json::from_str(options_json)
-            .map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        let options: RunOptions =
+            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
-        let run = py
-            .allow_threads(|| Run::start(target, workload, options))
-            .map_err(engine_err)?;
+        let run = py.allow_threads(|| Run::start(target, workload, options)).map_err(engine_err)?;
         let env_json = to_json(run.env());
-        Ok(RunHandle {
-            run: Mutex::new(Some(run)),
-            result: Mutex::new(None),
-            env_json,
-        })
+        Ok(RunHandle { run: Mutex::new(Some(run)), result: Mutex::new(None), env_json })
     }
 
-    /// {"ops", "bytes", "errors", "elapsed_ns", "finished"}
+    /// Start a run on a simulated device (its state carries over from earlier runs).
+    #[staticmethod]
+    #[pyo3(signature = (device, workload_json, options_json="{}"))]
+    fn sim(py: Python<'_>, device: &SimDevice, workload_json: &str, options_json: &str) -> PyResult<Self> {
+        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        let options: RunOptions =
+            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let target = Arc::clone(&device.target);
+        let run = py.allow_threads(|| Run::start_sim(target, workload, options)).map_err(engine_err)?;
+        let env_json = to_json(run.env());
+        Ok(RunHandle { run: Mutex::new(Some(run)), result: Mutex::new(None), env_json })
+    }
+
+    /// {"ops", "bytes", "errors", "elapsed_ns", "device_ns", "finished"}
     fn progress(&self) -> PyResult<String> {
         let guard = self.run.lock().expect("run lock");
         match guard.as_ref() {
@@ -208,9 +291,7 @@ impl RunHandle {
             *self.result.lock().expect("result lock") = Some(result);
         }
         let guard = self.result.lock().expect("result lock");
-        let result = guard
-            .as_ref()
-            .ok_or_else(|| PyRuntimeError::new_err("no result"))?;
+        let result = guard.as_ref().ok_or_else(|| PyRuntimeError::new_err("no result"))?;
         let d = PyDict::new(py);
         d.set_item("summary", summary_json(result).to_string())?;
         d.set_item("windows", to_json(&result.stats.windows))?;
@@ -230,6 +311,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(target_info, m)?)?;
     m.add_function(wrap_pyfunction!(normalise_workload, m)?)?;
     m.add_function(wrap_pyfunction!(health_snapshot, m)?)?;
+    m.add("ConfigInvalid", m.py().get_type::<ConfigInvalid>())?;
+    m.add_function(wrap_pyfunction!(sim_presets, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_show, m)?)?;
+    m.add_class::<SimDevice>()?;
     m.add_class::<RunHandle>()?;
     Ok(())
 }

@@ -87,10 +87,7 @@ impl PagePattern {
             }
         }
         // The last segment ended before the block did: keep cycling its pattern.
-        let last = self
-            .segments
-            .last()
-            .expect("a pattern has at least one segment");
+        let last = self.segments.last().expect("a pattern has at least one segment");
         last.cycle[(index as usize) % last.cycle.len()]
     }
 }

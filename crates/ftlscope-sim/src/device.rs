@@ -64,3 +64,25 @@ pub trait SimDevice: Send {
     /// Power cycle: volatile caches are flushed (as on a clean shutdown) and then empty.
     fn power_cycle(&mut self, now: SimTime) -> SimTime;
 }
+
+/// The model a configuration describes: the SSD or the HDD.
+pub fn build(cfg: crate::config::DeviceConfig) -> Box<dyn SimDevice> {
+    use crate::config::DeviceKind;
+    match cfg.device.kind {
+        DeviceKind::Ssd => Box::new(crate::ssd::SsdDevice::new(cfg)),
+        DeviceKind::Hdd => {
+            let hdd = cfg.hdd.as_ref().expect("the parser requires [hdd] for kind = \"hdd\"");
+            Box::new(crate::hdd::HddDevice::new(&cfg.device, &cfg.controller, hdd))
+        }
+    }
+}
+
+/// A device from `spec`: a preset name, or a path to a TOML file (`sim:` already stripped).
+pub fn open(spec: &str) -> Result<crate::config::DeviceConfig, crate::parse::ConfigError> {
+    let path = std::path::Path::new(spec);
+    if crate::presets::get(spec).is_some() || !(path.exists() || spec.contains('/') || spec.ends_with(".toml")) {
+        // A bare name that is no file: it was meant as a preset (the error lists them).
+        return crate::presets::load(spec);
+    }
+    crate::parse::load_device(path)
+}

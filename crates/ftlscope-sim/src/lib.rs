@@ -4,5 +4,8 @@
 
 pub mod config;
 pub mod device;
+pub mod hdd;
+pub mod parse;
+pub mod presets;
 pub mod ssd;
 pub mod time;

@@ -38,12 +38,7 @@ pub trait Backend {
     /// Submit what was pushed, then wait until at least `min_complete` requests have completed or
     /// `timeout_ns` has passed; report every submission and completion through `on_event`, with
     /// timestamps taken right at submission and right when the completion is seen.
-    fn submit_and_wait<F: FnMut(Event)>(
-        &mut self,
-        min_complete: u32,
-        timeout_ns: u64,
-        on_event: F,
-    ) -> io::Result<()>;
+    fn submit_and_wait<F: FnMut(Event)>(&mut self, min_complete: u32, timeout_ns: u64, on_event: F) -> io::Result<()>;
 
     /// The backend's clock, in ns.
     fn now(&self) -> u64;

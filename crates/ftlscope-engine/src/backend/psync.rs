@@ -28,36 +28,23 @@ unsafe impl Send for PsyncBackend {}
 
 impl PsyncBackend {
     pub fn new(file: Arc<File>, kind: TargetKind, depth: u32, clock: Clock) -> PsyncBackend {
-        PsyncBackend {
-            clock,
-            file,
-            kind,
-            pending: Vec::with_capacity(depth as usize),
-        }
+        PsyncBackend { clock, file, kind, pending: Vec::with_capacity(depth as usize) }
     }
 
     fn execute(&self, req: &Request) -> i32 {
         let fd = self.file.as_raw_fd();
         let rc = match req.op {
             // SAFETY: addr points to at least len bytes of the queue's buffers.
-            Op::Read => unsafe {
-                libc::pread(fd, req.addr.cast(), req.len as usize, req.offset as i64)
-            },
+            Op::Read => unsafe { libc::pread(fd, req.addr.cast(), req.len as usize, req.offset as i64) },
             // SAFETY: as above.
-            Op::Write => unsafe {
-                libc::pwrite(fd, req.addr.cast(), req.len as usize, req.offset as i64)
-            },
+            Op::Write => unsafe { libc::pwrite(fd, req.addr.cast(), req.len as usize, req.offset as i64) },
             // SAFETY: plain syscall on an open fd.
             Op::Flush => unsafe { libc::fdatasync(fd) as isize },
             Op::Trim => return discard_sync(&self.file, self.kind, req.offset, req.len as u64),
-            Op::WriteZeroes => {
-                return write_zeroes_sync(&self.file, self.kind, req.offset, req.len as u64)
-            }
+            Op::WriteZeroes => return write_zeroes_sync(&self.file, self.kind, req.offset, req.len as u64),
         };
         if rc < 0 {
-            -io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO)
+            -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
         } else {
             rc as i32
         }
@@ -82,16 +69,9 @@ impl Backend for PsyncBackend {
     ) -> io::Result<()> {
         for i in 0..self.pending.len() {
             let (slot, req) = self.pending[i];
-            on_event(Event::Submitted {
-                slot,
-                at_ns: self.clock.now(),
-            });
+            on_event(Event::Submitted { slot, at_ns: self.clock.now() });
             let result = self.execute(&req);
-            on_event(Event::Completed {
-                slot,
-                result,
-                at_ns: self.clock.now(),
-            });
+            on_event(Event::Completed { slot, result, at_ns: self.clock.now() });
         }
         self.pending.clear();
         Ok(())

@@ -26,6 +26,8 @@ pub struct UringSetup {
     pub registered_file: bool,
     pub registered_buffers: bool,
     pub single_issuer_defer_taskrun: bool,
+    /// CPUs io_uring's worker threads may run on (None: inherited from the queue thread).
+    pub worker_cpus: Option<Vec<usize>>,
 }
 
 pub struct UringBackend {
@@ -63,29 +65,38 @@ impl UringBackend {
         depth: u32,
         region: (*mut u8, usize),
         clock: Clock,
+        worker_cpus: &[usize],
     ) -> io::Result<UringBackend> {
         let entries = depth.next_power_of_two().max(2);
         let cq = (entries * 2).max(8);
         // SINGLE_ISSUER + DEFER_TASKRUN: completions are processed only when this thread enters the
         // kernel to wait, so no interrupting task work lands in the middle of the timing loop.
-        let (ring, defer) = match IoUring::builder()
-            .setup_cqsize(cq)
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .build(entries)
-        {
-            Ok(ring) => (ring, true),
-            Err(_) => (IoUring::builder().setup_cqsize(cq).build(entries)?, false),
-        };
+        let (ring, defer) =
+            match IoUring::builder().setup_cqsize(cq).setup_single_issuer().setup_defer_taskrun().build(entries) {
+                Ok(ring) => (ring, true),
+                Err(_) => (IoUring::builder().setup_cqsize(cq).build(entries)?, false),
+            };
         let fd = file.as_raw_fd();
         let registered_file = ring.submitter().register_files(&[fd]).is_ok();
-        let iov = libc::iovec {
-            iov_base: region.0.cast(),
-            iov_len: region.1,
-        };
+        let iov = libc::iovec { iov_base: region.0.cast(), iov_len: region.1 };
         // SAFETY: the region outlives the ring: the queue thread drops the ring before its buffers, and a
         // timed-out queue leaks both.
         let registered_buffers = unsafe { ring.submitter().register_buffers(&[iov]) }.is_ok();
+        // Worker threads (io-wq) inherit the queue thread's CPU pin by default. On targets the kernel
+        // serves through workers (zram, tmpfs, some file systems) they would then fight the queue thread
+        // for its one CPU: measured here, io_uring at QD 32 on zram ran at half speed pinned. Let them
+        // use the other CPUs instead.
+        let worker_cpus = (!worker_cpus.is_empty())
+            .then(|| {
+                // SAFETY: cpu_set_t is plain data.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                for &cpu in worker_cpus {
+                    // SAFETY: cpu < CPU_SETSIZE (it came from sched_getaffinity).
+                    unsafe { libc::CPU_SET(cpu, &mut set) };
+                }
+                ring.submitter().register_iowq_aff(&set).ok().map(|_| worker_cpus.to_vec())
+            })
+            .flatten();
         let slots = depth as usize;
         Ok(UringBackend {
             ring,
@@ -98,6 +109,7 @@ impl UringBackend {
                 registered_file,
                 registered_buffers,
                 single_issuer_defer_taskrun: defer,
+                worker_cpus,
             },
             unsubmitted: Vec::with_capacity(slots),
             synchronous: Vec::with_capacity(slots),
@@ -117,57 +129,37 @@ impl UringBackend {
         match req.op {
             Op::Read if self.setup.registered_buffers => {
                 if self.setup.registered_file {
-                    opcode::ReadFixed::new(fixed, req.addr, req.len, 0)
-                        .offset(req.offset)
-                        .build()
+                    opcode::ReadFixed::new(fixed, req.addr, req.len, 0).offset(req.offset).build()
                 } else {
-                    opcode::ReadFixed::new(fd, req.addr, req.len, 0)
-                        .offset(req.offset)
-                        .build()
+                    opcode::ReadFixed::new(fd, req.addr, req.len, 0).offset(req.offset).build()
                 }
             }
             Op::Write if self.setup.registered_buffers => {
                 if self.setup.registered_file {
-                    opcode::WriteFixed::new(fixed, req.addr, req.len, 0)
-                        .offset(req.offset)
-                        .build()
+                    opcode::WriteFixed::new(fixed, req.addr, req.len, 0).offset(req.offset).build()
                 } else {
-                    opcode::WriteFixed::new(fd, req.addr, req.len, 0)
-                        .offset(req.offset)
-                        .build()
+                    opcode::WriteFixed::new(fd, req.addr, req.len, 0).offset(req.offset).build()
                 }
             }
             Op::Read => {
                 if self.setup.registered_file {
-                    opcode::Read::new(fixed, req.addr, req.len)
-                        .offset(req.offset)
-                        .build()
+                    opcode::Read::new(fixed, req.addr, req.len).offset(req.offset).build()
                 } else {
-                    opcode::Read::new(fd, req.addr, req.len)
-                        .offset(req.offset)
-                        .build()
+                    opcode::Read::new(fd, req.addr, req.len).offset(req.offset).build()
                 }
             }
             Op::Write => {
                 if self.setup.registered_file {
-                    opcode::Write::new(fixed, req.addr, req.len)
-                        .offset(req.offset)
-                        .build()
+                    opcode::Write::new(fixed, req.addr, req.len).offset(req.offset).build()
                 } else {
-                    opcode::Write::new(fd, req.addr, req.len)
-                        .offset(req.offset)
-                        .build()
+                    opcode::Write::new(fd, req.addr, req.len).offset(req.offset).build()
                 }
             }
             Op::Flush => {
                 if self.setup.registered_file {
-                    opcode::Fsync::new(fixed)
-                        .flags(types::FsyncFlags::DATASYNC)
-                        .build()
+                    opcode::Fsync::new(fixed).flags(types::FsyncFlags::DATASYNC).build()
                 } else {
-                    opcode::Fsync::new(fd)
-                        .flags(types::FsyncFlags::DATASYNC)
-                        .build()
+                    opcode::Fsync::new(fd).flags(types::FsyncFlags::DATASYNC).build()
                 }
             }
             Op::Trim if self.kind == TargetKind::BlockDevice => {
@@ -175,43 +167,25 @@ impl UringBackend {
                 // The kernel reads the start from sqe->addr and the length from sqe->addr3 (cmd[0..8]).
                 cmd[..8].copy_from_slice(&(req.len as u64).to_le_bytes());
                 if self.setup.registered_file {
-                    opcode::UringCmd16::new(fixed, BLOCK_URING_CMD_DISCARD)
-                        .cmd(cmd)
-                        .addr(Some(req.offset))
-                        .build()
+                    opcode::UringCmd16::new(fixed, BLOCK_URING_CMD_DISCARD).cmd(cmd).addr(Some(req.offset)).build()
                 } else {
-                    opcode::UringCmd16::new(fd, BLOCK_URING_CMD_DISCARD)
-                        .cmd(cmd)
-                        .addr(Some(req.offset))
-                        .build()
+                    opcode::UringCmd16::new(fd, BLOCK_URING_CMD_DISCARD).cmd(cmd).addr(Some(req.offset)).build()
                 }
             }
             Op::Trim => {
                 let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
                 if self.setup.registered_file {
-                    opcode::Fallocate::new(fixed, req.len as u64)
-                        .offset(req.offset)
-                        .mode(mode)
-                        .build()
+                    opcode::Fallocate::new(fixed, req.len as u64).offset(req.offset).mode(mode).build()
                 } else {
-                    opcode::Fallocate::new(fd, req.len as u64)
-                        .offset(req.offset)
-                        .mode(mode)
-                        .build()
+                    opcode::Fallocate::new(fd, req.len as u64).offset(req.offset).mode(mode).build()
                 }
             }
             Op::WriteZeroes => {
                 let mode = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
                 if self.setup.registered_file {
-                    opcode::Fallocate::new(fixed, req.len as u64)
-                        .offset(req.offset)
-                        .mode(mode)
-                        .build()
+                    opcode::Fallocate::new(fixed, req.len as u64).offset(req.offset).mode(mode).build()
                 } else {
-                    opcode::Fallocate::new(fd, req.len as u64)
-                        .offset(req.offset)
-                        .mode(mode)
-                        .build()
+                    opcode::Fallocate::new(fd, req.len as u64).offset(req.offset).mode(mode).build()
                 }
             }
         }
@@ -253,11 +227,7 @@ impl UringBackend {
                     // The kernel predates BLOCK_URING_CMD_DISCARD: use BLKDISCARD from now on.
                     self.uring_discard = Some(false);
                     result = discard_sync(&self.file, self.kind, req.offset, req.len as u64);
-                    on_event(Event::Completed {
-                        slot,
-                        result,
-                        at_ns: self.clock.now(),
-                    });
+                    on_event(Event::Completed { slot, result, at_ns: self.clock.now() });
                     seen += 1;
                     continue;
                 }
@@ -265,11 +235,7 @@ impl UringBackend {
                     self.uring_discard = Some(true);
                 }
             }
-            on_event(Event::Completed {
-                slot,
-                result,
-                at_ns,
-            });
+            on_event(Event::Completed { slot, result, at_ns });
             seen += 1;
         }
         self.inflight -= seen;
@@ -292,12 +258,7 @@ impl Backend for UringBackend {
         let entry = self.entry(&request).user_data(slot as u64);
         // SAFETY: the request's buffer lives in the registered region, which outlives the ring; the SQ
         // has room because at most `depth` requests are pushed between submissions.
-        unsafe {
-            self.ring
-                .submission()
-                .push(&entry)
-                .expect("submission queue sized to the queue depth")
-        };
+        unsafe { self.ring.submission().push(&entry).expect("submission queue sized to the queue depth") };
         self.unsubmitted.push(slot);
         self.inflight += 1;
     }
@@ -311,17 +272,10 @@ impl Backend for UringBackend {
         let mut completed = 0u32;
         // Synchronous operations first, each timed around its own syscall.
         while let Some((slot, req)) = self.synchronous.pop() {
-            on_event(Event::Submitted {
-                slot,
-                at_ns: self.clock.now(),
-            });
+            on_event(Event::Submitted { slot, at_ns: self.clock.now() });
             let result = self.run_synchronously(&req);
             self.requests[slot as usize] = None;
-            on_event(Event::Completed {
-                slot,
-                result,
-                at_ns: self.clock.now(),
-            });
+            on_event(Event::Completed { slot, result, at_ns: self.clock.now() });
             completed += 1;
         }
         let want = min_complete.saturating_sub(completed).min(self.inflight);
@@ -331,18 +285,13 @@ impl Backend for UringBackend {
             on_event(Event::Submitted { slot, at_ns });
         }
         self.unsubmitted.clear();
-        let ts = types::Timespec::new()
-            .sec(timeout_ns / 1_000_000_000)
-            .nsec((timeout_ns % 1_000_000_000) as u32);
+        let ts = types::Timespec::new().sec(timeout_ns / 1_000_000_000).nsec((timeout_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
         loop {
             let outcome = if want == 0 {
                 self.ring.submitter().submit().map(|_| ())
             } else {
-                self.ring
-                    .submitter()
-                    .submit_with_args(want as usize, &args)
-                    .map(|_| ())
+                self.ring.submitter().submit_with_args(want as usize, &args).map(|_| ())
             };
             match outcome {
                 Ok(()) => break,
@@ -375,9 +324,7 @@ impl Backend for UringBackend {
         if self.inflight == 0 {
             return true;
         }
-        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-            .build()
-            .user_data(u64::MAX);
+        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any()).build().user_data(u64::MAX);
         // SAFETY: the cancel entry carries no buffers.
         if unsafe { self.ring.submission().push(&cancel) }.is_err() {
             return false;

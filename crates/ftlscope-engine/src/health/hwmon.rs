@@ -65,9 +65,7 @@ pub(crate) fn pick_temp_input(hwmon_dir: &Path) -> Option<PathBuf> {
 /// The temperature input for a device: the first hwmon directory of the
 /// device that has one.
 pub(crate) fn find_temp_input(sys_root: &Path, device_dir: &Path) -> Option<PathBuf> {
-    find_hwmon_dirs(sys_root, device_dir)
-        .iter()
-        .find_map(|d| pick_temp_input(d))
+    find_hwmon_dirs(sys_root, device_dir).iter().find_map(|d| pick_temp_input(d))
 }
 
 /// Parse a `tempN_input` value (integer millidegrees Celsius).
@@ -80,10 +78,8 @@ pub(crate) fn parse_millidegrees(text: &str) -> Result<f64, HealthError> {
 
 /// Read a `tempN_input` file in degrees Celsius.
 pub(crate) fn read_temp_c(input: &Path) -> Result<f64, HealthError> {
-    let text = fs::read_to_string(input).map_err(|e| HealthError::Io {
-        context: format!("read {}", input.display()),
-        source: e,
-    })?;
+    let text = fs::read_to_string(input)
+        .map_err(|e| HealthError::Io { context: format!("read {}", input.display()), source: e })?;
     parse_millidegrees(&text)
 }
 
@@ -127,9 +123,7 @@ fn hwmon_number(p: &Path) -> Option<u32> {
 }
 
 fn list_dir(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default()
+    fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -146,10 +140,7 @@ mod tests {
     fn parses_millidegrees() {
         assert_eq!(parse_millidegrees("41850\n").unwrap(), 41.85);
         assert_eq!(parse_millidegrees("-5000").unwrap(), -5.0);
-        assert!(matches!(
-            parse_millidegrees("hot"),
-            Err(HealthError::Parse(_))
-        ));
+        assert!(matches!(parse_millidegrees("hot"), Err(HealthError::Parse(_))));
     }
 
     #[test]
@@ -204,10 +195,7 @@ mod tests {
         // SCSI device: DEVICE/hwmon/hwmon4
         let sdev = sys.join("devices/pci/ata1/host0/target0:0:0/0:0:0:0");
         write(&sdev.join("hwmon/hwmon4/temp1_input"), "35000");
-        assert_eq!(
-            read_temp_c(&find_temp_input(sys, &sdev).unwrap()).unwrap(),
-            35.0
-        );
+        assert_eq!(read_temp_c(&find_temp_input(sys, &sdev).unwrap()).unwrap(), 35.0);
 
         // Elsewhere, found only through /sys/class/hwmon/hwmon9/device.
         let other = sys.join("devices/platform/thing");
@@ -229,9 +217,7 @@ mod tests {
 
     #[test]
     fn unreadable_input_is_an_error() {
-        let err = HwmonSource::open(PathBuf::from("/nonexistent/temp1_input"), None)
-            .err()
-            .unwrap();
+        let err = HwmonSource::open(PathBuf::from("/nonexistent/temp1_input"), None).err().unwrap();
         assert!(err.to_string().contains("/nonexistent/temp1_input"));
     }
 }

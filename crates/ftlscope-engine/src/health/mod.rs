@@ -28,9 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-pub use nvme::{
-    decode_ocp_c0, decode_smart_log, OcpSmartLog, SmartLog, DATA_UNIT_BYTES, OCP_C0_GUID,
-};
+pub use nvme::{decode_ocp_c0, decode_smart_log, OcpSmartLog, SmartLog, DATA_UNIT_BYTES, OCP_C0_GUID};
 
 /// One health reading.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,9 +105,7 @@ pub struct Unavailable {
 
 impl Unavailable {
     pub fn new(reason: impl Into<String>) -> Self {
-        Unavailable {
-            reason: reason.into(),
-        }
+        Unavailable { reason: reason.into() }
     }
 }
 
@@ -178,11 +174,7 @@ struct Disk {
 #[derive(Debug)]
 enum Target {
     Disk(Disk),
-    NvmeCtrl {
-        name: String,
-        node: PathBuf,
-        context: String,
-    },
+    NvmeCtrl { name: String, node: PathBuf, context: String },
 }
 
 fn open_with_roots(target: &Path, roots: &Roots) -> Result<Box<dyn HealthSource>, Unavailable> {
@@ -191,19 +183,16 @@ fn open_with_roots(target: &Path, roots: &Roots) -> Result<Box<dyn HealthSource>
             let d = unstack(d, roots)?;
             open_disk(&d, roots)
         }
-        Target::NvmeCtrl {
-            name,
-            node,
-            context,
-        } => open_nvme(&[node], &[roots.sys.join("class/nvme").join(&name)], roots)
-            .map_err(|why| Unavailable::new(format!("{context}: {why}"))),
+        Target::NvmeCtrl { name, node, context } => {
+            open_nvme(&[node], &[roots.sys.join("class/nvme").join(&name)], roots)
+                .map_err(|why| Unavailable::new(format!("{context}: {why}")))
+        }
     }
 }
 
 fn resolve(target: &Path, roots: &Roots, depth: u32) -> Result<Target, Unavailable> {
     let shown = target.display();
-    let meta =
-        fs::metadata(target).map_err(|e| Unavailable::new(format!("cannot stat {shown}: {e}")))?;
+    let meta = fs::metadata(target).map_err(|e| Unavailable::new(format!("cannot stat {shown}: {e}")))?;
     let ft = meta.file_type();
     if ft.is_block_device() {
         let (maj, min) = split_dev(meta.rdev());
@@ -220,15 +209,9 @@ fn resolve(target: &Path, roots: &Roots, depth: u32) -> Result<Target, Unavailab
         return nvme_ctrl_from_char(target, meta.rdev(), roots);
     }
     if !(ft.is_file() || ft.is_dir()) {
-        return Err(Unavailable::new(format!(
-            "{shown} is neither a file nor a device"
-        )));
+        return Err(Unavailable::new(format!("{shown} is neither a file nor a device")));
     }
-    let kind = if ft.is_dir() {
-        "directory"
-    } else {
-        "regular file"
-    };
+    let kind = if ft.is_dir() { "directory" } else { "regular file" };
     let (maj, min) = split_dev(meta.dev());
     if let Some((node, mut disk)) = disk_from_devnum(roots, maj, min) {
         disk.context = format!("{kind} on {}", roots.dev.join(node).display());
@@ -236,14 +219,11 @@ fn resolve(target: &Path, roots: &Roots, depth: u32) -> Result<Target, Unavailab
     }
     // No block device behind st_dev (btrfs, tmpfs, overlay, NFS, FUSE…):
     // the mount table may still name one.
-    let mount = fs::read_to_string(&roots.mountinfo)
-        .ok()
-        .and_then(|t| mount_for_devnum(&t, maj, min));
+    let mount = fs::read_to_string(&roots.mountinfo).ok().and_then(|t| mount_for_devnum(&t, maj, min));
     match mount {
         Some(m) => {
             let context = format!("{kind} on {} {}", m.fstype, m.source);
-            let source_is_block =
-                fs::metadata(&m.source).is_ok_and(|s| s.file_type().is_block_device());
+            let source_is_block = fs::metadata(&m.source).is_ok_and(|s| s.file_type().is_block_device());
             if source_is_block && depth < 4 {
                 match resolve(Path::new(&m.source), roots, depth + 1) {
                     Ok(Target::Disk(mut d)) => {
@@ -278,43 +258,24 @@ fn disk_from_devnum(roots: &Roots, maj: u32, min: u32) -> Option<(String, Disk)>
 /// The whole disk for a block device's sysfs directory (partitions live in
 /// their disk's directory).
 fn disk_from_sys_dir(p: PathBuf) -> Option<Disk> {
-    let sys_dir = if p.join("partition").exists() {
-        p.parent()?.to_path_buf()
-    } else {
-        p
-    };
-    Some(Disk {
-        name: file_name(&sys_dir)?,
-        sys_dir,
-        context: String::new(),
-    })
+    let sys_dir = if p.join("partition").exists() { p.parent()?.to_path_buf() } else { p };
+    Some(Disk { name: file_name(&sys_dir)?, sys_dir, context: String::new() })
 }
 
 fn nvme_ctrl_from_char(target: &Path, rdev: u64, roots: &Roots) -> Result<Target, Unavailable> {
     let (maj, min) = split_dev(rdev);
     let shown = target.display().to_string();
-    let not_nvme = || {
-        Unavailable::new(format!(
-            "{shown} is a character device but not an NVMe controller"
-        ))
-    };
-    let p = fs::canonicalize(roots.sys.join(format!("dev/char/{maj}:{min}")))
-        .map_err(|_| not_nvme())?;
+    let not_nvme = || Unavailable::new(format!("{shown} is a character device but not an NVMe controller"));
+    let p = fs::canonicalize(roots.sys.join(format!("dev/char/{maj}:{min}"))).map_err(|_| not_nvme())?;
     let name = file_name(&p).ok_or_else(not_nvme)?;
     if is_nvme_ctrl(&name) {
-        return Ok(Target::NvmeCtrl {
-            name,
-            node: target.to_path_buf(),
-            context: shown,
-        });
+        return Ok(Target::NvmeCtrl { name, node: target.to_path_buf(), context: shown });
     }
     // A generic namespace node (ngXnY) sits under its controller.
     match p.parent().and_then(file_name) {
-        Some(ctrl) if is_nvme_ctrl(&ctrl) && name.starts_with("ng") => Ok(Target::NvmeCtrl {
-            node: roots.dev.join(&ctrl),
-            name: ctrl,
-            context: shown,
-        }),
+        Some(ctrl) if is_nvme_ctrl(&ctrl) && name.starts_with("ng") => {
+            Ok(Target::NvmeCtrl { node: roots.dev.join(&ctrl), name: ctrl, context: shown })
+        }
         _ => Err(not_nvme()),
     }
 }
@@ -337,22 +298,14 @@ fn unstack(mut d: Disk, roots: &Roots) -> Result<Disk, Unavailable> {
                 slaves.join(", ")
             )));
         }
-        let next = fs::canonicalize(roots.sys.join("class/block").join(first))
-            .ok()
-            .and_then(disk_from_sys_dir)
-            .ok_or_else(|| {
-                Unavailable::new(format!(
-                    "{}: {} is stacked on {first}, which is not in sysfs",
-                    d.context, d.name
-                ))
-            })?;
+        let next =
+            fs::canonicalize(roots.sys.join("class/block").join(first)).ok().and_then(disk_from_sys_dir).ok_or_else(
+                || Unavailable::new(format!("{}: {} is stacked on {first}, which is not in sysfs", d.context, d.name)),
+            )?;
         let context = format!("{}, {} -> {first}", d.context, d.name);
         d = Disk { context, ..next };
     }
-    Err(Unavailable::new(format!(
-        "{}: block devices stacked too deep",
-        d.context
-    )))
+    Err(Unavailable::new(format!("{}: block devices stacked too deep", d.context)))
 }
 
 fn stacked_kind(name: &str) -> &'static str {
@@ -374,13 +327,9 @@ fn open_disk(d: &Disk, roots: &Roots) -> Result<Box<dyn HealthSource>, Unavailab
         let ctrls = nvme_controllers(d, roots);
         let mut nodes: Vec<PathBuf> = ctrls.iter().map(|c| roots.dev.join(c)).collect();
         nodes.push(roots.dev.join(&d.name));
-        let mut sensors: Vec<PathBuf> = ctrls
-            .iter()
-            .map(|c| roots.sys.join("class/nvme").join(c))
-            .collect();
+        let mut sensors: Vec<PathBuf> = ctrls.iter().map(|c| roots.sys.join("class/nvme").join(c)).collect();
         sensors.push(d.sys_dir.join("device"));
-        return open_nvme(&nodes, &sensors, roots)
-            .map_err(|why| fail(format!("{}: {why}", d.name)));
+        return open_nvme(&nodes, &sensors, roots).map_err(|why| fail(format!("{}: {why}", d.name)));
     }
     match hwmon::find_temp_input(&roots.sys, &d.sys_dir.join("device")) {
         Some(input) => hwmon::HwmonSource::open(input, None)
@@ -392,11 +341,7 @@ fn open_disk(d: &Disk, roots: &Roots) -> Result<Box<dyn HealthSource>, Unavailab
 
 /// Probe the admin nodes in order; if none gives a SMART log, fall back to
 /// the first hwmon sensor of the listed devices.
-fn open_nvme(
-    nodes: &[PathBuf],
-    sensor_devices: &[PathBuf],
-    roots: &Roots,
-) -> Result<Box<dyn HealthSource>, String> {
+fn open_nvme(nodes: &[PathBuf], sensor_devices: &[PathBuf], roots: &Roots) -> Result<Box<dyn HealthSource>, String> {
     let mut errors = Vec::new();
     for node in nodes {
         match nvme::NvmeSource::probe(node) {
@@ -429,13 +374,9 @@ fn no_health_device(d: &Disk) -> Option<String> {
              point ftlscope at the backing file instead"
         ))
     } else if n.starts_with("nbd") {
-        Some(format!(
-            "{n} is a network block device and has no health log"
-        ))
+        Some(format!("{n} is a network block device and has no health log"))
     } else if n.starts_with("pmem") {
-        Some(format!(
-            "{n} is a persistent-memory block device and has no NVMe health log"
-        ))
+        Some(format!("{n} is a persistent-memory block device and has no NVMe health log"))
     } else {
         None
     }
@@ -443,10 +384,7 @@ fn no_health_device(d: &Disk) -> Option<String> {
 
 fn no_sensor_reason(d: &Disk) -> String {
     let n = d.name.as_str();
-    let driver = fs::canonicalize(d.sys_dir.join("device/driver"))
-        .ok()
-        .and_then(|p| file_name(&p))
-        .unwrap_or_default();
+    let driver = fs::canonicalize(d.sys_dir.join("device/driver")).ok().and_then(|p| file_name(&p)).unwrap_or_default();
     if driver == "virtio_blk" || n.starts_with("vd") {
         format!("{n} is a virtio block device and reports no health log")
     } else if driver == "vbd" || n.starts_with("xvd") {
@@ -490,8 +428,7 @@ fn nvme_controllers(d: &Disk, roots: &Roots) -> Vec<String> {
 
 /// "nvme12" -> true.
 fn is_nvme_ctrl(name: &str) -> bool {
-    name.strip_prefix("nvme")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    name.strip_prefix("nvme").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn is_nvme_namespace(name: &str) -> bool {
@@ -529,10 +466,7 @@ fn mount_for_devnum(mountinfo: &str, maj: u32, min: u32) -> Option<MountEntry> {
             return None;
         }
         let mut f = post.split(' ');
-        Some(MountEntry {
-            fstype: unescape_mount(f.next()?),
-            source: unescape_mount(f.next()?),
-        })
+        Some(MountEntry { fstype: unescape_mount(f.next()?), source: unescape_mount(f.next()?) })
     })
 }
 
@@ -545,9 +479,7 @@ fn unescape_mount(s: &str) -> String {
         let octal = (b[i] == b'\\' && i + 3 < b.len())
             .then(|| &b[i + 1..i + 4])
             .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
-            .and_then(|d| {
-                u8::try_from(d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'))).ok()
-            });
+            .and_then(|d| u8::try_from(d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'))).ok());
         if let Some(v) = octal {
             out.push(v);
             i += 4;
@@ -573,11 +505,7 @@ fn file_name(p: &Path) -> Option<String> {
 /// Sorted entry names of a directory; empty if unreadable.
 fn list_names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
         .unwrap_or_default();
     v.sort();
     v
@@ -621,10 +549,7 @@ impl HealthReport {
     /// Host bytes come in SMART data units of 512 000 bytes (rounded up by
     /// the drive), so short runs that write little are imprecise.
     pub fn write_amplification(&self) -> Option<f64> {
-        let mut both = self
-            .samples
-            .iter()
-            .filter_map(|s| Some((s.host_bytes_written?, s.media_bytes_written?)));
+        let mut both = self.samples.iter().filter_map(|s| Some((s.host_bytes_written?, s.media_bytes_written?)));
         let (h0, m0) = both.next()?;
         let (h1, m1) = both.next_back()?;
         let host = h1.checked_sub(h0).filter(|&d| d > 0)?;
@@ -687,13 +612,7 @@ impl HealthSampler {
             Ok(h) => (Some(h), None),
             Err(e) => (None, Some(format!("cannot start the health thread: {e}"))),
         };
-        HealthSampler {
-            stop_tx: Some(stop_tx),
-            handle,
-            source_name,
-            detail,
-            spawn_error,
-        }
+        HealthSampler { stop_tx: Some(stop_tx), handle, source_name, detail, spawn_error }
     }
 
     /// Take the final sample, end the thread and return what it collected.
@@ -703,8 +622,7 @@ impl HealthSampler {
             c.errors.push(e);
         }
         if c.suppressed > 0 {
-            c.errors
-                .push(format!("{} more sampling errors not kept", c.suppressed));
+            c.errors.push(format!("{} more sampling errors not kept", c.suppressed));
         }
         let available = !c.samples.is_empty();
         let reason = if available {
@@ -717,13 +635,7 @@ impl HealthSampler {
                     .unwrap_or_else(|| "no health sample was taken".to_owned()),
             )
         };
-        HealthReport {
-            source: self.source_name.to_owned(),
-            available,
-            reason,
-            samples: c.samples,
-            errors: c.errors,
-        }
+        HealthReport { source: self.source_name.to_owned(), available, reason, samples: c.samples, errors: c.errors }
     }
 
     fn finish(&mut self) -> Collected {
@@ -733,10 +645,7 @@ impl HealthSampler {
         }
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(c)) => c,
-            Some(Err(_)) => Collected {
-                errors: vec!["the health thread panicked".to_owned()],
-                ..Collected::default()
-            },
+            Some(Err(_)) => Collected { errors: vec!["the health thread panicked".to_owned()], ..Collected::default() },
             None => Collected::default(),
         }
     }
@@ -748,11 +657,7 @@ impl Drop for HealthSampler {
     }
 }
 
-fn run_sampler(
-    mut source: Box<dyn HealthSource>,
-    interval: Duration,
-    stop: mpsc::Receiver<()>,
-) -> Collected {
+fn run_sampler(mut source: Box<dyn HealthSource>, interval: Duration, stop: mpsc::Receiver<()>) -> Collected {
     let mut c = Collected::default();
     c.take(source.as_mut());
     let mut next = Instant::now().checked_add(interval);
@@ -767,13 +672,7 @@ fn run_sampler(
                 // Keep a steady cadence, but never try to catch up on
                 // intervals a slow sample overran.
                 let now = Instant::now();
-                next = next.and_then(|t| t.checked_add(interval)).map(|t| {
-                    if t < now {
-                        now + interval
-                    } else {
-                        t
-                    }
-                });
+                next = next.and_then(|t| t.checked_add(interval)).map(|t| if t < now { now + interval } else { t });
             }
             Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -810,9 +709,7 @@ mod tests {
 
     #[test]
     fn missing_and_non_nvme_char_device_are_unavailable() {
-        let u = open_health_source(Path::new("/nonexistent/ftlscope"))
-            .err()
-            .unwrap();
+        let u = open_health_source(Path::new("/nonexistent/ftlscope")).err().unwrap();
         assert!(u.reason.starts_with("cannot stat /nonexistent/ftlscope"));
         let u = open_health_source(Path::new("/dev/null")).err().unwrap();
         assert!(u.reason.contains("not an NVMe controller"), "{}", u.reason);
@@ -824,10 +721,7 @@ mod tests {
         assert_eq!(split_dev(null.rdev()), (1, 3));
         // makedev(259, 0x12345) with glibc's encoding.
         let (maj, min) = (259u64, 0x12345u64);
-        let dev = ((maj & 0xffff_f000) << 32)
-            | ((maj & 0xfff) << 8)
-            | ((min & 0xffff_ff00) << 12)
-            | (min & 0xff);
+        let dev = ((maj & 0xffff_f000) << 32) | ((maj & 0xfff) << 8) | ((min & 0xffff_ff00) << 12) | (min & 0xff);
         assert_eq!(split_dev(dev), (259, 0x12345));
     }
 
@@ -882,8 +776,7 @@ mod tests {
 
         fn disk(&self, devnum: &str, context: &str) -> Disk {
             let (maj, min) = devnum.split_once(':').unwrap();
-            let (_, mut d) =
-                disk_from_devnum(&self.roots, maj.parse().unwrap(), min.parse().unwrap()).unwrap();
+            let (_, mut d) = disk_from_devnum(&self.roots, maj.parse().unwrap(), min.parse().unwrap()).unwrap();
             d.context = context.to_owned();
             d
         }
@@ -926,9 +819,7 @@ mod tests {
     fn nvme_without_admin_access_falls_back_to_hwmon() {
         let f = Fake::new();
         fake_nvme(&f, true);
-        let mut src = f
-            .open(f.disk("259:2", "regular file on /dev/nvme0n1p2"))
-            .unwrap_or_else(|u| panic!("{u}"));
+        let mut src = f.open(f.disk("259:2", "regular file on /dev/nvme0n1p2")).unwrap_or_else(|u| panic!("{u}"));
         assert_eq!(src.name(), "hwmon");
         let detail = src.detail().unwrap();
         assert!(detail.contains("SMART log not readable"), "{detail}");
@@ -942,20 +833,10 @@ mod tests {
         let f = Fake::new();
         fake_nvme(&f, false);
         let u = f.open(f.disk("259:0", "/dev/nvme0n1")).err().unwrap();
-        assert!(u
-            .reason
-            .starts_with("/dev/nvme0n1: nvme0n1: SMART log not readable ("));
+        assert!(u.reason.starts_with("/dev/nvme0n1: nvme0n1: SMART log not readable ("));
         // Both the controller and the namespace node were tried.
-        assert!(
-            u.reason.contains("nvme0 (not an NVMe device)"),
-            "{}",
-            u.reason
-        );
-        assert!(
-            u.reason.contains("nvme0n1 (not an NVMe device)"),
-            "{}",
-            u.reason
-        );
+        assert!(u.reason.contains("nvme0 (not an NVMe device)"), "{}", u.reason);
+        assert!(u.reason.contains("nvme0n1 (not an NVMe device)"), "{}", u.reason);
         assert!(u.reason.ends_with("and no hwmon temperature sensor"));
     }
 
@@ -971,61 +852,29 @@ mod tests {
         f.link(&format!("{subsys}/nvme1"), "devices/pci/nvme/nvme1");
         fs::write(f.roots.dev.join("nvme0"), b"").unwrap();
         let d = f.disk("259:5", "x");
-        assert_eq!(
-            nvme_controllers(&d, &f.roots),
-            vec!["nvme1", "nvme3", "nvme0"]
-        );
+        assert_eq!(nvme_controllers(&d, &f.roots), vec!["nvme1", "nvme3", "nvme0"]);
     }
 
     #[test]
     fn virtio_zram_loop_reasons() {
         let f = Fake::new();
         f.block("devices/pci0000:00/0000:00:02.0/virtio1/block/vda", "254:0");
-        f.block(
-            "devices/pci0000:00/0000:00:02.0/virtio1/block/vda/vda1",
-            "254:1",
-        );
-        f.write(
-            "devices/pci0000:00/0000:00:02.0/virtio1/block/vda/vda1/partition",
-            "1",
-        );
-        f.link(
-            "devices/pci0000:00/0000:00:02.0/virtio1/block/vda/device",
-            "devices/pci0000:00/0000:00:02.0/virtio1",
-        );
+        f.block("devices/pci0000:00/0000:00:02.0/virtio1/block/vda/vda1", "254:1");
+        f.write("devices/pci0000:00/0000:00:02.0/virtio1/block/vda/vda1/partition", "1");
+        f.link("devices/pci0000:00/0000:00:02.0/virtio1/block/vda/device", "devices/pci0000:00/0000:00:02.0/virtio1");
         f.mkdir("bus/virtio/drivers/virtio_blk");
-        f.link(
-            "devices/pci0000:00/0000:00:02.0/virtio1/driver",
-            "bus/virtio/drivers/virtio_blk",
-        );
-        let u = f
-            .open(f.disk("254:1", "regular file on /dev/vda1"))
-            .err()
-            .unwrap();
-        assert_eq!(
-            u.reason,
-            "regular file on /dev/vda1: vda is a virtio block device and reports no health log"
-        );
+        f.link("devices/pci0000:00/0000:00:02.0/virtio1/driver", "bus/virtio/drivers/virtio_blk");
+        let u = f.open(f.disk("254:1", "regular file on /dev/vda1")).err().unwrap();
+        assert_eq!(u.reason, "regular file on /dev/vda1: vda is a virtio block device and reports no health log");
 
         f.block("devices/virtual/block/zram0", "253:0");
         let u = f.open(f.disk("253:0", "/dev/zram0")).err().unwrap();
-        assert_eq!(
-            u.reason,
-            "/dev/zram0: zram0 is a RAM block device and has no health log"
-        );
+        assert_eq!(u.reason, "/dev/zram0: zram0 is a RAM block device and has no health log");
 
         f.block("devices/virtual/block/loop3", "7:3");
-        f.write(
-            "devices/virtual/block/loop3/loop/backing_file",
-            "/srv/img\n",
-        );
+        f.write("devices/virtual/block/loop3/loop/backing_file", "/srv/img\n");
         let u = f.open(f.disk("7:3", "/dev/loop3")).err().unwrap();
-        assert!(
-            u.reason
-                .contains("loop3 is a loop device backed by /srv/img"),
-            "{}",
-            u.reason
-        );
+        assert!(u.reason.contains("loop3 is a loop device backed by /srv/img"), "{}", u.reason);
     }
 
     #[test]
@@ -1035,9 +884,7 @@ mod tests {
         f.block(&format!("{sdev}/block/sda"), "8:0");
         f.link(&format!("{sdev}/block/sda/device"), sdev);
         f.write(&format!("{sdev}/hwmon/hwmon3/temp1_input"), "31000");
-        let mut src = f
-            .open(f.disk("8:0", "/dev/sda"))
-            .unwrap_or_else(|u| panic!("{u}"));
+        let mut src = f.open(f.disk("8:0", "/dev/sda")).unwrap_or_else(|u| panic!("{u}"));
         assert_eq!(src.name(), "hwmon");
         assert_eq!(src.sample().unwrap().temperature_c, Some(31.0));
 
@@ -1052,10 +899,7 @@ mod tests {
         fake_nvme(&f, true);
         f.block("devices/virtual/block/dm-0", "252:0");
         f.mkdir("devices/virtual/block/dm-0/slaves");
-        f.link(
-            "devices/virtual/block/dm-0/slaves/nvme0n1p2",
-            &format!("{NVME0}/nvme0n1/nvme0n1p2"),
-        );
+        f.link("devices/virtual/block/dm-0/slaves/nvme0n1p2", &format!("{NVME0}/nvme0n1/nvme0n1p2"));
         let d = unstack(f.disk("252:0", "regular file on /dev/dm-0"), &f.roots).unwrap();
         assert_eq!(d.name, "nvme0n1");
         assert_eq!(d.context, "regular file on /dev/dm-0, dm-0 -> nvme0n1p2");
@@ -1065,12 +909,7 @@ mod tests {
         f.mkdir("devices/virtual/block/md0/slaves/sda");
         f.mkdir("devices/virtual/block/md0/slaves/sdb");
         let u = f.open(f.disk("9:0", "/dev/md0")).err().unwrap();
-        assert!(
-            u.reason
-                .contains("md0 is a md RAID device over 2 disks (sda, sdb)"),
-            "{}",
-            u.reason
-        );
+        assert!(u.reason.contains("md0 is a md RAID device over 2 disks (sda, sdb)"), "{}", u.reason);
     }
 
     #[test]
@@ -1095,15 +934,9 @@ mod tests {
 41 27 0:46 / /mnt/my\\040disk rw shared:1 - fuse.sshfs host:/a\\040b\\777\\0 rw\n";
         assert_eq!(
             mount_for_devnum(text, 0, 45),
-            Some(MountEntry {
-                fstype: "btrfs".into(),
-                source: "/dev/nvme0n1p2".into()
-            })
+            Some(MountEntry { fstype: "btrfs".into(), source: "/dev/nvme0n1p2".into() })
         );
-        assert_eq!(
-            mount_for_devnum(text, 0, 46).unwrap().source,
-            "host:/a b\\777\\0"
-        );
+        assert_eq!(mount_for_devnum(text, 0, 46).unwrap().source, "host:/a b\\777\\0");
         assert_eq!(mount_for_devnum(text, 0, 47), None);
     }
 
@@ -1139,19 +972,12 @@ mod tests {
     #[test]
     fn sampler_collects_and_stops_promptly() {
         let n = Arc::new(AtomicU64::new(0));
-        let src = Counting {
-            n: n.clone(),
-            fail_every: 0,
-        };
+        let src = Counting { n: n.clone(), fail_every: 0 };
         let sampler = HealthSampler::spawn(Box::new(src), Duration::from_millis(20));
         std::thread::sleep(Duration::from_millis(70));
         let t = Instant::now();
         let r = sampler.stop();
-        assert!(
-            t.elapsed() < Duration::from_millis(100),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < Duration::from_millis(100), "{:?}", t.elapsed());
         assert!(r.samples.len() >= 2, "{}", r.samples.len());
         assert_eq!(r.samples.len() as u64, n.load(Ordering::SeqCst));
         assert!(r.samples.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
@@ -1173,20 +999,14 @@ mod tests {
         assert!(t.elapsed() < Duration::from_millis(100));
         assert_eq!(r.samples.len(), 2);
         // Duration::MAX must not overflow the deadline arithmetic.
-        let src = Counting {
-            n: Arc::new(AtomicU64::new(0)),
-            fail_every: 0,
-        };
+        let src = Counting { n: Arc::new(AtomicU64::new(0)), fail_every: 0 };
         let r = HealthSampler::spawn(Box::new(src), Duration::MAX).stop();
         assert_eq!(r.samples.len(), 2);
     }
 
     #[test]
     fn sampler_records_errors() {
-        let src = Counting {
-            n: Arc::new(AtomicU64::new(0)),
-            fail_every: 2,
-        };
+        let src = Counting { n: Arc::new(AtomicU64::new(0)), fail_every: 2 };
         let sampler = HealthSampler::spawn(Box::new(src), Duration::from_millis(10));
         std::thread::sleep(Duration::from_millis(50));
         let r = sampler.stop();
@@ -1195,30 +1015,18 @@ mod tests {
         assert!(r.errors[0].starts_with("t="));
         assert!(r.available);
 
-        let always = Counting {
-            n: Arc::new(AtomicU64::new(0)),
-            fail_every: 1,
-        };
+        let always = Counting { n: Arc::new(AtomicU64::new(0)), fail_every: 1 };
         let r = HealthSampler::spawn(Box::new(always), Duration::from_millis(10)).stop();
         assert!(!r.available);
         assert!(r.samples.is_empty());
-        assert!(r
-            .reason
-            .unwrap()
-            .starts_with("no health sample succeeded: t="));
+        assert!(r.reason.unwrap().starts_with("no health sample succeeded: t="));
     }
 
     #[test]
     fn dropping_a_sampler_stops_its_thread() {
         let n = Arc::new(AtomicU64::new(0));
-        let src = Counting {
-            n: n.clone(),
-            fail_every: 0,
-        };
-        drop(HealthSampler::spawn(
-            Box::new(src),
-            Duration::from_millis(10),
-        ));
+        let src = Counting { n: n.clone(), fail_every: 0 };
+        drop(HealthSampler::spawn(Box::new(src), Duration::from_millis(10)));
         let after = n.load(Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(n.load(Ordering::SeqCst), after);
@@ -1234,13 +1042,7 @@ mod tests {
     }
 
     fn report(samples: Vec<HealthSample>) -> HealthReport {
-        HealthReport {
-            source: "sim".into(),
-            available: true,
-            reason: None,
-            samples,
-            errors: vec![],
-        }
+        HealthReport { source: "sim".into(), available: true, reason: None, samples, errors: vec![] }
     }
 
     #[test]
@@ -1254,29 +1056,14 @@ mod tests {
         assert!((r.write_amplification().unwrap() - 2.25).abs() < 1e-12);
         // Huge lifetime counters: only the deltas matter.
         let base = u128::from(u64::MAX) << 20;
-        let r = report(vec![
-            s(Some(base), Some(base)),
-            s(Some(base + 4), Some(base + 5)),
-        ]);
+        let r = report(vec![s(Some(base), Some(base)), s(Some(base + 4), Some(base + 5))]);
         assert_eq!(r.write_amplification(), Some(1.25));
         // No host writes in between, a single sample, no media counter,
         // a counter going backwards.
-        assert_eq!(
-            report(vec![s(Some(5), Some(1)), s(Some(5), Some(9))]).write_amplification(),
-            None
-        );
-        assert_eq!(
-            report(vec![s(Some(5), Some(1))]).write_amplification(),
-            None
-        );
-        assert_eq!(
-            report(vec![s(Some(1), None), s(Some(5), None)]).write_amplification(),
-            None
-        );
-        assert_eq!(
-            report(vec![s(Some(1), Some(9)), s(Some(5), Some(3))]).write_amplification(),
-            None
-        );
+        assert_eq!(report(vec![s(Some(5), Some(1)), s(Some(5), Some(9))]).write_amplification(), None);
+        assert_eq!(report(vec![s(Some(5), Some(1))]).write_amplification(), None);
+        assert_eq!(report(vec![s(Some(1), None), s(Some(5), None)]).write_amplification(), None);
+        assert_eq!(report(vec![s(Some(1), Some(9)), s(Some(5), Some(3))]).write_amplification(), None);
         assert_eq!(HealthReport::unavailable("x").write_amplification(), None);
     }
 
@@ -1292,10 +1079,7 @@ mod tests {
         let mut big = s(Some(u128::from(u64::MAX) + 1), None);
         big.temperature_c = Some(41.5);
         let text = serde_json::to_string(&report(vec![big])).unwrap();
-        assert!(
-            text.contains("\"host_bytes_written\":18446744073709551616"),
-            "{text}"
-        );
+        assert!(text.contains("\"host_bytes_written\":18446744073709551616"), "{text}");
         assert!(text.contains("\"media_bytes_written\":null"), "{text}");
         assert!(text.contains("\"source\":\"sim\""), "{text}");
     }

@@ -250,27 +250,11 @@ pub fn decode_ocp_c0(page: &[u8]) -> Result<Option<OcpSmartLog>, HealthError> {
 }
 
 /// Build a [`HealthSample`] from decoded log pages.
-pub(crate) fn sample_from_logs(
-    t_ns: u64,
-    smart: &SmartLog,
-    ocp: Option<&OcpSmartLog>,
-) -> HealthSample {
-    let temperature_c = smart.composite_temperature_c().or_else(|| {
-        smart
-            .temperature_sensors_k
-            .iter()
-            .flatten()
-            .next()
-            .map(|&k| kelvin_to_celsius(k))
-    });
-    let mut s = HealthSample::new(
-        t_ns,
-        if ocp.is_some() {
-            "nvme-smart+ocp"
-        } else {
-            "nvme-smart"
-        },
-    );
+pub(crate) fn sample_from_logs(t_ns: u64, smart: &SmartLog, ocp: Option<&OcpSmartLog>) -> HealthSample {
+    let temperature_c = smart
+        .composite_temperature_c()
+        .or_else(|| smart.temperature_sensors_k.iter().flatten().next().map(|&k| kelvin_to_celsius(k)));
+    let mut s = HealthSample::new(t_ns, if ocp.is_some() { "nvme-smart+ocp" } else { "nvme-smart" });
     s.temperature_c = temperature_c;
     s.host_bytes_read = Some(smart.host_bytes_read());
     s.host_bytes_written = Some(smart.host_bytes_written());
@@ -291,11 +275,7 @@ fn kelvin_to_celsius(k: u16) -> f64 {
 
 fn check_len(page: &[u8], lid: u8) -> Result<(), HealthError> {
     if page.len() < LOG_PAGE_SIZE {
-        return Err(HealthError::ShortPage {
-            lid,
-            len: page.len(),
-            need: LOG_PAGE_SIZE,
-        });
+        return Err(HealthError::ShortPage { lid, len: page.len(), need: LOG_PAGE_SIZE });
     }
     Ok(())
 }
@@ -400,12 +380,8 @@ const fn ioc_encode(dir: u32, ty: u8, nr: u8, size: usize) -> u32 {
 }
 
 /// `NVME_IOCTL_ADMIN_CMD` = `_IOWR('N', 0x41, struct nvme_admin_cmd)`.
-pub(crate) const NVME_IOCTL_ADMIN_CMD: u32 = ioc_encode(
-    ioc::READ | ioc::WRITE,
-    b'N',
-    0x41,
-    std::mem::size_of::<NvmeAdminCmd>(),
-);
+pub(crate) const NVME_IOCTL_ADMIN_CMD: u32 =
+    ioc_encode(ioc::READ | ioc::WRITE, b'N', 0x41, std::mem::size_of::<NvmeAdminCmd>());
 
 /// Retain Asynchronous Event: a passive sampler must not clear a SMART event the host is waiting for.
 const RAE: u32 = 1 << 15;
@@ -443,11 +419,7 @@ struct LogBuf([u8; LOG_PAGE_SIZE]);
 
 /// Read log page `lid` (512 bytes) from an NVMe controller character device
 /// or namespace block device.
-pub(crate) fn admin_get_log_page(
-    dev: &File,
-    path: &Path,
-    lid: u8,
-) -> Result<[u8; LOG_PAGE_SIZE], HealthError> {
+pub(crate) fn admin_get_log_page(dev: &File, path: &Path, lid: u8) -> Result<[u8; LOG_PAGE_SIZE], HealthError> {
     let mut buf = Box::new(LogBuf([0u8; LOG_PAGE_SIZE]));
     let mut cmd = get_log_page_cmd(lid, buf.0.as_mut_ptr() as u64, LOG_PAGE_SIZE as u32);
     // SAFETY: `dev` is an open file, so its descriptor is valid for the call.
@@ -459,19 +431,12 @@ pub(crate) fn admin_get_log_page(
     // (the `result` field). `metadata` is 0 with `metadata_len` 0. Both
     // outlive the call, and nothing keeps the pointers afterwards. On a
     // descriptor that is not an NVMe device the call fails with ENOTTY.
-    let rc = unsafe {
-        libc::ioctl(
-            dev.as_raw_fd(),
-            NVME_IOCTL_ADMIN_CMD as libc::Ioctl,
-            &mut cmd as *mut NvmeAdminCmd,
-        )
-    };
+    let rc =
+        unsafe { libc::ioctl(dev.as_raw_fd(), NVME_IOCTL_ADMIN_CMD as libc::Ioctl, &mut cmd as *mut NvmeAdminCmd) };
     if rc < 0 {
         let err = io::Error::last_os_error();
         let hint = match err.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => {
-                " (NVMe admin passthrough needs CAP_SYS_ADMIN; run as root)"
-            }
+            Some(libc::EACCES) | Some(libc::EPERM) => " (NVMe admin passthrough needs CAP_SYS_ADMIN; run as root)",
             Some(libc::ENOTTY) => " (not an NVMe device)",
             _ => "",
         };
@@ -481,11 +446,7 @@ pub(crate) fn admin_get_log_page(
         });
     }
     if rc > 0 {
-        return Err(HealthError::NvmeStatus {
-            lid,
-            path: path.display().to_string(),
-            status: rc as u32,
-        });
+        return Err(HealthError::NvmeStatus { lid, path: path.display().to_string(), status: rc as u32 });
     }
     Ok(buf.0)
 }
@@ -519,15 +480,11 @@ impl NvmeSource {
     /// Open `path` and probe it once: the SMART log must be readable and
     /// decodable; the OCP C0 log is optional.
     pub(crate) fn probe(path: &Path) -> Result<Self, HealthError> {
-        let dev = File::open(path).map_err(|e| HealthError::Io {
-            context: format!("open {}", path.display()),
-            source: e,
-        })?;
+        let dev =
+            File::open(path).map_err(|e| HealthError::Io { context: format!("open {}", path.display()), source: e })?;
         let page = admin_get_log_page(&dev, path, LID_SMART)?;
         decode_smart_log(&page)?;
-        let (ocp, note) = match admin_get_log_page(&dev, path, LID_OCP_SMART_EXTENDED)
-            .and_then(|p| decode_ocp_c0(&p))
-        {
+        let (ocp, note) = match admin_get_log_page(&dev, path, LID_OCP_SMART_EXTENDED).and_then(|p| decode_ocp_c0(&p)) {
             Ok(Some(_)) => (true, None),
             Ok(None) => (
                 false,
@@ -546,12 +503,7 @@ impl NvmeSource {
                 )),
             ),
         };
-        Ok(NvmeSource {
-            dev,
-            path: path.to_path_buf(),
-            ocp,
-            note,
-        })
+        Ok(NvmeSource { dev, path: path.to_path_buf(), ocp, note })
     }
 }
 
@@ -660,10 +612,7 @@ mod tests {
         put(
             &mut p,
             496,
-            &[
-                0xC5, 0xAF, 0x10, 0x28, 0xEA, 0xBF, 0xF2, 0xA4, 0x9C, 0x4F, 0x6F, 0x7C, 0xC9, 0x14,
-                0xD5, 0xAF,
-            ],
+            &[0xC5, 0xAF, 0x10, 0x28, 0xEA, 0xBF, 0xF2, 0xA4, 0x9C, 0x4F, 0x6F, 0x7C, 0xC9, 0x14, 0xD5, 0xAF],
         );
         p
     }
@@ -690,19 +639,7 @@ mod tests {
         assert_eq!(s.error_log_entries, 10);
         assert_eq!(s.warning_temp_time_min, 11);
         assert_eq!(s.critical_temp_time_min, 12);
-        assert_eq!(
-            s.temperature_sensors_k,
-            [
-                Some(300),
-                Some(301),
-                None,
-                None,
-                None,
-                None,
-                None,
-                Some(307)
-            ]
-        );
+        assert_eq!(s.temperature_sensors_k, [Some(300), Some(301), None, None, None, None, None, Some(307)]);
         assert_eq!(s.thermal_mgmt_t1_transitions, 13);
         assert_eq!(s.thermal_mgmt_t2_transitions, 14);
         assert_eq!(s.thermal_mgmt_t1_time_s, 15);
@@ -725,26 +662,14 @@ mod tests {
     #[test]
     fn short_pages_are_errors() {
         let e = decode_smart_log(&[0u8; 511]).unwrap_err();
-        assert!(matches!(
-            e,
-            HealthError::ShortPage {
-                lid: 0x02,
-                len: 511,
-                need: 512
-            }
-        ));
-        assert!(matches!(
-            decode_ocp_c0(&[]),
-            Err(HealthError::ShortPage { lid: 0xC0, .. })
-        ));
+        assert!(matches!(e, HealthError::ShortPage { lid: 0x02, len: 511, need: 512 }));
+        assert!(matches!(decode_ocp_c0(&[]), Err(HealthError::ShortPage { lid: 0xC0, .. })));
         assert!(e.to_string().contains("511"));
     }
 
     #[test]
     fn decodes_every_ocp_field() {
-        let o = decode_ocp_c0(&ocp_fixture())
-            .unwrap()
-            .expect("GUID matches");
+        let o = decode_ocp_c0(&ocp_fixture()).unwrap().expect("GUID matches");
         assert_eq!(o.physical_media_bytes_written, BIG);
         assert_eq!(o.physical_media_bytes_read, 1u128 << 100);
         assert_eq!(o.bad_user_nand_blocks_raw, 0x0000_0605_0403_0201);
@@ -837,10 +762,7 @@ mod tests {
         assert_eq!(c.addr, 0x1000);
         assert_eq!(c.data_len, 512);
         assert_eq!(c.cdw10, 0x007F_8002);
-        assert_eq!(
-            (c.cdw11, c.cdw12, c.cdw13, c.cdw14, c.cdw15),
-            (0, 0, 0, 0, 0)
-        );
+        assert_eq!((c.cdw11, c.cdw12, c.cdw13, c.cdw14, c.cdw15), (0, 0, 0, 0, 0));
         assert_eq!((c.metadata, c.metadata_len, c.timeout_ms), (0, 0, 0));
     }
 
@@ -879,15 +801,11 @@ mod tests {
     #[test]
     fn probe_of_non_nvme_file_fails_softly() {
         let f = tempfile::NamedTempFile::new().unwrap();
-        let err = NvmeSource::probe(f.path())
-            .err()
-            .expect("not an NVMe device");
+        let err = NvmeSource::probe(f.path()).err().expect("not an NVMe device");
         let msg = err.to_string();
         assert!(msg.contains("Get Log Page 0x02"), "{msg}");
         assert!(msg.contains("not an NVMe device"), "{msg}");
-        let missing = NvmeSource::probe(Path::new("/nonexistent/nvme0"))
-            .err()
-            .unwrap();
+        let missing = NvmeSource::probe(Path::new("/nonexistent/nvme0")).err().unwrap();
         assert!(missing.to_string().contains("open /nonexistent/nvme0"));
     }
 }

@@ -12,17 +12,11 @@ pub struct ReadBuffer {
 
 impl ReadBuffer {
     pub fn new(capacity_pages: u64) -> ReadBuffer {
-        ReadBuffer {
-            capacity_pages,
-            stamps: HashMap::new(),
-            counter: 0,
-        }
+        ReadBuffer { capacity_pages, stamps: HashMap::new(), counter: 0 }
     }
 
     pub fn contains(&self, lpn: u64) -> bool {
-        self.stamps
-            .get(&lpn)
-            .is_some_and(|&s| self.counter - s < self.capacity_pages)
+        self.stamps.get(&lpn).is_some_and(|&s| self.counter - s < self.capacity_pages)
     }
 
     pub fn insert(&mut self, lpn: u64) {

@@ -19,11 +19,7 @@ pub struct Flash {
 impl Flash {
     pub fn new(cfg: &DeviceConfig) -> Flash {
         let units = cfg.geometry.units() as usize;
-        let buses = if cfg.mapping.channel_groups > 0 {
-            cfg.mapping.channel_groups
-        } else {
-            cfg.geometry.channels
-        };
+        let buses = if cfg.mapping.channel_groups > 0 { cfg.mapping.channel_groups } else { cfg.geometry.channels };
         Flash {
             unit_free: vec![SimTime::ZERO; units],
             bus_free: vec![SimTime::ZERO; buses as usize],
@@ -80,10 +76,6 @@ impl Flash {
 
     /// When every unit is idle.
     pub fn all_idle_at(&self) -> SimTime {
-        self.unit_free
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(SimTime::ZERO)
+        self.unit_free.iter().copied().max().unwrap_or(SimTime::ZERO)
     }
 }

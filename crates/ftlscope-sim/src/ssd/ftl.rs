@@ -33,10 +33,7 @@ pub struct LazyArray {
 impl LazyArray {
     pub fn new(len: u64, fill: u32) -> LazyArray {
         let chunks = len.div_ceil(1 << CHUNK_BITS) as usize;
-        LazyArray {
-            chunks: (0..chunks).map(|_| None).collect(),
-            fill,
-        }
+        LazyArray { chunks: (0..chunks).map(|_| None).collect(), fill }
     }
 
     #[inline]
@@ -113,10 +110,10 @@ impl Ftl {
     pub fn new(cfg: &DeviceConfig) -> Ftl {
         let page = cfg.geometry.page_size;
         let ppb = cfg.geometry.pages_per_block;
-        let logical_pages = cfg.device.capacity / page;
+        // A capacity that is not a whole number of pages still exposes its last bytes: round up.
+        let logical_pages = cfg.device.capacity.div_ceil(page);
         let width = cfg.mapping.stripe_width;
-        let physical_pages =
-            (logical_pages as f64 * (1.0 + cfg.device.over_provisioning)).ceil() as u64;
+        let physical_pages = (logical_pages as f64 * (1.0 + cfg.device.over_provisioning)).ceil() as u64;
         let threshold = cfg.ftl.gc_free_block_threshold;
         let mut blocks_per_unit = physical_pages.div_ceil(width as u64 * ppb as u64) as u32;
         // GC needs somewhere to copy to: at least the threshold's blocks plus two per unit.
@@ -124,10 +121,7 @@ impl Ftl {
         blocks_per_unit = blocks_per_unit.max(gc_reserve as u32 + 2);
         let blocks = width as usize * blocks_per_unit as usize;
         let total_pages = blocks as u64 * ppb as u64;
-        assert!(
-            total_pages <= MAX_PPN,
-            "device too large for 32-bit physical page numbers"
-        );
+        assert!(total_pages <= MAX_PPN, "device too large for 32-bit physical page numbers");
         Ftl {
             pages_per_block: ppb,
             chunk_pages: (cfg.mapping.chunk_size / page).max(1),
@@ -144,14 +138,7 @@ impl Ftl {
             bucket_next: vec![NONE; blocks],
             bucket_head: vec![NONE; width as usize * (ppb as usize + 1)],
             // Pop from the end: block 0 of each unit is used first.
-            free: (0..width)
-                .map(|u| {
-                    (0..blocks_per_unit)
-                        .rev()
-                        .map(|b| u * blocks_per_unit + b)
-                        .collect()
-                })
-                .collect(),
+            free: (0..width).map(|u| (0..blocks_per_unit).rev().map(|b| u * blocks_per_unit + b).collect()).collect(),
             active: vec![(NONE, 0); width as usize],
             frontier: 0,
             gc_reserve,
@@ -193,19 +180,14 @@ impl Ftl {
     pub fn locate(&self, ppn: u32) -> (u32, PageType) {
         let block = ppn / self.pages_per_block;
         let page = ppn % self.pages_per_block;
-        let page_type = if self.slc_block[block as usize] {
-            PageType::L
-        } else {
-            self.pattern.page_type(page)
-        };
+        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.pattern.page_type(page) };
         (self.unit_of_block(block), page_type)
     }
 
     // --- bucket lists of closed blocks by valid count (greedy victim selection in O(1) per update) ---
 
     fn bucket_index(&self, block: u32) -> usize {
-        self.unit_of_block(block) as usize * (self.pages_per_block as usize + 1)
-            + self.valid[block as usize] as usize
+        self.unit_of_block(block) as usize * (self.pages_per_block as usize + 1) + self.valid[block as usize] as usize
     }
 
     fn bucket_insert(&mut self, block: u32) {
@@ -220,10 +202,7 @@ impl Ftl {
     }
 
     fn bucket_remove(&mut self, block: u32) {
-        let (prev, next) = (
-            self.bucket_prev[block as usize],
-            self.bucket_next[block as usize],
-        );
+        let (prev, next) = (self.bucket_prev[block as usize], self.bucket_next[block as usize]);
         if prev != NONE {
             self.bucket_next[prev as usize] = next;
         } else {
@@ -269,13 +248,7 @@ impl Ftl {
     }
 
     /// Record new host data for `lpn` (kept in the write buffer until it is programmed).
-    pub fn buffer_write(
-        &mut self,
-        lpn: u64,
-        fingerprint: u32,
-        at: SimTime,
-        flash: &mut Flash,
-    ) -> bool {
+    pub fn buffer_write(&mut self, lpn: u64, fingerprint: u32, at: SimTime, flash: &mut Flash) -> bool {
         let already = self.l2p.get(lpn) == BUFFERED;
         self.unmap(lpn, BUFFERED, at, flash);
         self.fingerprints.set(lpn, fingerprint);
@@ -283,13 +256,7 @@ impl Ftl {
     }
 
     /// Record new host data for `lpn` without a buffer (write-through devices): program it now.
-    pub fn write_through(
-        &mut self,
-        lpn: u64,
-        fingerprint: u32,
-        at: SimTime,
-        flash: &mut Flash,
-    ) -> SimTime {
+    pub fn write_through(&mut self, lpn: u64, fingerprint: u32, at: SimTime, flash: &mut Flash) -> SimTime {
         self.unmap(lpn, BUFFERED, at, flash);
         self.fingerprints.set(lpn, fingerprint);
         self.program(lpn, at, flash)
@@ -312,11 +279,7 @@ impl Ftl {
         self.frontier += 1;
         let (block, page) = self.take_page(unit);
         let ppn = block * self.pages_per_block + page;
-        let page_type = if self.slc_block[block as usize] {
-            PageType::L
-        } else {
-            self.pattern.page_type(page)
-        };
+        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.pattern.page_type(page) };
         let done = flash.program(unit, page_type, at);
         self.l2p.set(lpn, ppn);
         self.p2l.set(ppn as u64, lpn as u32);
@@ -403,9 +366,7 @@ impl Ftl {
         self.state[b] = BlockState::Free;
         self.valid[b] = 0;
         if self.slc_block[b] {
-            self.slc_used_pages = self
-                .slc_used_pages
-                .saturating_sub(self.pages_per_block as u64);
+            self.slc_used_pages = self.slc_used_pages.saturating_sub(self.pages_per_block as u64);
             self.slc_block[b] = false;
             if let Some(i) = self.slc_blocks.iter().position(|&x| x == block) {
                 self.slc_blocks.remove(i);
@@ -427,9 +388,7 @@ impl Ftl {
             };
             self.fold_credit -= self.pages_per_block as u64;
             self.slc_block[block as usize] = false;
-            self.slc_used_pages = self
-                .slc_used_pages
-                .saturating_sub(self.pages_per_block as u64);
+            self.slc_used_pages = self.slc_used_pages.saturating_sub(self.pages_per_block as u64);
             let valid = self.valid[block as usize] as u64;
             self.counters.pages_programmed += valid;
             folded += valid;

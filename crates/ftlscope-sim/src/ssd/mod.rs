@@ -30,13 +30,7 @@ struct BufferLevel {
 }
 
 impl BufferLevel {
-    fn new(
-        capacity: u64,
-        capacity_ios: u64,
-        partial: u64,
-        idle_window: Option<Nanos>,
-        page: u64,
-    ) -> BufferLevel {
+    fn new(capacity: u64, capacity_ios: u64, partial: u64, idle_window: Option<Nanos>, page: u64) -> BufferLevel {
         BufferLevel {
             capacity_pages: capacity / page,
             capacity_ios,
@@ -93,26 +87,12 @@ impl SsdDevice {
     pub fn new(cfg: DeviceConfig) -> SsdDevice {
         let page = cfg.geometry.page_size;
         let wb = &cfg.write_buffer;
-        let level1 = (wb.capacity > 0).then(|| {
-            BufferLevel::new(
-                wb.capacity,
-                wb.capacity_ios,
-                wb.partial_flush,
-                wb.idle_flush_window,
-                page,
-            )
-        });
+        let level1 = (wb.capacity > 0)
+            .then(|| BufferLevel::new(wb.capacity, wb.capacity_ios, wb.partial_flush, wb.idle_flush_window, page));
         let level2 = (wb.capacity > 0 && wb.second_level > 0).then(|| {
-            BufferLevel::new(
-                wb.second_level,
-                wb.second_level_capacity_ios,
-                0,
-                wb.second_level_idle_flush_window,
-                page,
-            )
+            BufferLevel::new(wb.second_level, wb.second_level_capacity_ios, 0, wb.second_level_idle_flush_window, page)
         });
-        let read_buffer = (cfg.read_buffer.capacity > 0)
-            .then(|| ReadBuffer::new(cfg.read_buffer.capacity / page));
+        let read_buffer = (cfg.read_buffer.capacity > 0).then(|| ReadBuffer::new(cfg.read_buffer.capacity / page));
         let mapping_cache = match cfg.ftl.mapping_cache {
             MappingCacheConfig::Full => None,
             MappingCacheConfig::Bytes(bytes) => Some(MappingCache::new(bytes)),
@@ -200,10 +180,7 @@ impl SsdDevice {
         }
         if to_level2 {
             let mut start = at;
-            let level2_full = self
-                .level2
-                .as_ref()
-                .is_some_and(|l2| l2.needs_flush(moved.len() as u64));
+            let level2_full = self.level2.as_ref().is_some_and(|l2| l2.needs_flush(moved.len() as u64));
             if level2_full {
                 let amount = self.level2.as_ref().map_or(0, |l2| l2.fifo.len() as u64);
                 start = self.flush_level2(amount, at);
@@ -211,10 +188,7 @@ impl SsdDevice {
             let level2 = self.level2.as_mut().expect("second level present");
             level2.fifo.extend(moved.iter().copied());
             level2.ios += 1;
-            let done = start
-                + self
-                    .second_level_rate
-                    .time_for(moved.len() as u64 * self.page);
+            let done = start + self.second_level_rate.time_for(moved.len() as u64 * self.page);
             level2.busy_until = level2.busy_until.max(done);
             return done;
         }
@@ -257,8 +231,7 @@ impl SsdDevice {
 
     fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
         let c = &self.cfg.controller;
-        let (overhead, insert, host_rate) =
-            (c.command_overhead, c.buffer_insert_latency, c.host_rate);
+        let (overhead, insert, host_rate) = (c.command_overhead, c.buffer_insert_latency, c.host_rate);
         let transferred = (now + overhead).max(self.host_write_free) + host_rate.time_for(req.len);
         self.host_write_free = transferred;
         self.host_bytes_written += req.len;
@@ -267,19 +240,11 @@ impl SsdDevice {
             // Write-through: every page is programmed before the write completes.
             let mut done = transferred;
             for lpn in pages {
-                done = done.max(self.ftl.write_through(
-                    lpn,
-                    req.fingerprint,
-                    transferred,
-                    &mut self.flash,
-                ));
+                done = done.max(self.ftl.write_through(lpn, req.fingerprint, transferred, &mut self.flash));
             }
             return done;
         }
-        let new_pages = pages
-            .clone()
-            .filter(|&lpn| self.ftl.lookup(lpn) != BUFFERED)
-            .count() as u64;
+        let new_pages = pages.clone().filter(|&lpn| self.ftl.lookup(lpn) != BUFFERED).count() as u64;
         let to_level2 = self.level2.is_some();
         let level = self.level1.as_ref().expect("buffered device");
         let mut start = transferred.max(level.busy_until);
@@ -299,22 +264,14 @@ impl SsdDevice {
         let slot = if self.serial_batch_at == Some(now) {
             0
         } else {
-            (0..self.insert_slots.len())
-                .min_by_key(|&i| self.insert_slots[i])
-                .expect("at least one slot")
+            (0..self.insert_slots.len()).min_by_key(|&i| self.insert_slots[i]).expect("at least one slot")
         };
         let inserted = start.max(self.insert_slots[slot]) + insert;
         self.insert_slots[slot] = inserted;
         for lpn in pages {
-            let already = self
-                .ftl
-                .buffer_write(lpn, req.fingerprint, now, &mut self.flash);
+            let already = self.ftl.buffer_write(lpn, req.fingerprint, now, &mut self.flash);
             if !already {
-                self.level1
-                    .as_mut()
-                    .expect("buffered device")
-                    .fifo
-                    .push_back(lpn);
+                self.level1.as_mut().expect("buffered device").fifo.push_back(lpn);
             }
         }
         self.level1.as_mut().expect("buffered device").ios += 1;

@@ -34,30 +34,15 @@ pub(crate) fn small_config() -> DeviceConfig {
             page_size: 4 * KIB,
             pages_per_block: 64,
         },
-        mapping: Mapping {
-            chunk_size: 8 * KIB,
-            stripe_width: 8,
-            channel_groups: 0,
-        },
+        mapping: Mapping { chunk_size: 8 * KIB, stripe_width: 8, channel_groups: 0 },
         nand: Nand {
             cell: Cell::Mlc,
             page_pattern: PagePattern {
                 text: "1L 1H".into(),
-                segments: vec![PatternSegment {
-                    pages: None,
-                    cycle: vec![PageType::L, PageType::H],
-                }],
+                segments: vec![PatternSegment { pages: None, cycle: vec![PageType::L, PageType::H] }],
             },
-            read_latency: PerType {
-                l: us(50),
-                m: us(70),
-                h: us(90),
-            },
-            program_latency: PerType {
-                l: us(300),
-                m: us(900),
-                h: us(1500),
-            },
+            read_latency: PerType { l: us(50), m: us(70), h: us(90) },
+            program_latency: PerType { l: us(300), m: us(900), h: us(1500) },
             erase_latency: ms(3),
             channel_rate: Rate(400e6),
         },
@@ -74,20 +59,13 @@ pub(crate) fn small_config() -> DeviceConfig {
             second_level_rate: Rate(2e9),
             second_level_capacity_ios: 0,
         },
-        slc_cache: SlcCache {
-            capacity: 0,
-            fold_rate: Rate(0.0),
-        },
+        slc_cache: SlcCache { capacity: 0, fold_rate: Rate(0.0) },
         ftl: crate::config::Ftl {
             mapping_cache: MappingCacheConfig::Full,
             map_miss_latency: us(50),
             gc_free_block_threshold: 0.05,
         },
-        quirks: Quirks {
-            unaligned_size_penalty: Nanos(0),
-            read_size_penalties: vec![],
-            low_load_penalty: Nanos(0),
-        },
+        quirks: Quirks { unaligned_size_penalty: Nanos(0), read_size_penalties: vec![], low_load_penalty: Nanos(0) },
         controller: Controller {
             command_overhead: us(5),
             host_rate: Rate(3.5e9),
@@ -99,20 +77,11 @@ pub(crate) fn small_config() -> DeviceConfig {
 }
 
 fn req(op: SimOp, offset: u64, len: u64) -> SimRequest {
-    SimRequest {
-        op,
-        offset,
-        len,
-        fingerprint: (offset / 4096) as u32 ^ 0xabc,
-    }
+    SimRequest { op, offset, len, fingerprint: (offset / 4096) as u32 ^ 0xabc }
 }
 
 /// Submit requests one at a time, each when the previous completes; returns each latency.
-fn qd1(
-    dev: &mut SsdDevice,
-    start: SimTime,
-    reqs: impl IntoIterator<Item = SimRequest>,
-) -> (Vec<u64>, SimTime) {
+fn qd1(dev: &mut SsdDevice, start: SimTime, reqs: impl IntoIterator<Item = SimRequest>) -> (Vec<u64>, SimTime) {
     let mut now = start;
     let mut lat = Vec::new();
     for r in reqs {
@@ -125,11 +94,7 @@ fn qd1(
 
 fn fill_sequentially(dev: &mut SsdDevice) -> SimTime {
     let cap = dev.capacity_bytes();
-    let (_, t) = qd1(
-        dev,
-        SimTime::ZERO,
-        (0..cap / (128 * KIB)).map(|i| req(SimOp::Write, i * 128 * KIB, 128 * KIB)),
-    );
+    let (_, t) = qd1(dev, SimTime::ZERO, (0..cap / (128 * KIB)).map(|i| req(SimOp::Write, i * 128 * KIB, 128 * KIB)));
     // Long idle so the buffer drains.
     dev.submit(t + ms(1000), &req(SimOp::Flush, 0, 0))
 }
@@ -150,10 +115,7 @@ fn a_read_straddling_a_page_boundary_costs_more_than_one_inside_a_page() {
     let inside = dev.submit(t, &req(SimOp::Read, 1024, 1024)) - t;
     let t2 = t + ms(10);
     let across = dev.submit(t2, &req(SimOp::Read, 4096 - 512, 1024)) - t2;
-    assert!(
-        across.0 > inside.0 + 30_000,
-        "inside {inside:?} across {across:?}"
-    );
+    assert!(across.0 > inside.0 + 30_000, "inside {inside:?} across {across:?}");
 }
 
 #[test]
@@ -164,17 +126,11 @@ fn reads_a_stripe_apart_contend_and_reads_in_other_chunks_do_not() {
     let mut dev = SsdDevice::new(cfg);
     let t = fill_sequentially(&mut dev) + ms(100);
     let batch = |dev: &mut SsdDevice, at: SimTime, step: u64| {
-        (0..4)
-            .map(|i| dev.submit(at, &req(SimOp::Read, i * step, 4096)) - at)
-            .max()
-            .unwrap()
+        (0..4).map(|i| dev.submit(at, &req(SimOp::Read, i * step, 4096)) - at).max().unwrap()
     };
     let same_unit = batch(&mut dev, t, stripe);
     let different_units = batch(&mut dev, t + ms(10), chunk);
-    assert!(
-        same_unit.0 > 2 * different_units.0,
-        "same unit {same_unit:?}, different {different_units:?}"
-    );
+    assert!(same_unit.0 > 2 * different_units.0, "same unit {same_unit:?}, different {different_units:?}");
 }
 
 #[test]
@@ -185,12 +141,7 @@ fn a_write_spike_comes_every_buffer_capacity_and_idle_gaps_remove_it() {
     let mut dev = SsdDevice::new(cfg);
     let writes = (0..(4 * buffer / 4096)).map(|i| req(SimOp::Write, i * 4096, 4096));
     let (lat, t) = qd1(&mut dev, SimTime::ZERO, writes);
-    let spikes: Vec<usize> = lat
-        .iter()
-        .enumerate()
-        .filter(|(_, &l)| l > 1_000_000)
-        .map(|(i, _)| i)
-        .collect();
+    let spikes: Vec<usize> = lat.iter().enumerate().filter(|(_, &l)| l > 1_000_000).map(|(i, _)| i).collect();
     let per_buffer = (buffer / 4096) as usize;
     assert_eq!(spikes.len(), 3, "{spikes:?}");
     for pair in spikes.windows(2) {
@@ -199,14 +150,9 @@ fn a_write_spike_comes_every_buffer_capacity_and_idle_gaps_remove_it() {
     // Buffer-sized batches separated by a full idle window: no spikes at all.
     let mut now = t + window;
     for batch in 0..4u64 {
-        let writes = (0..per_buffer as u64)
-            .map(|i| req(SimOp::Write, (batch * per_buffer as u64 + i) * 4096, 4096));
+        let writes = (0..per_buffer as u64).map(|i| req(SimOp::Write, (batch * per_buffer as u64 + i) * 4096, 4096));
         let (lat, end) = qd1(&mut dev, now, writes);
-        assert!(
-            lat.iter().all(|&l| l < 1_000_000),
-            "batch {batch}: max {}",
-            lat.iter().max().unwrap()
-        );
+        assert!(lat.iter().all(|&l| l < 1_000_000), "batch {batch}: max {}", lat.iter().max().unwrap());
         now = end + window;
     }
 }
@@ -233,16 +179,12 @@ fn write_parallelism_admits_that_many_writes_at_once() {
     let t = SimTime(1_000_000);
     // Writes arriving together still cross the host link one after the other (~1.2 us each at 4 KiB),
     // so the clusters are separated by the buffer insert time rather than identical.
-    let lat: Vec<u64> = (0..8)
-        .map(|i| (dev.submit(t, &req(SimOp::Write, i * 4096, 4096)) - t).0)
-        .collect();
+    let lat: Vec<u64> = (0..8).map(|i| (dev.submit(t, &req(SimOp::Write, i * 4096, 4096)) - t).0).collect();
     assert_eq!(clusters(&lat, insert / 2), vec![4, 4], "{lat:?}");
     // The quirk: the same batch at an empty queue is served one by one.
     cfg.write_buffer.serialize_when_idle = true;
     let mut dev = SsdDevice::new(cfg);
-    let lat: Vec<u64> = (0..8)
-        .map(|i| (dev.submit(t, &req(SimOp::Write, i * 4096, 4096)) - t).0)
-        .collect();
+    let lat: Vec<u64> = (0..8).map(|i| (dev.submit(t, &req(SimOp::Write, i * 4096, 4096)) - t).0).collect();
     assert_eq!(clusters(&lat, insert / 2), vec![1; 8], "{lat:?}");
 }
 
@@ -265,24 +207,11 @@ fn sequential_writes_slow_down_after_the_slc_cache_fills() {
         }
     }
     let fast = rate_per_mib[2];
-    let cliff = rate_per_mib
-        .iter()
-        .position(|&r| r < 0.6 * fast)
-        .expect("throughput falls") as u64
-        * 4
-        * MIB;
+    let cliff = rate_per_mib.iter().position(|&r| r < 0.6 * fast).expect("throughput falls") as u64 * 4 * MIB;
     let error = (cliff as f64 - slc as f64).abs() / slc as f64;
-    assert!(
-        error <= 0.05,
-        "cliff at {} MiB, SLC {} MiB",
-        cliff / MIB,
-        slc / MIB
-    );
+    assert!(error <= 0.05, "cliff at {} MiB, SLC {} MiB", cliff / MIB, slc / MIB);
     let slow = rate_per_mib[rate_per_mib.len() - 1];
-    assert!(
-        slow < 0.5 * fast,
-        "native speed {slow:.3} vs SLC {fast:.3} B/ns"
-    );
+    assert!(slow < 0.5 * fast, "native speed {slow:.3} vs SLC {fast:.3} B/ns");
 }
 
 #[test]
@@ -301,12 +230,7 @@ fn random_overwrites_run_gc_and_every_read_returns_the_last_write() {
         let r = if roll < 85 {
             let fp = i as u32;
             expect[lpn as usize] = PageContent::Data(fp);
-            SimRequest {
-                op: SimOp::Write,
-                offset: lpn * 4096,
-                len: 4096,
-                fingerprint: fp,
-            }
+            SimRequest { op: SimOp::Write, offset: lpn * 4096, len: 4096, fingerprint: fp }
         } else if roll < 92 {
             expect[lpn as usize] = PageContent::Unwritten;
             req(SimOp::Trim, lpn * 4096, 4096)
@@ -338,19 +262,13 @@ fn power_cycle_empties_caches_and_reset_keeps_them() {
     let first = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
     let t = t + ms(10);
     let again = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
-    assert!(
-        again.0 < first.0 / 2,
-        "read buffer hit: {again:?} vs {first:?}"
-    );
+    assert!(again.0 < first.0 / 2, "read buffer hit: {again:?} vs {first:?}");
     let t = dev.controller_reset(t + ms(10));
     let after_reset = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
     assert_eq!(after_reset, again, "reset keeps the read buffer");
     let t = dev.power_cycle(t + ms(10));
     let after_power = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
-    assert!(
-        after_power.0 > again.0 * 2,
-        "power cycle clears it: {after_power:?}"
-    );
+    assert!(after_power.0 > again.0 * 2, "power cycle clears it: {after_power:?}");
 }
 
 #[test]
