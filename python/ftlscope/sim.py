@@ -69,6 +69,10 @@ class SimDevice:
         """The counters a SMART log would hold (host and NAND bytes, so write amplification)."""
         return json.loads(self._native.health())
 
+    def mapping_bytes(self) -> tuple[int, int]:
+        """(bytes of mapping state allocated so far, logical pages of the device)."""
+        return tuple(self._native.mapping_bytes())
+
     def content(self, lpn: int) -> str:
         """What logical page ``lpn`` holds: ``"unwritten"``, ``"zeroes"`` or the data fingerprint."""
         return self._native.content(lpn)

@@ -313,10 +313,7 @@ impl Run {
                 kind: info.kind,
                 clock,
                 cpu: queue_cpu(q as usize),
-                worker_cpus: match queue_cpu(q as usize) {
-                    Some(own) if cpus.len() > 1 => cpus.iter().copied().filter(|&c| c != own).collect(),
-                    _ => Vec::new(),
-                },
+                worker_cpus: if cpus.len() > 1 { cpus.clone() } else { Vec::new() },
                 use_uring,
             };
             let barrier = Arc::clone(&barrier);

@@ -22,7 +22,7 @@ pub(crate) struct RealQueue {
     pub kind: TargetKind,
     pub clock: Clock,
     pub cpu: Option<usize>,
-    /// CPUs for io_uring's worker threads: the allowed ones other than this queue's.
+    /// CPUs for io_uring's worker threads: every CPU the process may use, not just the queue's own.
     pub worker_cpus: Vec<usize>,
     pub use_uring: bool,
 }

@@ -127,6 +127,13 @@ impl SimDevice {
         to_json(&self.target.lock().expect("device lock").health_sample())
     }
 
+    /// Bytes of mapping state the model has allocated (L2P + P2L), and the logical pages it maps.
+    fn mapping_bytes(&self) -> (u64, u64) {
+        let t = self.target.lock().expect("device lock");
+        let pages = t.device.capacity_bytes().div_ceil(t.device.content_granularity());
+        (t.device.mapping_bytes(), pages)
+    }
+
     /// What logical page `lpn` holds: "unwritten", "zeroes" or the data fingerprint.
     fn content(&self, lpn: u64) -> String {
         use ftlscope_sim::device::PageContent;

@@ -59,6 +59,10 @@ pub trait SimDevice: Send {
     /// The unit of [`SimDevice::content`]: the page size of an SSD, the logical block of an HDD.
     fn content_granularity(&self) -> u64;
     fn counters(&self, now: SimTime) -> Counters;
+    /// Bytes the model holds for its mapping state (logical-to-physical and back), allocated so far.
+    fn mapping_bytes(&self) -> u64 {
+        0
+    }
     /// Controller reset (seed 000 §3.4): in-flight work finishes, caches are kept.
     fn controller_reset(&mut self, now: SimTime) -> SimTime;
     /// Power cycle: volatile caches are flushed (as on a clean shutdown) and then empty.

@@ -3,11 +3,14 @@
 //! transfers sharing a channel or a channel group) shows up in the completion times.
 
 use crate::config::{DeviceConfig, PageType, PerType};
+use crate::ssd::calendar::Calendar;
 use crate::time::{Nanos, SimTime};
 
 pub struct Flash {
+    /// A unit (die plane) serves its operations in order.
     unit_free: Vec<SimTime>,
-    bus_free: Vec<SimTime>,
+    /// A bus carries transfers as their data becomes ready, whatever the order they were booked in.
+    buses: Vec<Calendar>,
     channels: u32,
     channel_groups: u32,
     page_transfer: Nanos,
@@ -22,7 +25,7 @@ impl Flash {
         let buses = if cfg.mapping.channel_groups > 0 { cfg.mapping.channel_groups } else { cfg.geometry.channels };
         Flash {
             unit_free: vec![SimTime::ZERO; units],
-            bus_free: vec![SimTime::ZERO; buses as usize],
+            buses: (0..buses).map(|_| Calendar::default()).collect(),
             channels: cfg.geometry.channels,
             channel_groups: cfg.mapping.channel_groups,
             page_transfer: cfg.nand.channel_rate.time_for(cfg.geometry.page_size),
@@ -49,8 +52,7 @@ impl Flash {
         let u = unit as usize;
         let sensed = at.max(self.unit_free[u]) + self.read_latency.get(page_type);
         let bus = self.bus(unit);
-        let done = sensed.max(self.bus_free[bus]) + self.page_transfer;
-        self.bus_free[bus] = done;
+        let done = self.buses[bus].book(sensed, self.page_transfer);
         // The page register holds the data until it has crossed the bus.
         self.unit_free[u] = done;
         done
@@ -60,8 +62,7 @@ impl Flash {
     pub fn program(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
         let u = unit as usize;
         let bus = self.bus(unit);
-        let transferred = at.max(self.bus_free[bus]).max(self.unit_free[u]) + self.page_transfer;
-        self.bus_free[bus] = transferred;
+        let transferred = self.buses[bus].book(at.max(self.unit_free[u]), self.page_transfer);
         let done = transferred + self.program_latency.get(page_type);
         self.unit_free[u] = done;
         done

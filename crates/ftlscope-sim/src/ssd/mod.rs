@@ -5,6 +5,7 @@
 //! arrives and finds the device idle. See shared/device-model.md for the meaning of every key.
 
 pub mod caches;
+pub mod calendar;
 pub mod flash;
 pub mod ftl;
 
@@ -14,6 +15,7 @@ use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig};
 use crate::device::{Counters, PageContent, SimDevice, SimOp, SimRequest};
 use crate::time::{Nanos, Rate, SimTime};
 use caches::{MappingCache, ReadBuffer};
+use calendar::Calendar;
 use flash::Flash;
 use ftl::{Ftl, BUFFERED, UNMAPPED, ZEROED};
 
@@ -69,8 +71,8 @@ pub struct SsdDevice {
     read_buffer: Option<ReadBuffer>,
     mapping_cache: Option<MappingCache>,
     /// Host link, per direction (PCIe and SAS are full duplex).
-    host_read_free: SimTime,
-    host_write_free: SimTime,
+    host_read: Calendar,
+    host_write: Calendar,
     /// Buffer insert slots (`write_buffer.parallelism`).
     insert_slots: Vec<SimTime>,
     /// When the last command submitted so far completes.
@@ -106,8 +108,8 @@ impl SsdDevice {
             second_level_rate: wb.second_level_rate,
             read_buffer,
             mapping_cache,
-            host_read_free: SimTime::ZERO,
-            host_write_free: SimTime::ZERO,
+            host_read: Calendar::default(),
+            host_write: Calendar::default(),
             insert_slots: vec![SimTime::ZERO; wb.parallelism.max(1) as usize],
             busy_until: SimTime::ZERO,
             writes_busy_until: SimTime::ZERO,
@@ -121,11 +123,6 @@ impl SsdDevice {
 
     pub fn config(&self) -> &DeviceConfig {
         &self.cfg
-    }
-
-    /// Bytes of mapping state allocated so far (L2P + P2L).
-    pub fn mapping_bytes(&self) -> u64 {
-        self.ftl.mapping_bytes()
     }
 
     /// Logical pages touched by `[offset, offset + len)`.
@@ -232,8 +229,7 @@ impl SsdDevice {
     fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
         let c = &self.cfg.controller;
         let (overhead, insert, host_rate) = (c.command_overhead, c.buffer_insert_latency, c.host_rate);
-        let transferred = (now + overhead).max(self.host_write_free) + host_rate.time_for(req.len);
-        self.host_write_free = transferred;
+        let transferred = self.host_write.book(now + overhead, host_rate.time_for(req.len));
         self.host_bytes_written += req.len;
         let pages = self.pages(req.offset, req.len);
         if self.level1.is_none() {
@@ -322,8 +318,7 @@ impl SsdDevice {
                 ready += penalty.extra;
             }
         }
-        let done = ready.max(self.host_read_free) + c.host_rate.time_for(req.len);
-        self.host_read_free = done;
+        let done = self.host_read.book(ready, c.host_rate.time_for(req.len));
         self.host_bytes_read += req.len;
         done
     }
@@ -380,6 +375,10 @@ impl SimDevice for SsdDevice {
 
     fn content_granularity(&self) -> u64 {
         self.page
+    }
+
+    fn mapping_bytes(&self) -> u64 {
+        self.ftl.mapping_bytes()
     }
 
     fn counters(&self, now: SimTime) -> Counters {

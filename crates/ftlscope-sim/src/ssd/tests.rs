@@ -286,3 +286,98 @@ fn a_mapping_cache_miss_costs_a_map_read() {
     assert!(a.0 >= hit.0 + miss.0 - 20_000, "{a:?} {hit:?}");
     assert!(far.0 >= hit.0 + miss.0 - 20_000, "{far:?} {hit:?}");
 }
+
+/// Latencies of `n` QD 1 writes of 4 KiB, sequential from 0, on a fresh device.
+fn qd1_write_latencies(cfg: DeviceConfig, n: u64) -> Vec<u64> {
+    let mut dev = SsdDevice::new(cfg);
+    qd1(&mut dev, SimTime::ZERO, (0..n).map(|i| req(SimOp::Write, i * 4096, 4096))).0
+}
+
+fn spike_positions(lat: &[u64]) -> Vec<usize> {
+    lat.iter().enumerate().filter(|(_, &l)| l > 500_000).map(|(i, _)| i).collect()
+}
+
+#[test]
+fn a_partial_flush_empties_only_part_of_the_buffer() {
+    let mut cfg = small_config();
+    cfg.write_buffer.capacity = 512 * KIB;
+    cfg.write_buffer.partial_flush = 128 * KIB;
+    let spikes = spike_positions(&qd1_write_latencies(cfg, 512));
+    // The first spike when the buffer is full (128 writes), then one every 32 writes (128 KiB freed).
+    assert_eq!(spikes[0], 128, "{spikes:?}");
+    assert!(spikes.windows(2).all(|p| p[1] - p[0] == 32), "{spikes:?}");
+}
+
+#[test]
+fn an_io_count_trigger_flushes_after_that_many_writes() {
+    let mut cfg = small_config();
+    cfg.write_buffer.capacity = 4 * MIB;
+    cfg.write_buffer.capacity_ios = 50;
+    let spikes = spike_positions(&qd1_write_latencies(cfg, 200));
+    assert_eq!(spikes, vec![50, 100, 150], "a flush every 50 writes of any size");
+}
+
+#[test]
+fn a_second_level_buffer_gives_small_and_large_spikes() {
+    let mut cfg = small_config();
+    cfg.write_buffer.capacity = 128 * KIB;
+    cfg.write_buffer.second_level = MIB;
+    cfg.write_buffer.second_level_rate = Rate(500e6);
+    let lat = qd1_write_latencies(cfg, 1024);
+    let small: Vec<usize> =
+        lat.iter().enumerate().filter(|(_, &l)| (200_000..2_000_000).contains(&l)).map(|(i, _)| i).collect();
+    let large: Vec<usize> = lat.iter().enumerate().filter(|(_, &l)| l >= 2_000_000).map(|(i, _)| i).collect();
+    assert!(small.len() >= 6, "first-level flushes every 32 writes: {small:?}");
+    assert!(!large.is_empty() && large.len() <= 4, "second-level flushes every ~256 writes: {large:?}");
+}
+
+#[test]
+fn page_types_alternate_in_write_order() {
+    let cfg = small_config(); // "1L 1H", 2-page chunks: pages 0,1 of a block are L,H on one unit
+    let (read_l, read_h) = (cfg.nand.read_latency.l.0, cfg.nand.read_latency.h.0);
+    let mut dev = SsdDevice::new(cfg);
+    let mut t = fill_sequentially(&mut dev);
+    let mut lat = Vec::new();
+    for page in 0..2u64 {
+        t += ms(10);
+        lat.push((dev.submit(t, &req(SimOp::Read, page * 4096, 4096)) - t).0);
+    }
+    assert_eq!(lat[1] - lat[0], read_h - read_l, "{lat:?}");
+}
+
+#[test]
+fn channel_groups_make_other_channels_contend() {
+    let mut cfg = small_config();
+    cfg.nand.channel_rate = Rate(40e6); // slow buses so the transfer dominates
+    let chunk = cfg.mapping.chunk_size;
+    let batch = |cfg: DeviceConfig| {
+        let mut dev = SsdDevice::new(cfg);
+        let t = fill_sequentially(&mut dev) + ms(100);
+        // Units 0 and 2 are on channels 0 and 2.
+        (0..2).map(|i| dev.submit(t, &req(SimOp::Read, i * 2 * chunk, 4096)) - t).max().unwrap()
+    };
+    let independent = batch(cfg.clone());
+    cfg.mapping.channel_groups = 2; // channels 0 and 2 share a group
+    let grouped = batch(cfg);
+    assert!(grouped.0 > independent.0 + 50_000, "{grouped:?} vs {independent:?}");
+}
+
+#[test]
+fn a_lone_read_pays_the_low_load_penalty_and_size_penalties_apply() {
+    let mut cfg = small_config();
+    cfg.quirks.low_load_penalty = us(20);
+    cfg.quirks.read_size_penalties = vec![SizePenalty { min: 17 * KIB, max: 20 * KIB, extra: us(50) }];
+    cfg.quirks.unaligned_size_penalty = us(7);
+    let mut dev = SsdDevice::new(cfg);
+    let t = fill_sequentially(&mut dev) + ms(100);
+    let lone = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
+    let t = t + ms(10);
+    let _busy = dev.submit(t, &req(SimOp::Read, MIB + 8192, 4096)); // unit 1; page 0 is on unit 0
+    let accompanied = dev.submit(t, &req(SimOp::Read, 0, 4096)) - t;
+    assert_eq!(lone.0, accompanied.0 + 20_000, "lone {lone:?} vs busy {accompanied:?}");
+    let t = t + ms(10);
+    let plain = dev.submit(t, &req(SimOp::Read, 4 * MIB, 16 * KIB)) - t;
+    let t = t + ms(10);
+    let penalised = dev.submit(t, &req(SimOp::Read, 8 * MIB, 18 * KIB)) - t;
+    assert!(penalised.0 >= plain.0 + 50_000 + 7_000 - 5_000, "{penalised:?} vs {plain:?}");
+}
