@@ -8,7 +8,12 @@ inferred FTL internals; reports. The public surface:
 - :func:`from_flags` — a workload from fio-like flags.
 """
 
+import os
 from importlib.metadata import PackageNotFoundError, version
+
+# ftlscope does no linear algebra worth threads, and OpenBLAS's idle worker threads spin on the CPUs the
+# engine measures with (seen in profiles of simulated runs). One thread, unless the user asked otherwise.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     __version__ = version("ftlscope")

@@ -273,6 +273,10 @@ impl Run {
         let (use_uring, backend_reason) = choose_backend(options.engine, &target)?;
         let (clock, clock_info) = shared_clock();
         let mut notices = Vec::new();
+        if !use_uring && options.engine == EngineChoice::Auto {
+            // Say so whenever auto did not pick io_uring: the user may have expected it.
+            notices.push(format!("engine: {backend_reason}"));
+        }
         if !use_uring && workload.inflight_per_queue() > 1 {
             notices.push(format!(
                 "psync runs one request at a time per queue: effective queue depth 1, not {}",
