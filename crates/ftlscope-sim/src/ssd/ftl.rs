@@ -8,7 +8,9 @@
 
 use std::collections::VecDeque;
 
-use crate::config::{DeviceConfig, PagePattern, PageType};
+use strength_reduce::StrengthReducedU32;
+
+use crate::config::{DeviceConfig, PageType};
 use crate::ssd::flash::Flash;
 use crate::time::SimTime;
 
@@ -91,8 +93,15 @@ pub struct Ftl {
     pages_per_block: u32,
     chunk_pages: u64,
     stripe_width: u32,
-    blocks_per_unit: u32,
-    pattern: PagePattern,
+    // Divisions by these run for every page programmed, read or invalidated; strength-reduced divisors turn
+    // each ~25-cycle `div` into a multiply and a shift.
+    ppb_div: StrengthReducedU32,
+    bpu_div: StrengthReducedU32,
+    /// The L/M/H type of each page index within a block (the pattern, unrolled once).
+    page_types: Vec<PageType>,
+    /// The write frontier, kept incrementally: the unit it is on and the pages left in its chunk.
+    frontier_unit: u32,
+    frontier_left: u64,
     l2p: LazyArray,
     p2l: LazyArray,
     fingerprints: LazyArray,
@@ -106,7 +115,6 @@ pub struct Ftl {
     free: Vec<Vec<u32>>,
     /// Per unit: the open block and its next page.
     active: Vec<(u32, u32)>,
-    frontier: u64,
     gc_reserve: usize,
     gc_pending: Vec<u32>,
     in_gc: bool,
@@ -139,8 +147,11 @@ impl Ftl {
             pages_per_block: ppb,
             chunk_pages: (cfg.mapping.chunk_size / page).max(1),
             stripe_width: width,
-            blocks_per_unit,
-            pattern: cfg.nand.page_pattern.clone(),
+            ppb_div: StrengthReducedU32::new(ppb),
+            bpu_div: StrengthReducedU32::new(blocks_per_unit),
+            page_types: (0..ppb).map(|i| cfg.nand.page_pattern.page_type(i)).collect(),
+            frontier_unit: 0,
+            frontier_left: (cfg.mapping.chunk_size / page).max(1),
             l2p: LazyArray::new(logical_pages, UNMAPPED),
             p2l: LazyArray::new(total_pages, UNMAPPED),
             fingerprints: LazyArray::new(logical_pages, 0),
@@ -153,7 +164,6 @@ impl Ftl {
             // Pop from the end: block 0 of each unit is used first.
             free: (0..width).map(|u| (0..blocks_per_unit).rev().map(|b| u * blocks_per_unit + b).collect()).collect(),
             active: vec![(NONE, 0); width as usize],
-            frontier: 0,
             gc_reserve,
             gc_pending: Vec::new(),
             in_gc: false,
@@ -185,15 +195,14 @@ impl Ftl {
     }
 
     fn unit_of_block(&self, block: u32) -> u32 {
-        block / self.blocks_per_unit
+        block / self.bpu_div
     }
 
     /// Unit and page type of a physical page, for reading it.
     #[inline]
     pub fn locate(&self, ppn: u32) -> (u32, PageType) {
-        let block = ppn / self.pages_per_block;
-        let page = ppn % self.pages_per_block;
-        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.pattern.page_type(page) };
+        let (block, page) = StrengthReducedU32::div_rem(ppn, self.ppb_div);
+        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.page_types[page as usize] };
         (self.unit_of_block(block), page_type)
     }
 
@@ -233,7 +242,7 @@ impl Ftl {
 
     /// The physical page `ppn` no longer holds current data.
     fn invalidate(&mut self, ppn: u32, at: SimTime, flash: &mut Flash) {
-        let block = ppn / self.pages_per_block;
+        let block = ppn / self.ppb_div;
         let b = block as usize;
         let closed = self.state[b] == BlockState::Closed;
         if closed {
@@ -288,11 +297,15 @@ impl Ftl {
 
     fn program_page(&mut self, lpn: u64, at: SimTime, flash: &mut Flash) -> SimTime {
         // The frontier: the n-th programmed page goes to unit (n / chunk_pages) mod stripe_width.
-        let unit = ((self.frontier / self.chunk_pages) % self.stripe_width as u64) as u32;
-        self.frontier += 1;
+        let unit = self.frontier_unit;
+        self.frontier_left -= 1;
+        if self.frontier_left == 0 {
+            self.frontier_left = self.chunk_pages;
+            self.frontier_unit = if unit + 1 == self.stripe_width { 0 } else { unit + 1 };
+        }
         let (block, page) = self.take_page(unit);
         let ppn = block * self.pages_per_block + page;
-        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.pattern.page_type(page) };
+        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.page_types[page as usize] };
         let done = flash.program(unit, page_type, at);
         self.l2p.set(lpn, ppn);
         self.p2l.set(ppn as u64, lpn as u32);
