@@ -14,7 +14,9 @@ use crate::backend::uring;
 use crate::clock::ClockInfo;
 use crate::health::{open_health_source, HealthReport, HealthSampler};
 use crate::queue::{QueueContext, Shared};
-use crate::real::{allowed_cpus, choose_backend, pin_current_thread, queue_thread, shared_clock, RealQueue};
+use crate::real::{
+    allowed_cpus, choose_backend, pin_current_thread, queue_thread, shared_clock, BackendChoice, RealQueue,
+};
 use crate::sim_driver::{drive, SimTarget};
 use crate::stats::{AggregateResult, Aggregator, Record};
 use crate::target::{Target, TargetInfo};
@@ -270,7 +272,8 @@ impl Run {
         if workload.mix.writes() && !target.info.writable {
             return Err(EngineError::ReadOnlyTarget(target.info.path.display().to_string()));
         }
-        let (use_uring, backend_reason) = choose_backend(options.engine, &target)?;
+        let BackendChoice { use_uring, worker_driven, reason: backend_reason } =
+            choose_backend(options.engine, &target)?;
         let (clock, clock_info) = shared_clock();
         let mut notices = Vec::new();
         if !use_uring && options.engine == EngineChoice::Auto {
@@ -285,7 +288,7 @@ impl Run {
         }
         let queues = workload.queues;
         let shared = Arc::new(Shared::new(queues));
-        let cpus = if options.pin { allowed_cpus() } else { Vec::new() };
+        let cpus = if options.pin && !worker_driven { allowed_cpus() } else { Vec::new() };
         // Queues on CPUs 1, 2, ... and the aggregator on the first CPU, away from the queues where the
         // machine has room.
         let queue_cpu = |q: usize| (!cpus.is_empty()).then(|| cpus[(q + 1) % cpus.len()]);
