@@ -236,6 +236,14 @@ def test_auto_engine_on_zram_is_psync(zram_device):
     assert s["read"]["ops"] > 0
 
 
+def test_forced_io_uring_on_zram_leaves_queue_threads_unpinned(zram_device):
+    result = run(zram_device, from_flags(rw="randread", qd=8, runtime="0.2s"), engine="uring")
+    engine = result.summary["env"]["engine"]
+    assert engine["backend"] == "io_uring"
+    assert engine["pinned_cpus"] == [], "io_uring's workers need every CPU"
+    assert result.summary["read"]["ops"] > 0
+
+
 def test_zram_with_io_uring_and_writes(zram_device):
     result = run(zram_device, from_flags(rw="randwrite", qd=4, ops=500), engine="uring", destructive=zram_device)
     s = result.summary
