@@ -466,3 +466,11 @@ def test_fio_check_end_to_end(tmp_path):
     ours = comp[comp["tool"] == "ftlscope"].iloc[0]
     assert ours["reference"] == "io_uring"
     assert 0.1 < ours["iops_ratio"] < 10
+
+
+def test_fio_check_refuses_a_simulated_device(capsys):
+    from ftlscope.cli import main
+
+    assert main(["fio-check", "sim:consumer-tlc-dram", "--runtime", "1s"]) == 2
+    err = capsys.readouterr().err
+    assert "simulated device" in err and err.count("\n") == 1

@@ -703,6 +703,11 @@ def fio_check_cli(args: Any, workload: Workload, run_kwargs: dict[str, Any], con
     """``ftlscope fio-check``: ``args`` has ``target``, ``rounds`` and ``fio_engines`` (and optionally
     ``csv``: a path to save every round); ``run_kwargs`` are ``ftlscope.run``'s keyword arguments (its
     ``engine`` is ours)."""
+    if str(args.target).startswith("sim:"):
+        raise UsageError(
+            f"fio-check: {args.target} is a simulated device, which only ftlscope's engine can drive; "
+            "give a block device or a file to compare with fio"
+        )
     version = require_fio()
     engines = parse_engines(getattr(args, "fio_engines", "io_uring"))
     kwargs = dict(run_kwargs)
