@@ -189,21 +189,48 @@ impl SsdDevice {
             level2.busy_until = level2.busy_until.max(done);
             return done;
         }
+        self.program_batch(&moved, at)
+    }
+
+    /// Program a flush's pages: placed in frontier order, then issued to the units round-robin (every unit's
+    /// first page, then every unit's second, ...), as a controller drives its dies in parallel rather than
+    /// finishing one die's chunk before starting the next.
+    fn program_batch(&mut self, lpns: &[u64], at: SimTime) -> SimTime {
+        let mut per_unit = vec![0u32; self.ftl.stripe_width() as usize];
+        let mut placed = Vec::with_capacity(lpns.len());
+        // The buffered pages' map entries are scattered: start loading them well before they are needed.
+        const AHEAD: usize = 16;
+        for &lpn in lpns.iter().take(AHEAD) {
+            self.ftl.prefetch_entry(lpn);
+        }
+        for (i, &lpn) in lpns.iter().enumerate() {
+            if let Some(&ahead) = lpns.get(i + AHEAD) {
+                self.ftl.prefetch_entry(ahead);
+            }
+            if let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) {
+                placed.push((per_unit[unit as usize], unit, page_type));
+                per_unit[unit as usize] += 1;
+            }
+        }
+        placed.sort_unstable_by_key(|&(k, unit, _)| (k, unit));
         let mut done = at;
-        for lpn in moved {
-            done = done.max(self.ftl.program(lpn, at, &mut self.flash));
+        for (_, unit, page_type) in placed {
+            done = done.max(self.flash.program(unit, page_type, at));
         }
         done
     }
 
     fn flush_level2(&mut self, pages: u64, at: SimTime) -> SimTime {
-        let mut done = at;
-        for _ in 0..pages {
-            let Some(lpn) = self.level2.as_mut().and_then(|l| l.fifo.pop_front()) else {
-                break;
-            };
-            done = done.max(self.ftl.program(lpn, at, &mut self.flash));
+        let mut moved = Vec::new();
+        if let Some(level) = &mut self.level2 {
+            for _ in 0..pages {
+                match level.fifo.pop_front() {
+                    Some(lpn) => moved.push(lpn),
+                    None => break,
+                }
+            }
         }
+        let done = self.program_batch(&moved, at);
         if let Some(level) = &mut self.level2 {
             level.ios = 0;
             level.busy_until = level.busy_until.max(done);
