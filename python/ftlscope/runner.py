@@ -31,7 +31,7 @@ FILL_REQUEST = 1 << 20
 @dataclass
 class PreparedTarget:
     path: str
-    kind: str  # "block_device" | "regular_file"
+    kind: str  # "block_device" | "regular_file" | "simulated"
     created: bool
     notices: list[str]
 

@@ -212,10 +212,6 @@ impl OffsetGenerator {
     pub fn pick(&mut self, n: u64) -> u64 {
         self.rng.random_range(0..n)
     }
-
-    pub fn rng(&mut self) -> &mut SmallRng {
-        &mut self.rng
-    }
 }
 
 #[cfg(test)]

@@ -539,10 +539,6 @@ impl Ftl {
         }
         folded
     }
-
-    pub fn slc_used_pages(&self) -> u64 {
-        self.slc_used_pages
-    }
 }
 
 #[cfg(test)]
