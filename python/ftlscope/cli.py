@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from .errors import FtlscopeError
+from .errors import FtlscopeError, UsageError
 from .units import format_ns, format_size
 
 # Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
@@ -224,6 +224,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("preset", help="preset name, or path to a device TOML file")
     q.set_defaults(func=cmd_sim_show)
 
+    p = sub.add_parser("bench", help="run one experiment of the suite (--list shows them)")
+    p.add_argument("target", nargs="?", help="block device, regular file (created with --size), or sim:PRESET")
+    p.add_argument("experiment", nargs="?", help="experiment name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the experiments and exit")
+    p.add_argument("--param", action="append", metavar="K=V", help="set a parameter (repeatable)")
+    p.add_argument("--repeat", type=int, default=1, help="repetitions; results give mean and stddev (default 1)")
+    p.add_argument("--out", default="ftlscope-results", help="output directory (default ftlscope-results)")
+    p.add_argument("--size", help="for a regular file that does not exist: create it this large")
+    p.add_argument("--engine", default="auto", help="auto (default), uring or psync")
+    p.add_argument("--destructive", metavar="DEVICE",
+                   help="allow writing to DEVICE (name the target again); its data is destroyed")
+    p.add_argument("--force", action="store_true",
+                   help="with --destructive: overwrite even a device holding a file system or partition table")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
     p.add_argument("target", help="block device or regular file (created with --size)")
     _add_workload_flags(p)
@@ -232,6 +248,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fio-engines", default="io_uring", help="fio engines to compare, e.g. io_uring,libaio,psync")
     p.set_defaults(func=cmd_fio_check)
     return parser
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .experiments import EXPERIMENTS, get, run_experiment
+    from .units import parse_size
+
+    if args.list:
+        table = Table(title="Experiments (ftlscope bench TARGET NAME)", title_justify="left")
+        for col in ("name", "what it measures", "writes", "preconditioning", "parameters (defaults)"):
+            table.add_column(col, no_wrap=col == "name")
+        for e in EXPERIMENTS.values():
+            params = ", ".join(f"{p.name}={p.shown or p.default}" for p in e.params)
+            table.add_row(e.name, f"{e.summary} ({e.source})", "yes" if e.writes else "no", e.preconditioning,
+                          params)
+        console.print(table)
+        return 0
+    if not args.target or not args.experiment:
+        raise UsageError("bench: give TARGET and EXPERIMENT (e.g. ftlscope bench sim:consumer-tlc-dram qd-sweep), "
+                         "or --list")
+    experiment = get(args.experiment)
+    params: dict[str, str] = {}
+    for item in args.param or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param: '{item}' is not k=v (e.g. --param runtime=10s)")
+        params[key.strip()] = value.strip()
+    outcome = run_experiment(
+        experiment, args.target, out=args.out, params=params, repeat=args.repeat, destructive=args.destructive,
+        force=args.force, size=parse_size(args.size, "--size") if args.size else None, engine=args.engine,
+        progress=not args.quiet,
+    )
+    for note in outcome.conditions["notes"]:
+        err_console.print(f"[dim]ftlscope: {note}[/dim]")
+    console.print(findings_table(outcome.findings, f"{experiment.name} on {args.target}"))
+    files = ["results.csv", "findings.json", "experiment.json", *(p.name for p in outcome.figures)]
+    err_console.print(f"[dim]ftlscope: wrote {outcome.directory}/ ({', '.join(files)}, raw/)[/dim]")
+    if outcome.error is not None:
+        raise outcome.error
+    return 0
+
+
+def findings_table(findings: dict, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("finding", "value", "unit", "evidence"):
+        table.add_column(col, justify="right" if col == "value" else "left")
+    for name, f in findings.items():
+        value, unit, evidence = (f.get("value"), f.get("unit", ""), f.get("evidence", "")) if isinstance(f, dict) \
+            else (f, "", "")
+        if isinstance(value, float):
+            value = f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+        table.add_row(name, str(value), unit, evidence)
+    return table
 
 
 def cmd_fio_check(args: argparse.Namespace) -> int:

@@ -65,6 +65,9 @@ pub struct LatencyFigures {
     pub p99_99: u64,
 }
 
+/// The latency above which a request counts as slow in `ops_over_1ms`.
+const SLOW_REQUEST_NS: u64 = 1_000_000;
+
 /// One operation's results: `{"ops", "iops", "bw_bytes", "lat_ns": {...}}` plus bytes and errors.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct OpSummary {
@@ -73,6 +76,9 @@ pub struct OpSummary {
     pub bw_bytes: f64,
     pub bytes: u64,
     pub errors: u64,
+    /// Requests that took longer than 1 ms: seed 000's measure of a slow request (§5.9), kept per window so
+    /// a whole-drive fill needs no per-request trace to draw the share of slow requests over time.
+    pub ops_over_1ms: u64,
     pub lat_ns: LatencyFigures,
 }
 
@@ -131,6 +137,11 @@ impl Accumulator {
             bw_bytes: rate(self.bytes as f64),
             bytes: self.bytes,
             errors: self.errors,
+            ops_over_1ms: if self.max > SLOW_REQUEST_NS {
+                self.hist.count_between(SLOW_REQUEST_NS + 1, u64::MAX)
+            } else {
+                0
+            },
             lat_ns: LatencyFigures {
                 mean: self.mean,
                 stddev: if self.ops > 1 { (self.m2 / (self.ops - 1) as f64).sqrt() } else { 0.0 },
@@ -434,6 +445,24 @@ mod tests {
         let seconds = result.measured_ns as f64 / 1e9;
         assert!((read.iops - 1000.0 / seconds).abs() < 1e-6);
         assert!((read.bw_bytes - 4096.0 * 1000.0 / seconds).abs() < 1e-3);
+        // 1..=1000 us: none is over 1 ms, the last is exactly 1 ms.
+        assert_eq!(read.ops_over_1ms, 0);
+    }
+
+    #[test]
+    fn slow_requests_are_counted_per_window() {
+        let mut agg = Aggregator::new(0, 10_000_000, 1, None, &[]);
+        // Window 0: three fast requests; window 1: two over 1 ms and one fast.
+        for (submit, latency) in [(0, 100_000), (1_000_000, 200_000), (2_000_000, 900_000)] {
+            agg.add(&rec(Op::Write, submit, latency, 0));
+        }
+        for (submit, latency) in [(10_000_000, 1_500_000), (12_000_000, 4_000_000), (17_000_000, 50_000)] {
+            agg.add(&rec(Op::Write, submit, latency, 0));
+        }
+        let result = agg.finish();
+        assert_eq!(result.per_op["write"].ops_over_1ms, 2);
+        let per_window: Vec<u64> = result.windows.iter().map(|w| w.summary.ops_over_1ms).collect();
+        assert_eq!(per_window, vec![0, 2]);
     }
 
     #[test]

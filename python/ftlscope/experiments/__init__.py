@@ -1,0 +1,67 @@
+"""The experiment suite: every experiment of the seeds, runnable on any target.
+
+Each module of this package defines ``EXPERIMENTS``, a list of :class:`~.base.Experiment`; they are found
+here, so adding an experiment is adding a module. ``ORDER`` is the order ``ftlscope bench --list`` shows and
+a full suite runs them in (the issue's numbering: cheap and read-only first, whole-drive writes last).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ..errors import UsageError
+from .base import Experiment, Param, finding
+from .suite import ExperimentOutcome, run_experiment
+
+ORDER = (
+    "qd1-baseline",
+    "bs-sweep",
+    "rw-mix",
+    "deep-queue",
+    "qd-sweep",
+    "parallelism",
+    "locality",
+    "permuted-reads",
+    "alignment",
+    "seq-read-over-time",
+    "seq-write-over-time",
+    "random-fill",
+    "data-dependence",
+    "working-set",
+    "burst-vs-steady",
+    "reset-behaviour",
+    "trim-before-overwrite",
+    "interleaved-vs-grouped",
+)
+
+_FRAMEWORK_MODULES = {"base", "context", "suite"}
+
+
+def _discover() -> dict[str, Experiment]:
+    found: dict[str, Experiment] = {}
+    for module_info in pkgutil.iter_modules(__path__):
+        if module_info.name in _FRAMEWORK_MODULES or module_info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for experiment in getattr(module, "EXPERIMENTS", ()):
+            if experiment.name in found:
+                raise RuntimeError(f"experiment {experiment.name} is defined twice")
+            found[experiment.name] = experiment
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return dict(sorted(found.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+
+
+EXPERIMENTS: dict[str, Experiment] = _discover()
+
+
+def get(name: str) -> Experiment:
+    try:
+        return EXPERIMENTS[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown experiment '{name}'; 'ftlscope bench --list' shows them ({', '.join(EXPERIMENTS)})"
+        ) from None
+
+
+__all__ = ["EXPERIMENTS", "ORDER", "Experiment", "ExperimentOutcome", "Param", "finding", "get", "run_experiment"]

@@ -1,0 +1,165 @@
+"""Running one experiment of the suite: resolve its parameters, check the target, precondition, repeat the
+measurement, aggregate, analyse, draw, and write ``DIR/EXPERIMENT/``:
+
+- ``results.csv``    one row per point: every metric's mean, ``_std`` and ``_ci`` (95 % t interval) over the
+                     repetitions, and ``n``;
+- ``findings.json``  what the analysis derived, each ``{"value", "unit", "evidence"}``;
+- ``*.png``          the figures;
+- ``experiment.json`` the conditions: target, environment, engine, parameters, preconditioning, repetitions,
+                     device and wall time, and how the run ended;
+- ``raw/``           every repetition's points (``points.parquet``) and every engine run's summary JSON and
+                     time windows (Parquet).
+
+An interrupted or failed experiment still writes everything measured before it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.stats import aggregate
+from ..env import system_env
+from ..errors import FtlscopeError, UsageError
+from ..sim import SimDevice
+from .base import Experiment
+from .context import Context, Interrupted
+
+
+@dataclass
+class ExperimentOutcome:
+    experiment: Experiment
+    directory: Path
+    table: pd.DataFrame
+    findings: dict[str, Any]
+    figures: list[Path]
+    conditions: dict[str, Any]
+    error: FtlscopeError | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.error is None
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities are not JSON: write null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):
+        return _clean(value.item())
+    return value
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(_clean(data), indent=2, default=_json_default) + "\n")
+    return path
+
+
+def run_experiment(
+    experiment: Experiment,
+    target: str | SimDevice,
+    *,
+    out: str | Path = "ftlscope-results",
+    params: dict[str, str] | None = None,
+    repeat: int = 1,
+    destructive: str | None = None,
+    force: bool = False,
+    size: int | None = None,
+    engine: str = "auto",
+    progress: bool = False,
+) -> ExperimentOutcome:
+    """Run ``experiment`` on ``target`` ``repeat`` times and write its directory under ``out``."""
+    if repeat < 1:
+        raise UsageError(f"--repeat: give at least 1 (got {repeat})")
+    values = experiment.resolve_params(params or {})
+    directory = Path(out) / experiment.name
+    raw_dir = directory / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    ctx = Context(
+        target, raw_dir=raw_dir, writes=experiment.writes, destructive=destructive, force=force, size=size,
+        engine=engine, progress=progress, label=experiment.name,
+    )
+    started = time.time()
+    rows: list[dict[str, Any]] = []
+    error: FtlscopeError | None = None
+    try:
+        for repetition in range(repeat):
+            ctx.repetition = repetition
+            ctx.label = f"{experiment.name} [{repetition + 1}/{repeat}]" if repeat > 1 else experiment.name
+            if experiment.preconditioning != "none":
+                ctx.precondition(experiment.preconditioning, values.get("span"))
+            for row in experiment.measure(ctx, values):
+                rows.append({"repetition": repetition, **row})
+    except FtlscopeError as exc:
+        error = exc
+    except KeyboardInterrupt:
+        error = Interrupted("interrupted; the results measured so far are kept")
+
+    points = pd.DataFrame(rows)
+    if not points.empty:
+        points.to_parquet(raw_dir / "points.parquet", index=False)
+    table = aggregate(points, experiment.keys) if not points.empty else points
+    table.to_csv(directory / "results.csv", index=False)
+
+    findings: dict[str, Any] = {}
+    figures: list[Path] = []
+    analysis_problem = None
+    if not table.empty:
+        try:
+            findings = experiment.analyse(table, values)
+            figures = experiment.figures(table, findings, values, directory)
+        except Exception as exc:  # a partial table (interrupted run) may not support every finding
+            if error is None:
+                raise
+            analysis_problem = f"analysis of the partial results failed: {exc}"
+    write_json(directory / "findings.json", findings)
+
+    conditions = {
+        "experiment": experiment.name,
+        "summary": experiment.summary,
+        "source": experiment.source,
+        "writes": experiment.writes,
+        "preconditioning": experiment.preconditioning,
+        "params": values,
+        "repetitions": repeat,
+        "repetitions_completed": len({r["repetition"] for r in rows}),
+        "target": _target_conditions(ctx),
+        "env": {**system_env(), "engine": (ctx.first_summary or {}).get("env", {}).get("engine")},
+        "started_at_unix": started,
+        "device_time_s": ctx.device_time_ns / 1e9,
+        "wall_time_s": ctx.wall_time_ns / 1e9,
+        "runs": ctx.runs,
+        "notes": ctx.notes + ([analysis_problem] if analysis_problem else []),
+        "completed": error is None,
+        "stopped": None if error is None else error.message,
+        "figures": [p.name for p in figures],
+    }
+    write_json(directory / "experiment.json", conditions)
+    return ExperimentOutcome(experiment, directory, table, findings, figures, conditions, error)
+
+
+def _target_conditions(ctx: Context) -> dict[str, Any]:
+    described = dict((ctx.first_summary or {}).get("target") or {})
+    described.setdefault("name", ctx.target)
+    described["kind"] = ctx.kind
+    described["size_bytes"] = ctx.capacity
+    described["logical_block_size"] = ctx.logical_block
+    return described
