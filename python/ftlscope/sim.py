@@ -26,6 +26,9 @@ class SimDevice:
     def __init__(self, native: Any, spec: str):
         self._native = native
         self.spec = spec
+        # Bytes from LBA 0 that an experiment's preconditioning has written (so later read experiments on
+        # the same device need not fill it again); purging sets it back to 0.
+        self.filled_bytes = 0
 
     @classmethod
     def open(cls, spec: str = DEFAULT_PRESET) -> SimDevice:

@@ -26,6 +26,7 @@ GiB = 1 << 30
 # Preconditioning request sizes: large sequential writes fill fastest; TRIM in large pieces.
 FILL_REQUEST = MiB
 PURGE_REQUEST = 256 * MiB
+SETTLE_NS = 1_000_000_000
 
 
 class Interrupted(FtlscopeError):
@@ -65,7 +66,6 @@ class Context:
         self.runs: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.first_summary: dict[str, Any] | None = None
-        self._filled_span = 0
         self._started_wall = time.monotonic()
         self.device: SimDevice | None = None
         if isinstance(target, SimDevice) or str(target).startswith("sim:"):
@@ -184,7 +184,11 @@ class Context:
             self._fill(length, pattern={"kind": "permutation"}, request=4096, queue_depth=32)
         else:
             raise ValueError(f"unknown preconditioning {kind}")
-        self._filled_span = length if kind != "purge" else 0
+        if self.device is not None:
+            self.device.filled_bytes = 0 if kind == "purge" else max(self.device.filled_bytes, length)
+        # Let the device settle (write buffer drained, background work done), so the experiment measures
+        # the state preconditioning made, not its tail: reads would otherwise hit the write buffer.
+        self.idle(SETTLE_NS)
 
     def _fill(self, length: int, *, pattern: dict[str, Any], request: int, queue_depth: int) -> None:
         request = request if length % request == 0 else 4096
@@ -212,7 +216,7 @@ class Context:
         """Before reads: on a simulated device, write the range once (a fresh one holds nothing, and reads
         of never-written pages would not touch flash). Files are filled when created; block devices are read
         as they are."""
-        if self.device is not None and self._filled_span < span:
+        if self.device is not None and self.device.filled_bytes < span:
             self.precondition("sequential-fill", span)
 
     def idle(self, ns: int) -> None:
