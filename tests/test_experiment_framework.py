@@ -82,6 +82,8 @@ def test_repetitions_are_aggregated_into_mean_and_stddev(tmp_path):
     assert conditions["target"]["kind"] == "simulated" and "sim_config_toml" in conditions["target"]
     assert conditions["env"]["engine"]["backend"]
     assert conditions["params"]["qds"] == [1, 2]
+    # Device time: the fill, its 1 s settle and 6 short runs (a unit slip once made the settle 31 years).
+    assert 1.0 < conditions["device_time_s"] < 5.0
     # Every engine run left its summary and windows behind.
     assert len(conditions["runs"]) == 1 + 6  # the sequential fill of the simulated device, then 3 x 2 points
     for run in conditions["runs"]:

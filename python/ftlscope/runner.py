@@ -194,6 +194,7 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
             handle.wait(None)
         return not interrupted
 
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     if stop.get("time_ns"):
@@ -214,7 +215,8 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
         TimeRemainingColumn(),
     ]
     last = (0.0, 0, 0)
-    with Progress(*columns, transient=True) as bar:
+    # Progress goes to stderr: stdout keeps only results (tables), clean for a pipe or a file.
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task(label, total=total, rate="")
         try:
             while not handle.wait(0.2):

@@ -95,6 +95,9 @@ class Experiment:
     measure: Callable[[Context, dict[str, Any]], list[dict[str, Any]]]
     analyse: Callable[[pd.DataFrame, dict[str, Any]], dict[str, Any]]
     figures: Callable[[pd.DataFrame, dict[str, Any], dict[str, Any], Path], list[Path]]
+    # Checks parameter values together (raising UsageError naming the parameter) before anything touches
+    # the device, so a bad value does not cost a whole-drive preconditioning first.
+    check: Callable[[dict[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
         if self.preconditioning not in PRECONDITIONING:
@@ -112,6 +115,8 @@ class Experiment:
                 known = ", ".join(sorted(by_name)) or "none"
                 raise UsageError(f"--param {key}: {self.name} has no parameter '{key}' (it has: {known})")
             values[key] = by_name[key].parse(text)
+        if self.check is not None:
+            self.check(values)
         return values
 
 

@@ -110,7 +110,7 @@ class Context:
         else:
             raise TargetError(f"{self.target} is neither a block device nor a regular file")
         try:
-            info = json.loads(_native.target_info(self.target, False, False))
+            info = json.loads(_native.target_info(self.target, False, True))
         except Exception as exc:  # the native layer words the reason (permission, missing device)
             raise TargetError(f"cannot open {self.target}: {exc}") from None
         return info["kind"], int(info["size_bytes"]), int(info["logical_block_size"])
@@ -127,6 +127,8 @@ class Context:
     def run(self, workload: Workload, label: str, *, trace: bool = False, window: str | int = "100ms") -> RunResult:
         """Run one workload; its summary, time windows (and trace, if asked) go to the raw directory."""
         description = f"{self.label} {label}".strip()
+        if isinstance(window, int):
+            window = f"{window}ns"  # durations here are ns; ftlscope.run reads a bare number as seconds
         result = engine_run(
             self.device if self.device is not None else self.target,
             workload,
@@ -224,7 +226,7 @@ class Context:
         if ns <= 0:
             return
         if self.device is not None:
-            self.device.idle(int(ns))
+            self.device.idle(f"{int(ns)}ns")  # a bare number would be read as seconds
         else:
             time.sleep(ns / 1e9)
 
