@@ -42,28 +42,32 @@ def estimate(values, confidence: float = 0.95) -> Estimate:
 def aggregate(rows: pd.DataFrame, keys: list[str] | tuple[str, ...], confidence: float = 0.95) -> pd.DataFrame:
     """One row per point (the ``keys`` columns): for every numeric metric ``m``, ``m`` = mean over the
     repetitions, ``m_std`` = their stddev and ``m_ci`` = the half-width of the confidence interval; ``n`` =
-    how many repetitions measured the point. Non-numeric columns keep their first value."""
+    how many repetitions measured the point. Non-numeric columns keep their first value. Vectorised with
+    pandas (time-series experiments have thousands of points)."""
     keys = list(keys)
     if rows.empty:
         return rows.copy()
-    metric_columns = [
-        c for c in rows.columns
-        if c not in keys and c != "repetition" and pd.api.types.is_numeric_dtype(rows[c])
-        and not pd.api.types.is_bool_dtype(rows[c])
-    ]
-    other_columns = [c for c in rows.columns if c not in keys and c != "repetition" and c not in metric_columns]
-    out = []
-    grouped = rows.groupby(keys, sort=False, dropna=False) if keys else [((), rows)]
-    for key_values, group in grouped:
-        key_values = key_values if isinstance(key_values, tuple) else (key_values,)
-        record = dict(zip(keys, key_values, strict=True))
-        for column in other_columns:
-            record[column] = group[column].iloc[0]
-        for column in metric_columns:
-            e = estimate(group[column].to_numpy(), confidence)
-            record[column] = e.mean
-            record[f"{column}_std"] = e.stddev
-            record[f"{column}_ci"] = e.ci_half_width
-        record["n"] = len(group)
-        out.append(record)
-    return pd.DataFrame(out)
+    rest = [c for c in rows.columns if c not in keys and c != "repetition"]
+    metrics = [c for c in rest if pd.api.types.is_numeric_dtype(rows[c]) and not pd.api.types.is_bool_dtype(rows[c])]
+    others = [c for c in rest if c not in metrics]
+    grouped = rows.assign(_one=1).groupby(keys if keys else (lambda _: 0), sort=False, dropna=False)
+    mean = grouped[metrics].mean()
+    std = grouped[metrics].std(ddof=1)
+    count = grouped[metrics].count()
+    # Student t quantile per point (by its number of non-missing repetitions); no spread with one value.
+    dof = (count - 1).clip(lower=1)
+    t = pd.DataFrame(scipy_stats.t.ppf(0.5 + confidence / 2, dof.to_numpy()), index=count.index,
+                     columns=metrics)
+    single = count <= 1
+    std = std.mask(single, 0.0)
+    half = (t * std / np.sqrt(count.clip(lower=1))).mask(single, 0.0)
+    parts = [grouped[others].first()] if others else []
+    columns = {}
+    for m in metrics:
+        columns[m] = mean[m]
+        columns[f"{m}_std"] = std[m]
+        columns[f"{m}_ci"] = half[m]
+    parts.append(pd.DataFrame(columns, index=mean.index))
+    parts.append(grouped["_one"].sum().rename("n").to_frame())
+    table = pd.concat(parts, axis=1)
+    return table.reset_index(drop=not keys)

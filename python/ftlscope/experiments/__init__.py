@@ -17,6 +17,7 @@ from .suite import ExperimentOutcome, run_experiment
 ORDER = (
     "qd1-baseline",
     "bs-sweep",
+    "bs-sweep-write",
     "rw-mix",
     "deep-queue",
     "qd-sweep",
