@@ -173,3 +173,12 @@ def test_a_destructive_experiment_needs_the_flag_on_a_file_ftlscope_did_not_crea
     assert result.returncode == 2
     assert "--destructive" in result.stderr
     assert target.read_bytes() == b"\x5a" * (4 * MiB), "nothing was written"
+
+
+def test_the_documented_catalogue_matches_the_experiments():
+    from pathlib import Path
+
+    from ftlscope.experiments._catalog import markdown
+
+    docs = (Path(__file__).parents[1] / "docs" / "experiments.md").read_text()
+    assert markdown() in docs, "regenerate: python -m ftlscope.experiments._catalog, paste into docs/experiments.md"
