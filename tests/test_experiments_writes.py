@@ -113,9 +113,11 @@ def test_no_cliff_on_a_drive_without_an_slc_cache(tmp_path):
 
 
 def test_a_bad_parameter_is_named(tmp_path):
-    outcome = run_experiment(get("seq-write-over-time"), DEFAULT, out=tmp_path, params={"qd": "0", "span": "1GiB"})
-    assert isinstance(outcome.error, UsageError) and outcome.error.message.startswith("--param qd:")
-    assert "\n" not in outcome.error.message
+    # Refused before anything touches the device (no preconditioning, no output directory).
+    with pytest.raises(UsageError) as refused:
+        run_experiment(get("seq-write-over-time"), DEFAULT, out=tmp_path, params={"qd": "0", "span": "1GiB"})
+    assert refused.value.message.startswith("--param qd:") and "\n" not in refused.value.message
+    assert not (tmp_path / "seq-write-over-time").exists()
 
 
 # ---- seq-read-over-time ----------------------------------------------------------------------------------
