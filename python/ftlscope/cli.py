@@ -240,6 +240,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
+    p = sub.add_parser("probe", help="infer the ten internal properties (page size ... flush window), seed 003")
+    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
+    p.add_argument("--properties", help="which, e.g. P1,P4 (default all; the ones they build on are added)")
+    p.add_argument("--out", default="ftlscope-probe", help="output directory (default ftlscope-probe)")
+    p.add_argument("--json", help="also write the answers as JSON here")
+    p.add_argument("--span", default="4GiB", help="probe within the first ... of the device (default 4GiB)")
+    p.add_argument("--size", help="for a regular file that does not exist: create it this large")
+    p.add_argument("--engine", default="auto", help="auto (default), uring or psync")
+    p.add_argument("--destructive", metavar="DEVICE",
+                   help="allow writing to DEVICE (name the target again): probing erases and refills it")
+    p.add_argument("--force", action="store_true",
+                   help="with --destructive: overwrite even a device holding a file system or partition table")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("validate-probes", help="probe simulated devices and score the answers against their truth")
+    p.add_argument("--presets", nargs="*", help="preset names, or all (default all when no --device)")
+    p.add_argument("--device", action="append", metavar="FILE.toml", help="a device file (repeatable)")
+    p.add_argument("--properties", help="which, e.g. P1,P4 (default all)")
+    p.add_argument("--out", help="keep every device's probe output here")
+    p.set_defaults(func=cmd_validate_probes)
+
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
     p.add_argument("target", help="block device or regular file (created with --size)")
     _add_workload_flags(p)
@@ -299,6 +321,63 @@ def findings_table(findings: dict, title: str) -> Table:
         if isinstance(value, float):
             value = f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
         table.add_row(name, str(value), unit, evidence)
+    return table
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    import json
+
+    from .probes.runner import probe_device
+    from .units import parse_size
+
+    report = probe_device(
+        args.target, properties=args.properties, out=args.out, span=parse_size(args.span, "--span"),
+        destructive=args.destructive, force=args.force, size=parse_size(args.size, "--size") if args.size else None,
+        engine=args.engine, progress=not args.quiet,
+    )
+    for note in report.notes:
+        err_console.print(f"[dim]ftlscope: {note}[/dim]")
+    console.print(_rich_frame(report.table(), f"Properties of {args.target}"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_json(), f, indent=2, default=str)
+    err_console.print(f"[dim]ftlscope: wrote {args.out}/ (properties.json, .md, .csv, figures, raw/)"
+                      f"{' and ' + args.json if args.json else ''}[/dim]")
+    if report.error is not None:
+        raise report.error
+    return 0
+
+
+def cmd_validate_probes(args: argparse.Namespace) -> int:
+    from .probes.validate import GOAL_ACCURACY, GOAL_DEVICE_TIME_S, resolve_specs, validate
+
+    specs = resolve_specs(args.presets, args.device)
+
+    def show_progress(name: str, rows: list) -> None:
+        right = sum(r["match"] for r in rows if r["device"] == name)
+        total = sum(1 for r in rows if r["device"] == name)
+        err_console.print(f"[dim]{name}: {right}/{total} right[/dim]")
+
+    result = validate(specs, properties=args.properties, out=args.out, progress=False, on_device=show_progress)
+    rows = result.rows.copy()
+    rows["match"] = rows["match"].map({True: "✓", False: "✗"})
+    console.print(_rich_frame(rows, "Answers against the ground truth"))
+    console.print(_rich_frame(result.per_property(), "Per property"))
+    console.print(_rich_frame(result.per_device(), "Per device"))
+    worst = result.per_device()["device_time_s"].max()
+    console.print(
+        f"overall: {result.rows['match'].sum()}/{len(result.rows)} right = {result.accuracy:.1%} "
+        f"(goal {GOAL_ACCURACY:.0%}); most device time on one device {worst:.0f} s (goal < {GOAL_DEVICE_TIME_S} s)"
+    )
+    return 0
+
+
+def _rich_frame(frame, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in frame.columns:
+        table.add_column(str(col))
+    for row in frame.itertuples(index=False):
+        table.add_row(*("" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v) for v in row))
     return table
 
 

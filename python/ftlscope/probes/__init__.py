@@ -1,0 +1,75 @@
+"""Probing the ten internal properties of seed 003 (Queenie): P1 page size ... P10 flush window.
+
+Each module of this package defines ``PROBES``, a list of :class:`~.base.Probe`; they are found here. ``ORDER``
+is the paper's numbering, which is also a valid run order (every probe runs after the ones it builds on).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ..errors import UsageError
+from .base import ERASED, REFILLED, Answer, Probe, until_stable
+
+ORDER = tuple(f"P{i}" for i in range(1, 11))
+NAMES = {
+    "P1": "page size",
+    "P2": "page type",
+    "P3": "chunk size",
+    "P4": "stripe width",
+    "P5": "channel/chip layout",
+    "P6": "read performance consistency",
+    "P7": "read buffer capacity",
+    "P8": "write buffer capacity",
+    "P9": "write parallelism",
+    "P10": "internal flush window",
+}
+_FRAMEWORK_MODULES = {"base", "runner", "truth", "validate", "report"}
+
+
+def _discover() -> dict[str, Probe]:
+    found: dict[str, Probe] = {}
+    for module_info in pkgutil.iter_modules(__path__):
+        if module_info.name in _FRAMEWORK_MODULES or module_info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for probe in getattr(module, "PROBES", ()):
+            if probe.id in found:
+                raise RuntimeError(f"probe {probe.id} is defined twice")
+            found[probe.id] = probe
+    return {pid: found[pid] for pid in ORDER if pid in found}
+
+
+PROBES: dict[str, Probe] = _discover()
+
+
+def parse_properties(text: str | None) -> list[str]:
+    """``P1,P4`` (or ``all`` / None) -> the probe ids, in run order, with the probes they build on added."""
+    if not text or text.strip().lower() == "all":
+        wanted = list(PROBES)
+    else:
+        wanted = [t.strip().upper() for t in text.split(",") if t.strip()]
+        unknown = [w for w in wanted if w not in NAMES]
+        if unknown:
+            raise UsageError(f"--properties: unknown {', '.join(unknown)}; use P1..P10, e.g. P1,P4")
+        missing = [w for w in wanted if w not in PROBES]
+        if missing:
+            raise UsageError(f"--properties: {', '.join(missing)} cannot be probed yet; available: "
+                             f"{', '.join(PROBES)}")
+    needed: set[str] = set()
+
+    def add(pid: str) -> None:
+        if pid in needed:
+            return
+        needed.add(pid)
+        for dep in PROBES[pid].depends_on:
+            if dep in PROBES:
+                add(dep)
+
+    for pid in wanted:
+        add(pid)
+    return [pid for pid in ORDER if pid in needed]
+
+
+__all__ = ["ERASED", "NAMES", "ORDER", "PROBES", "REFILLED", "Answer", "Probe", "parse_properties", "until_stable"]

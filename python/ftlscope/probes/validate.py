@@ -1,0 +1,107 @@
+"""Measured accuracy of the probes: probe simulated devices whose insides are known and score every answer
+against the ground truth of shared/device-model.md with issue 5's match rule."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import UsageError
+from ..sim import SimDevice, presets
+from . import NAMES
+from .runner import probe_device
+from .truth import describe, ground_truth, matches
+
+GOAL_ACCURACY = 0.90
+GOAL_DEVICE_TIME_S = 15 * 60
+
+
+def ssd_presets() -> list[str]:
+    """Every built-in simulated SSD (the HDDs have no FTL to probe)."""
+    names = []
+    for p in presets():
+        config = tomllib.loads(SimDevice.open(p["name"]).config_toml)
+        if config["device"]["kind"] == "ssd":
+            names.append(p["name"])
+    return names
+
+
+@dataclass
+class Validation:
+    rows: pd.DataFrame  # one row per (device, property): answer, truth, match, confidence, device time
+
+    def per_property(self) -> pd.DataFrame:
+        grouped = self.rows.groupby("property", sort=False)
+        return pd.DataFrame({
+            "right": grouped["match"].sum(),
+            "answers": grouped["match"].count(),
+            "accuracy": grouped["match"].mean(),
+            "device_time_s_max": grouped["device_time_s"].max(),
+        }).reset_index()
+
+    def per_device(self) -> pd.DataFrame:
+        grouped = self.rows.groupby("device", sort=False)
+        return pd.DataFrame({
+            "right": grouped["match"].sum(),
+            "answers": grouped["match"].count(),
+            "device_time_s": grouped["device_time_s"].sum(),
+        }).reset_index()
+
+    @property
+    def accuracy(self) -> float:
+        return float(self.rows["match"].mean()) if len(self.rows) else 0.0
+
+    @property
+    def goal_met(self) -> bool:
+        return self.accuracy >= GOAL_ACCURACY and bool(
+            (self.per_device()["device_time_s"] < GOAL_DEVICE_TIME_S).all())
+
+
+def validate(specs: list[str], *, properties: str | None = None, out: str | Path | None = None,
+             progress: bool = False, on_device=None) -> Validation:
+    """Probe each simulated device (a preset name or a device TOML path) and score the answers."""
+    rows: list[dict[str, Any]] = []
+    for spec in specs:
+        device = SimDevice.open(spec)
+        truth = ground_truth(device.config_toml)
+        name = tomllib.loads(device.config_toml)["device"]["name"]
+        report = probe_device(device, properties=properties, out=Path(out) / name if out else None,
+                              progress=progress)
+        for pid, answer in report.answers.items():
+            rows.append({
+                "device": name,
+                "property": pid,
+                "name": NAMES[pid],
+                "answer": describe(pid, answer.value),
+                "truth": describe(pid, truth[pid]),
+                "match": bool(matches(pid, answer.value, truth[pid])),
+                "confidence": answer.confidence,
+                "device_time_s": answer.device_time_s,
+            })
+        if report.error is not None:
+            raise report.error
+        if on_device is not None:
+            on_device(name, rows)
+    return Validation(pd.DataFrame(rows))
+
+
+def resolve_specs(preset_args: list[str] | None, device_files: list[str] | None) -> list[str]:
+    """``--presets all | NAME ...`` and ``--device FILE.toml ...`` -> device specs."""
+    specs: list[str] = []
+    available = ssd_presets()
+    for name in preset_args or ([] if device_files else ["all"]):
+        if name == "all":
+            specs.extend(available)
+        elif name.removeprefix("sim:") in available:
+            specs.append(name.removeprefix("sim:"))
+        else:
+            raise UsageError(f"--presets: '{name}' is not a simulated SSD preset; 'ftlscope sim presets' lists them")
+    for path in device_files or []:
+        if not Path(path).is_file():
+            raise UsageError(f"--device: {path} does not exist; give a device TOML file")
+        specs.append(str(path))
+    return specs
