@@ -90,17 +90,15 @@ class Context:
         except OSError as exc:
             raise TargetError(f"cannot look at {self.target}: {exc.strerror}") from None
         if st is None or stat.S_ISREG(st.st_mode):
-            # A file: create/extend it to --size and fill it, so reads hit real data.
-            probe = Workload(mix={"write": 100} if writes else {"read": 100})
+            # A file: an experiment that writes needs the same permission as any write (checked first, before
+            # anything is touched); then the file is created/extended to --size and filled, so reads hit data.
+            if writes and st is not None:
+                safety.check_write_allowed(self.target, writes=True, destructive=self.destructive, force=self.force)
             prepared = prepare_target(
                 self.target, Workload(mix={"read": 100}), size=size, destructive=self.destructive,
                 force=self.force, engine=self.engine, progress=self.progress,
             )
             self.notes.extend(prepared.notices)
-            if writes:
-                safety.check_write_allowed(
-                    self.target, writes=probe.writes, destructive=self.destructive, force=self.force
-                )
         elif stat.S_ISBLK(st.st_mode):
             if size is not None:
                 raise UsageError("--size: a block device has its own size; use --param span=... to use part of it")
