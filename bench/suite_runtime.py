@@ -32,7 +32,7 @@ def main() -> int:
     args = parser.parse_args()
     names = args.only or list(EXPERIMENTS)
     device = SimDevice.open(args.preset)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     table = Table(title=f"Suite at default parameters on sim:{args.preset} "
                         f"({device.info['size_bytes'] / 1e9:.0f} GB)", title_justify="left")
     for col in ("experiment", "wall s", "device s", "engine runs", "points", "findings", "status"):

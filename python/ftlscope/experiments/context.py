@@ -190,13 +190,15 @@ class Context:
         # the state preconditioning made, not its tail: reads would otherwise hit the write buffer.
         self.idle(SETTLE_NS)
 
-    def _fill(self, length: int, *, pattern: dict[str, Any], request: int, queue_depth: int) -> None:
-        request = request if length % request == 0 else 4096
+    def _fill(self, length: int, *, pattern: dict[str, Any], request: int, queue_depth: int, start: int = 0) -> None:
+        length -= start
+        request = request if length % request == 0 and start % request == 0 else 4096
         workload = Workload(
-            mix={"write": 100}, sizes=[request], pattern=pattern, range={"start": 0, "length": length},
+            mix={"write": 100}, sizes=[request], pattern=pattern, range={"start": start, "length": length},
             queue_depth=queue_depth, stop={"bytes": length}, data="random",
         )
-        self.run(workload, f"precondition {pattern['kind']} fill {format_size(length)}")
+        where = f" from {format_size(start)}" if start else ""
+        self.run(workload, f"precondition {pattern['kind']} fill {format_size(length)}{where}")
 
     def _purge(self, length: int) -> None:
         request = PURGE_REQUEST if length % PURGE_REQUEST == 0 else MiB if length % MiB == 0 else 4096
@@ -216,8 +218,14 @@ class Context:
         """Before reads: on a simulated device, write the range once (a fresh one holds nothing, and reads
         of never-written pages would not touch flash). Files are filled when created; block devices are read
         as they are."""
-        if self.device is not None and self.device.filled_bytes < span:
-            self.precondition("sequential-fill", span)
+        if self.device is None or self.device.filled_bytes >= span:
+            return
+        # Write only what is missing: a whole-drive fill after another experiment's would cost hours of
+        # device time on a drive in a random-written state (every overwrite pays garbage collection).
+        start = self.device.filled_bytes // 4096 * 4096
+        self._fill(span, pattern={"kind": "sequential"}, request=FILL_REQUEST, queue_depth=8, start=start)
+        self.device.filled_bytes = span
+        self.idle(SETTLE_NS)
 
     def idle(self, ns: int) -> None:
         """Leave the device idle: in virtual time on a simulated device, really on a real one."""
