@@ -213,7 +213,14 @@ def _figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], d
 
     fig, ax = plots.figure(f"Throughput over time ({what})", "time (s, device clock)", "MB/s")
     mb = w["mb_s"].to_numpy(dtype=float)
-    ax.plot(t, mb, color="tab:blue", linewidth=0.8, label=f"per {p['window'] / 1e6:g} ms window")
+    ax.plot(t, mb, color="tab:blue", linewidth=0.5, alpha=0.35, label=f"per {p['window'] / 1e6:g} ms window")
+    # Flush stalls make neighbouring windows swing between 0 and the peak; a moving average over about
+    # 1 % of the pass (at least 1 s) shows the rate a user gets.
+    smooth = max(int(round(max(1e9, 0.01 * len(mb) * p["window"]) / p["window"])), 1)
+    if smooth > 1:
+        rolling = pd.Series(mb).rolling(smooth, center=True, min_periods=1).mean().to_numpy()
+        ax.plot(t, rolling, color="tab:blue", linewidth=1.2,
+                label=f"moving average over {smooth * p['window'] / 1e9:g} s")
     if "mb_s_std" in w and np.nan_to_num(w["mb_s_std"].to_numpy(dtype=float)).any():
         sd = np.nan_to_num(w["mb_s_std"].to_numpy(dtype=float))
         ax.fill_between(t, mb - sd, mb + sd, color="tab:blue", alpha=0.2, label="± stddev over repetitions")
