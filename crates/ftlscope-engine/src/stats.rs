@@ -34,7 +34,11 @@ pub struct Record {
     pub result: i32,
     pub op: u8,
     pub queue: u16,
+    /// Completed during warm-up: left out of the results.
     pub warmup: bool,
+    /// Issued during warm-up but completed after it: counted (as fio counts every completion after its
+    /// ramp), but its submit time does not open the measured interval, which starts when warm-up ends.
+    pub issued_in_warmup: bool,
 }
 
 impl Record {
@@ -302,7 +306,9 @@ impl Aggregator {
         }
         let op = rec.op as usize;
         self.ops_seen[op] = true;
-        self.first_submit = Some(self.first_submit.map_or(rec.submit_ns, |f| f.min(rec.submit_ns)));
+        if !rec.issued_in_warmup {
+            self.first_submit = Some(self.first_submit.map_or(rec.submit_ns, |f| f.min(rec.submit_ns)));
+        }
         self.last_complete = self.last_complete.max(rec.complete_ns);
         let latency = rec.latency_ns();
         let bytes = if Op::from_index(rec.op).has_range() { rec.len as u64 } else { 0 };
@@ -419,6 +425,7 @@ mod tests {
             op: op as u8,
             queue,
             warmup: false,
+            issued_in_warmup: false,
         }
     }
 
