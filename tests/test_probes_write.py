@@ -1,0 +1,224 @@
+"""P8 write buffer capacity, P9 write parallelism, P10 internal flush window (issue 5): the analysis on synthetic
+latencies, then the probes end to end on simulated devices whose write buffers are known."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ftlscope.probes import write_probes as wp
+from ftlscope.probes.runner import probe_device
+from ftlscope.probes.truth import ground_truth, matches
+from ftlscope.sim import SimDevice
+
+KIB, MIB = 1 << 10, 1 << 20
+
+
+# ---- synthetic latencies ----------------------------------------------------------------------------------------
+
+
+def writes(n: int, size: int, spikes_at: list[int], *, normal=50_000.0, spike=2_000_000.0, seed=1,
+           big_at: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` writes of ``size``: buffered ones near ``normal`` ns, the write at each index of ``spikes_at`` (and
+    the one after it, a second write in flight) waiting ``spike`` ns; ``big_at`` 100x longer."""
+    rng = np.random.default_rng(seed)
+    lat = normal * (1 + 0.05 * rng.standard_normal(n))
+    for i in spikes_at:
+        lat[i: i + 2] = spike * (1 + 0.02 * rng.standard_normal(len(lat[i: i + 2])))
+    for i in big_at:
+        lat[i: i + 2] = 100 * spike
+    return np.arange(n) * size, lat
+
+
+def reading_of(position, lat, size) -> wp.BufferReading:
+    return wp.read_buffer(position, lat, size, wp.classify(lat, log=True)[0])
+
+
+def test_the_bytes_before_the_first_spike_are_the_capacity():
+    size = 64 * KIB
+    every = (11 * MIB + MIB // 2) // size  # an 11.5 MiB buffer
+    position, lat = writes(2000, size, list(range(every, 2000, every)))
+    r = reading_of(position, lat, size)
+    assert r.capacity == 11 * MIB + MIB // 2 and r.interval == r.capacity and r.partial is None
+    assert r.flushes == len(range(every, 2000, every)) and r.confidence > 0.9 and r.second_level is None
+
+
+def test_a_partial_flush_shows_as_closer_spikes_after_the_first():
+    size = 64 * KIB
+    first, then = 40 * MIB // size, 6 * MIB // size  # flushes 6 MiB of a 40 MiB buffer at a time
+    position, lat = writes(3000, size, list(range(first, 3000, then)))
+    r = reading_of(position, lat, size)
+    assert (r.capacity, r.partial, r.first) == (40 * MIB, 6 * MIB, 40 * MIB)
+
+
+def test_a_buffer_not_empty_at_the_start_is_read_from_the_spacing():
+    size = 64 * KIB
+    position, lat = writes(1000, size, list(range(10, 1000, 64)))  # 4 MiB apart, the first after 640 KiB
+    assert reading_of(position, lat, size).capacity == 4 * MIB
+
+
+def test_a_much_longer_flush_followed_by_ordinary_ones_is_a_second_level():
+    size = 64 * KIB
+    every = 2 * MIB // size
+    spikes = list(range(every, 9000, every))
+    position, lat = writes(9000, size, spikes, big_at=(spikes[128],))  # 2 MiB + 256 MiB written before it
+    r = reading_of(position, lat, size)
+    assert r.capacity == 2 * MIB and r.second_level == 256 * MIB
+    # A lasting change (every later flush longer, e.g. the SLC cache used up) is no second level.
+    lat2 = lat.copy()
+    lat2[position >= position[spikes[128]]] *= np.where(lat2[position >= position[spikes[128]]] > 1e6, 100, 1)
+    assert reading_of(position, lat2, size).second_level is None
+
+
+def test_no_spike_means_no_buffer_and_flat_latencies_give_high_confidence():
+    position, lat = writes(5000, 64 * KIB, [])
+    classes = wp.classify(lat, log=True)
+    r = wp.read_buffer(position, lat, 64 * KIB, classes[0] if classes else None)
+    assert r.capacity == 0 and r.flushes == 0 and r.confidence > 0.5
+
+
+def test_long_series_are_classified_on_a_sample_and_keep_rare_spikes():
+    size = 16 * KIB
+    position, lat = writes(40_000, size, [4096, 8192, 12288, 16384, 20480, 24576, 28672, 32768, 36864])
+    classes = wp.classify(lat, log=True)
+    assert len(classes[0].labels) == 40_000
+    assert reading_of(position, lat, size).capacity == 64 * MIB
+
+
+def test_common_interval_groups_values_within_the_tolerance():
+    assert wp.common_interval([100, 101, 99, 100, 300, 50]) == (100.0, 4 / 6)
+    assert wp.common_interval([]) is None
+
+
+def test_a_buffer_counting_write_commands_is_told_from_one_counting_bytes():
+    def r(size, interval):
+        return wp.BufferReading(size, interval, first=interval, interval=interval, flushes=5, confidence=1.0)
+
+    # 64 writes between flushes at 16 KiB, 64 KiB and 256 KiB; the bytes fill first with 1 MiB writes.
+    readings = [r(64 * KIB, 4 * MIB), r(16 * KIB, MIB), r(256 * KIB, 16 * MIB), r(MIB, 16 * MIB)]
+    chosen, ios, _ = wp.combine_buffer_readings(readings)
+    assert ios == 64 and chosen.capacity == 16 * MIB and chosen.size >= 256 * KIB
+    # Counted at the small size only: 768 KiB is 12 writes of 64 KiB, 24 of 16 KiB flush it.
+    chosen, ios, _ = wp.combine_buffer_readings([r(64 * KIB, 768 * KIB), r(16 * KIB, 384 * KIB)])
+    assert ios == 24 and chosen.capacity == 768 * KIB
+    # A buffer counted in bytes: the finest writes place the flush best.
+    chosen, ios, _ = wp.combine_buffer_readings([r(64 * KIB, 576 * KIB), r(16 * KIB, 592 * KIB)])
+    assert ios is None and chosen.capacity == 592 * KIB
+
+
+def batches(latencies_of_one_batch, n=20, flush_in=(3,)) -> pd.DataFrame:
+    rows = []
+    for b in range(n):
+        lat = np.array(latencies_of_one_batch, dtype=float)
+        if b in flush_in:
+            lat[len(lat) // 2:] += 3e6  # this batch met a buffer flush
+        rows.append(pd.DataFrame({"batch": b, "latency_ns": lat}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_the_first_completion_cluster_of_a_batch_is_the_parallelism():
+    # 16 writes, 4 slots, 10 us per insert, 170 ns of link transfer between writes.
+    lat = [15_000 + 10_000 * (i // 4) + 170 * (i % 4) for i in range(16)]
+    r = wp.read_batches(batches(lat))
+    assert r.parallelism == 4 and not r.serial and r.period_ns == pytest.approx(10_000, rel=0.01)
+    assert r.confidence > 0.9
+
+
+def test_a_serialised_batch_completes_one_write_at_a_time():
+    r = wp.read_batches(batches([55_000 + 40_000 * i for i in range(16)]))
+    assert r.parallelism == 1 and r.serial and r.period_ns == pytest.approx(40_000)
+
+
+def test_a_batch_completing_all_at_once_asks_for_a_larger_batch():
+    assert wp.read_batches(batches([15_000 + 50 * i for i in range(16)], flush_in=())).parallelism is None
+
+
+def test_a_busy_queue_gives_the_parallelism_a_serialised_batch_hides():
+    # A queue 16 deep on a buffer admitting 4 writes per 40 us: 4 completions every 40 us, latency 160 us, and a
+    # 3 ms flush in the middle.
+    depth, n = 16, 800
+    complete = np.array([40_000 * (i // 4 + 1) for i in range(n)], dtype=float)
+    complete[400:] += 3e6
+    submit = np.r_[np.zeros(depth), complete[:-depth]]
+    frame = pd.DataFrame({"submit_ns": submit, "complete_ns": complete, "latency_ns": complete - submit})
+    assert wp.busy_parallelism(frame, depth, 40_000) == pytest.approx(4, rel=0.02)
+
+
+def test_the_flush_window_is_the_shortest_gap_after_which_nothing_spikes():
+    tests = pd.DataFrame({"gap_ns": [2e6, 8e6, 32e6, 128e6, 64e6, 45e6], "spiked": [1, 1, 1, 0, 0, 1]}).astype(
+        {"spiked": bool})
+    assert wp.flush_window(tests) == (pytest.approx(0.064), pytest.approx(0.045))
+    never = pd.DataFrame({"gap_ns": [2e6, 5e9], "spiked": [True, True]})
+    assert wp.flush_window(never)[0] is None
+
+
+# ---- simulated devices ------------------------------------------------------------------------------------------
+
+SMALL = """
+[device]
+name = "small-buffered"
+kind = "ssd"
+capacity = "8GiB"
+over_provisioning = 0.1
+
+[geometry]
+channels = 4
+chips_per_channel = 2
+page_size = "4KiB"
+pages_per_block = 128
+
+[mapping]
+chunk_size = "8KiB"
+stripe_width = 8
+
+[nand]
+cell = "mlc"
+page_pattern = "1L 1H"
+read_latency = { L = "50us", M = "70us", H = "90us" }
+program_latency = { L = "300us", M = "900us", H = "1500us" }
+erase_latency = "3ms"
+channel_rate = "400MB/s"
+
+[write_buffer]
+capacity = "768KiB"
+capacity_ios = {ios}
+parallelism = 3
+idle_flush_window = "12ms"
+serialize_when_idle = {serial}
+"""
+
+
+def probe(device: SimDevice, tmp_path):
+    report = probe_device(device, properties="P8,P9,P10", out=tmp_path)
+    assert report.error is None
+    return report, ground_truth(device.config_toml)
+
+
+@pytest.mark.parametrize("preset", ["consumer-tlc-hmb", "kelpie-a960g-ps", "kelpie-n1.6t-m", "optane-like"])
+def test_presets_answer_their_ground_truth(preset, tmp_path):
+    report, truth = probe(SimDevice.open(preset), tmp_path)
+    for pid in ("P8", "P9", "P10"):
+        answer = report.answers[pid]
+        assert matches(pid, answer.value, truth[pid]), (pid, answer.value, truth[pid], answer.evidence)
+        assert answer.figures and answer.figures[0].exists() and answer.raw is not None and len(answer.raw)
+        assert answer.device_time_s < 60
+    serial = preset == "kelpie-a960g-ps"
+    assert report.answers["P9"].extra["serialized_when_idle"] is serial
+    if preset == "kelpie-a960g-ps":
+        assert report.answers["P8"].extra["partial_flush"] == MIB
+    written = json.loads((tmp_path / "properties.json").read_text())["properties"]
+    assert written["P9"]["serialized_when_idle"] is serial
+
+
+@pytest.mark.parametrize(("ios", "serial"), [(0, "true"), (24, "false")])
+def test_a_small_custom_device(ios, serial, tmp_path):
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL.replace("{ios}", str(ios)).replace("{serial}", serial))
+    report, truth = probe(SimDevice.open(str(path)), tmp_path)
+    for pid in ("P8", "P9", "P10"):
+        assert matches(pid, report.answers[pid].value, truth[pid]), (pid, report.answers[pid].evidence)
+    assert report.answers["P9"].extra["serialized_when_idle"] is (serial == "true")
+    assert report.answers["P8"].extra.get("capacity_ios") == (ios or None)
