@@ -1,7 +1,7 @@
 """Probing the ten internal properties of seed 003 (Queenie): P1 page size ... P10 flush window.
 
 Each module of this package defines ``PROBES``, a list of :class:`~.base.Probe`; they are found here. ``ORDER``
-is the paper's numbering, which is also a valid run order (every probe runs after the ones it builds on).
+is the paper's numbering; probes run in that order except where one builds on a later one (P2 on P3 and P4).
 """
 
 from __future__ import annotations
@@ -69,7 +69,16 @@ def parse_properties(text: str | None) -> list[str]:
 
     for pid in wanted:
         add(pid)
-    return [pid for pid in ORDER if pid in needed]
+    # Run order: P-number order, except that a probe waits for the ones it builds on (P2 reads its L/M/H
+    # pattern with P3's chunk and P4's stripe, so it runs after them).
+    ordered: list[str] = []
+    pending = [pid for pid in ORDER if pid in needed]
+    while pending:
+        ready = next(pid for pid in pending
+                     if all(dep in ordered or dep not in needed for dep in PROBES[pid].depends_on))
+        ordered.append(ready)
+        pending.remove(ready)
+    return ordered
 
 
 __all__ = ["ERASED", "NAMES", "ORDER", "PROBES", "REFILLED", "Answer", "Probe", "parse_properties", "until_stable"]

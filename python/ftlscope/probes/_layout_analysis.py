@@ -1,0 +1,455 @@
+"""The analysis behind the layout probes P2 (page type), P4 (stripe width) and P5 (channel/chip layout), on
+plain arrays: latency levels, the L/M/H pattern in each unit's write order, and the interval rule of seed 003
+§3.2 (Jenks natural breaks, class count by silhouette, the most common interval between abnormal points).
+
+Nothing here runs the engine; tests/test_probes_layout.py checks every function on synthetic latencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.jenks import Classification, classify_best, most_common_intervals, silhouette_1d
+from ..units import format_size
+
+# Jenks (jenkspy) is quadratic in the number of points: classify an evenly spread subsample of the sorted
+# values (the breaks of 3,000 quantiles sit where those of 50,000 values do), then label every value.
+JENKS_POINTS = 3000
+
+CELLS = {1: "slc", 2: "mlc", 3: "tlc"}
+
+
+def classifications(values, min_classes: int = 2, max_classes: int = 5,
+                    max_points: int = JENKS_POINTS) -> list[Classification]:
+    """Jenks classifications of ``values`` for every class count the data supports, best silhouette first,
+    with labels and silhouette for all values (breaks found on a quantile subsample when there are many)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) <= max_points:
+        return classify_best(x, min_classes, max_classes)
+    sample = np.sort(x)[np.linspace(0, len(x) - 1, max_points).round().astype(int)]
+    out = []
+    for c in classify_best(sample, min_classes, max_classes):
+        labels = np.clip(np.searchsorted(np.asarray(c.breaks[1:-1]), x, side="left"), 0, c.n_classes - 1)
+        out.append(Classification(c.n_classes, c.breaks, labels, silhouette_1d(x, labels)))
+    return sorted(out, key=lambda c: -c.silhouette)
+
+
+# ---- P2: latency levels and the page pattern ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Levels:
+    """One reading of per-page latencies as page types: ``centres`` of the levels kept (ascending),
+    ``codes[i]`` = the level of value ``i`` (0 = lowest) or -1 for an outlier, and the confidence."""
+
+    centres: tuple[float, ...]
+    codes: np.ndarray
+    confidence: float
+    n_classes: int  # the Jenks class count it came from (1 = the values have a single level)
+
+    @property
+    def cell(self) -> str:
+        return cell_name(len(self.centres))
+
+
+def cell_name(levels: int) -> str:
+    """1 level: SLC, 2: MLC (low/high pages), 3: TLC (low/medium/high); more: QLC."""
+    return CELLS.get(levels, "qlc")
+
+
+def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
+                   merge_abs: float = 2.0) -> list[Levels]:
+    """Page types from per-page read latencies, one reading per Jenks class count, best first.
+
+    The classes of a classification become page-type levels after two clean-ups: a class holding fewer than
+    ``min_share`` of the pages is not a page type (the first read into a mapping region, a page still in a
+    read buffer) and its pages become outliers (-1); neighbouring classes whose centres differ by less than
+    ``merge_rel`` of the lower one and ``merge_abs`` (the values' unit) are one level split by noise."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return []
+    found = classifications(x, 2, 5)
+    if not found:  # a single latency level: every page reads alike
+        return [Levels((float(np.median(x)),), np.zeros(len(x), dtype=int), 1.0, 1)]
+    out = []
+    for c in found:
+        counts = c.counts()
+        kept = [k for k in range(c.n_classes) if counts[k] >= max(min_share * len(x), 1)]
+        groups: list[list[int]] = []
+        for k in kept:
+            centre = float(np.median(x[c.labels == k]))
+            if groups:
+                previous = float(np.median(x[np.isin(c.labels, groups[-1])]))
+                if centre - previous < max(merge_rel * previous, merge_abs):
+                    groups[-1].append(k)
+                    continue
+            groups.append([k])
+        codes = np.full(len(x), -1, dtype=int)
+        for level, members in enumerate(groups):
+            codes[np.isin(c.labels, members)] = level
+        centres = tuple(float(np.median(x[codes == level])) for level in range(len(groups)))
+        if len(groups) == 1:
+            # Merged to one level: the confidence is the share of pages on it (outliers lower it).
+            confidence = float(np.mean(codes == 0))
+        elif len(groups) == c.n_classes:
+            confidence = c.silhouette
+        else:  # outliers dropped or levels merged: the silhouette of what is left
+            confidence = silhouette_1d(x[codes >= 0], codes[codes >= 0])
+        out.append(Levels(centres, codes, float(confidence), c.n_classes))
+    out.sort(key=lambda r: -r.confidence)
+    return out
+
+
+def level_letters(levels: int) -> str:
+    """Letters for ``levels`` page types, lowest latency first: L; L H; L M H (a fourth level is X)."""
+    return {1: "L", 2: "LH", 3: "LMH"}.get(levels, "LMHX"[:levels] + "X" * max(0, levels - 4))
+
+
+def unit_index(pages, chunk_pages: int, stripe: int) -> tuple[np.ndarray, np.ndarray]:
+    """For logical pages of a sequentially filled device: the unit each sits on and its place in that unit's
+    write order (device-model.md: page p is on unit (p / chunk) mod stripe)."""
+    p = np.asarray(pages, dtype=np.int64)
+    chunk = p // chunk_pages
+    unit = chunk % stripe
+    k = (chunk // stripe) * chunk_pages + p % chunk_pages
+    return unit, k
+
+
+def unit_sequence(pages, codes, chunk_pages: int, stripe: int) -> np.ndarray:
+    """The page-type code of each place in a unit's write order, by majority over the units (-1 where no
+    page was classified), for places 0 .. the last one every unit reached."""
+    pages = np.asarray(pages, dtype=np.int64)
+    codes = np.asarray(codes)
+    keep = codes >= 0
+    _, k = unit_index(pages[keep], chunk_pages, stripe)
+    if len(k) == 0:
+        return np.zeros(0, dtype=int)
+    table = pd.DataFrame({"k": k, "code": codes[keep]})
+    majority = table.groupby("k")["code"].agg(lambda s: s.value_counts().index[0])
+    length = int(majority.index.max()) + 1
+    seq = np.full(length, -1, dtype=int)
+    seq[majority.index.to_numpy()] = majority.to_numpy()
+    return seq
+
+
+def runs(seq, letters: str) -> str:
+    """Run-length notation of a code sequence: [0, 0, 0, 0, 1, 1] -> '4L 2H'."""
+    out = []
+    for code in seq:
+        letter = letters[code] if code >= 0 else "?"
+        if out and out[-1][1] == letter:
+            out[-1][0] += 1
+        else:
+            out.append([1, letter])
+    return " ".join(f"{n}{letter}" for n, letter in out)
+
+
+def smallest_period(seq, *, match: float = 0.97, max_period: int | None = None) -> int | None:
+    """The smallest T such that the sequence follows one cycle of T codes (each place the majority of the
+    codes seen at it) at ``match`` of its known places, T at most half the sequence (the cycle is seen at
+    least twice); None if there is none."""
+    found = periodic_cycle(seq, match=match, max_period=max_period)
+    return None if found is None else len(found)
+
+
+def periodic_cycle(seq, *, match: float = 0.97, max_period: int | None = None) -> np.ndarray | None:
+    """The cycle behind :func:`smallest_period` (unknown places of it filled by majority)."""
+    s = np.asarray(seq)
+    known = s >= 0
+    if known.sum() == 0:
+        return None
+    limit = len(s) // 2 if max_period is None else min(max_period, len(s) // 2)
+    for t in range(1, limit + 1):
+        cycle = np.full(t, -1, dtype=int)
+        for phase in range(t):
+            values = s[phase::t]
+            values = values[values >= 0]
+            if len(values):
+                cycle[phase] = np.bincount(values).argmax()
+        if (cycle < 0).any():
+            continue
+        expected = np.resize(cycle, len(s))
+        if np.mean(s[known] == expected[known]) >= match:
+            return cycle
+    return None
+
+
+def render_pattern(seq, letters: str, page_size: int) -> str:
+    """The L/M/H pattern of a unit's write-order sequence in device-model.md's notation: a composite pattern
+    whose blocks open with a run of one type ("128KiB:L, 2M 2H"), or a short repeating one ("1L 1H", "4L 2H",
+    "1L 1M 1H"), or a longer one; a sequence with no repetition is written out (its first 16 runs)."""
+    s = np.asarray(seq)
+    s = s[: len(s) - int(np.argmax(s[::-1] >= 0))] if (s >= 0).any() else s[:0]
+    known = s[s >= 0]
+    if len(known) == 0:
+        return ""
+    if len(np.unique(known)) == 1:
+        return letters[int(known[0])]
+    short = 16
+    composite = _composite(s, letters, page_size, short)
+    if composite:
+        return composite
+    # The pattern restarts with every block (256 pages of "4L 2H" end in the middle of a cycle): look at the
+    # whole sequence, then at its first block's worth.
+    for part, limit in ((s, short), (s[: 2 * MIN_BLOCK_PAGES], short), (s, None)):
+        cycle = periodic_cycle(part, max_period=limit)
+        if cycle is not None:
+            return runs(cycle, letters)
+    return " ".join(runs(s, letters).split()[:16])
+
+
+# A block holds at least this many pages: an opening run that comes back sooner is part of a short pattern.
+MIN_BLOCK_PAGES = 32
+
+
+def _composite(s: np.ndarray, letters: str, page_size: int, short: int) -> str | None:
+    """``"<opening>:X, <pattern>"`` when the sequence opens with a run of one type longer than the short
+    pattern that follows it, and that run does not come back before a block's worth of pages."""
+    first = s[0]
+    if first < 0:
+        return None
+    prefix = int(np.argmax(s != first)) if (s != first).any() else len(s)
+    if prefix < 2 or prefix >= len(s):
+        return None
+    rest = s[prefix:]
+    # The next block opens with the same run again: stop there.
+    same = np.concatenate([[False], rest == first, [False]]).astype(int)
+    starts, ends = np.flatnonzero(np.diff(same) == 1), np.flatnonzero(np.diff(same) == -1)
+    long_runs = [a for a, b in zip(starts, ends, strict=True) if b - a >= max(2, prefix // 2)]
+    if long_runs:
+        rest = rest[: long_runs[0]]
+        if prefix + len(rest) < MIN_BLOCK_PAGES:
+            return None  # "4L 4H": the opening run is back after 8 pages
+    cycle = periodic_cycle(rest, max_period=short)
+    if cycle is None or len(cycle) >= prefix or len(rest) < 4 * len(cycle) or (cycle == first).all():
+        return None
+    return f"{format_size(prefix * page_size).replace(' ', '')}:{letters[first]}, {runs(cycle, letters)}"
+
+
+def estimate_geometry(codes, *, chunk_candidates=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+                      min_rows: int = 3, tolerance: float = 0.02) -> tuple[int, int] | None:
+    """(chunk pages, stripe width) read off a per-page type sequence alone, when P3 and P4 are not known yet.
+
+    After a sequential fill the pages form rows of ``chunk x stripe`` pages in which every chunk repeats the
+    same ``chunk`` types (every unit is at the same place of its write order), so every type change between
+    a page and the page one chunk before it falls on a row's first chunk. The widest row that the sequence
+    fits is taken, with the smallest chunk, if type changes were seen in at least ``min_rows`` rows; else
+    None (a long run of one type, as the low-page opening of a composite pattern, hides the rows). Rows of
+    one type are ambiguous (two such rows read as one twice as wide): the pattern then comes out scaled
+    ("2L 1H" for "4L 2H"), with the right types and proportions."""
+    x = np.asarray(codes)
+    n = len(x)
+    best: tuple[int, int, int] | None = None  # (row pages, -chunk, stripe)
+    for c in chunk_candidates:
+        if c * 2 * min_rows > n:
+            break
+        a, b = x[c:], x[:-c]
+        known = (a >= 0) & (b >= 0)
+        mismatch = np.flatnonzero(known & (a != b)) + c
+        allowed = int(tolerance * len(mismatch))
+        if len(mismatch) == 0:
+            continue  # no type change at this distance: nothing to place rows by
+        for stripe in range(n // (min_rows * c), 1, -1):
+            row = c * stripe
+            if len(mismatch) > -(-n // row) * c + allowed:
+                continue  # a row holds at most one chunk of changes: too few rows this wide
+            inside = mismatch % row < c
+            if np.count_nonzero(~inside) > allowed:
+                continue
+            if len(np.unique(mismatch[inside] // row)) < min_rows or stripe < 4:
+                break  # changes in too few rows to tell the row width (or rows too narrow to mean much)
+            if best is None or (row, -c) > best[:2]:
+                best = (row, -c, stripe)
+            break
+    if best is None:
+        return None
+    return -best[1], best[2]
+
+
+# ---- P4/P5: the interval rule on contention per increment -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntervalReading:
+    """The interval rule on one classification: the abnormal positions, the most common interval between
+    neighbours (counted from ``anchor``), how well that one period explains them (``fit``) and how much
+    higher they are than the normal ones (``contrast``)."""
+
+    value: int
+    share: float
+    confidence: float
+    n_classes: int
+    abnormal: np.ndarray
+    contrast: float
+    fit: float
+
+
+def period_fit(positions, abnormal, period: int) -> float:
+    """How well "abnormal exactly at the multiples of ``period``" describes the points: the share of measured
+    multiples that are abnormal times the share of abnormal points that are multiples."""
+    pos = np.asarray(positions)
+    ab = np.asarray(abnormal)
+    if period <= 0 or len(ab) == 0:
+        return 0.0
+    multiples = pos[pos % period == 0]
+    recall = np.isin(multiples, ab).mean() if len(multiples) else 0.0
+    precision = float(np.mean(ab % period == 0))
+    return float(recall * precision)
+
+
+def interval_readings(positions, values, *, anchor: int | None = 0, min_contrast: float = 1.2,
+                      min_difference: float = 0.0, min_fit: float = 0.5) -> list[IntervalReading]:
+    """Seed 003 §3.2 for every Jenks class count 2..5: the high classes are abnormal (increments where reads
+    contend) and the property is the most common interval between neighbouring abnormal positions (with
+    ``anchor``, increment 0, counted as abnormal: both reads on one unit).
+
+    Contention comes in levels (two reads on one unit cost a read more; on one channel only a transfer; and
+    the page types of the two reads add their own spread), so a classification may split one level or keep
+    two apart. Of the sets "the top class", "the top two classes", ... (down to the classes above the most
+    populated one) the one that a single period explains best (:func:`period_fit`) is taken, the highest on
+    a tie. A set less than ``min_contrast`` times (and ``min_difference`` above) the normal level, or one that
+    its period explains less than ``min_fit`` (scattered points: noise, not contention), gives no reading.
+    Best silhouette first."""
+    pos = np.asarray(positions)
+    x = np.asarray(values, dtype=float)
+    out = []
+    for c in classifications(x, 2, 5):
+        counts = c.counts()
+        present = [k for k in range(c.n_classes) if counts[k] > 0]
+        normal = int(np.argmax(counts))
+        lo = float(np.mean(x[c.labels == normal]))
+        best: IntervalReading | None = None
+        for j in range(1, len(present)):
+            classes = present[-j:]
+            if normal in classes:
+                break
+            mask = np.isin(c.labels, classes)
+            hi = float(np.mean(x[mask]))
+            contrast = hi / lo if lo > 0 else np.inf
+            if contrast < min_contrast or hi - lo < min_difference:
+                continue
+            abnormal = np.sort(pos[mask])
+            points = abnormal if anchor is None or anchor in abnormal else np.concatenate([[anchor], abnormal])
+            ranked = most_common_intervals(points, top=1)
+            if not ranked:
+                continue
+            value, share = int(round(ranked[0][0])), float(ranked[0][1])
+            fit = period_fit(pos, points, value)
+            if best is None or fit > best.fit + 1e-9:
+                best = IntervalReading(value, share, float(c.silhouette), c.n_classes, abnormal, contrast, fit)
+        if best is not None and best.fit >= min_fit:
+            out.append(best)
+    return out
+
+
+def alternatives(readings: list[IntervalReading], chosen: int, to_value=lambda v: v) -> list[dict[str, Any]]:
+    """The other values the classifications gave, each with its best confidence (the paper's Table 3)."""
+    best: dict[int, float] = {}
+    for r in readings:
+        if r.value != chosen:
+            best[r.value] = max(best.get(r.value, 0.0), r.confidence)
+    return [{"value": to_value(v), "confidence": round(c, 4)} for v, c in sorted(best.items(), key=lambda i: -i[1])]
+
+
+def per_increment(increments, latencies, *, min_count: int = 3) -> pd.DataFrame:
+    """Median latency and count per increment (increments seen fewer than ``min_count`` times dropped)."""
+    table = pd.DataFrame({"increment": np.asarray(increments), "latency": np.asarray(latencies, dtype=float)})
+    per = table.groupby("increment")["latency"].agg(["median", "mean", "size"]).rename(columns={"size": "count"})
+    return per[per["count"] >= min_count].sort_index()
+
+
+@dataclass
+class StripeReading:
+    """P4's answer from pairs of concurrent reads: ``value`` (chunks), its confidence, the alternatives, the
+    per-increment table and the abnormal increments; ``value`` None when no increment showed contention."""
+
+    value: int | None
+    confidence: float | None
+    alternatives: list[dict[str, Any]]
+    table: pd.DataFrame
+    abnormal: np.ndarray
+    note: str
+    confirmed: bool = False
+    readings: list[IntervalReading] = field(default_factory=list)
+
+
+def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
+                      one_unit_ratio: float = 1.6) -> StripeReading:
+    """The stripe width from pairs of concurrent reads: ``increment`` = the chunks between the two reads,
+    ``latency`` = when the later of them completed, ``first`` = when the earlier did (relative to the
+    submission). Two reads of one unit queue (the pair takes about two reads), two reads of different
+    units do not; so the increments where the pair is slow are the multiples of the stripe width."""
+    table = per_increment(increment, latency, min_count=min_count)
+    if table.empty:
+        return StripeReading(None, None, [], table, np.zeros(0, dtype=int), "no increment was measured often enough")
+    readings = interval_readings(table.index.to_numpy(), table["median"].to_numpy(), min_contrast=1.15)
+    if readings:
+        best = readings[0]
+        # Confirmed once seen twice (the stripe width and a multiple): one high increment alone may be noise.
+        confirmed = int(np.count_nonzero((best.abnormal > 0) & (best.abnormal % best.value == 0))) >= 2
+        return StripeReading(best.value, best.confidence, alternatives(readings, best.value), table, best.abnormal,
+                             f"{best.n_classes} classes; pairs {best.contrast:.2f}x slower at increments "
+                             f"{_listed(best.abnormal)} chunks; most common interval {best.value} "
+                             f"({best.share:.0%} of the intervals)", confirmed=confirmed, readings=readings)
+    # No contrast between increments: either every pair queues on one unit (one unit, stripe width 1) or
+    # none does within the increments measured.
+    ratio = float(np.median(np.asarray(latency, dtype=float)) / max(np.median(np.asarray(first, dtype=float)), 1.0))
+    if ratio >= one_unit_ratio:
+        return StripeReading(1, float(min(1.0, ratio - 1.0)), [], table, table.index.to_numpy(),
+                             f"every pair queues: the later read completes {ratio:.2f}x after the earlier at "
+                             "every increment (one unit)", confirmed=True)
+    return StripeReading(None, None, [], table, np.zeros(0, dtype=int),
+                         f"no increment up to {int(table.index.max())} chunks slows a pair down")
+
+
+@dataclass
+class ChannelReading:
+    """P5's answer: the layout, its confidence and alternatives, the per-distance table, the abnormal
+    distances; ``found`` is False when no distance showed bus contention."""
+
+    layout: dict[str, int]
+    confidence: float | None
+    alternatives: list[dict[str, Any]]
+    table: pd.DataFrame
+    abnormal: np.ndarray
+    note: str
+    found: bool
+
+
+def channels_from_gaps(distance, gap, stripe: int, *, min_count: int = 3) -> ChannelReading:
+    """P5 from pairs of concurrent reads of two units of one stripe row (same place in both units' write
+    order, so the same page type): ``distance`` = units between them, ``gap`` = how long after the first the
+    second completed. Two units on one channel share its bus, so the second transfer waits for the first:
+    the gap is a page transfer on the bus, against a transfer on the host link otherwise. Units u and u'
+    share a channel when u - u' is a multiple of the channel count (unit u is on channel u mod channels);
+    chips per channel = stripe / channels, rounded up."""
+    table = per_increment(distance, gap, min_count=min_count)
+
+    def layout(channels: int) -> dict[str, int]:
+        return {"channels": int(channels), "chips_per_channel": int(-(-stripe // max(channels, 1)))}
+
+    none = np.zeros(0, dtype=int)
+    if table.empty:
+        return ChannelReading(layout(stripe), None, [], table, none, "no distance was measured often enough", False)
+    readings = interval_readings(table.index.to_numpy(), table["median"].to_numpy(), min_contrast=1.2,
+                                 min_difference=500.0)
+    if not readings:
+        return ChannelReading(layout(stripe), 0.5, [], table, none,
+                              f"no two of the {stripe} units share a bus: every distance up to "
+                              f"{int(table.index.max())} units gives the same gap (one chip per channel, or "
+                              "transfers the host link hides)", False)
+    best = readings[0]
+    note = (f"{best.n_classes} classes; the second read of a pair completes {best.contrast:.2f}x later at unit "
+            f"distances {_listed(best.abnormal)}; most common interval {best.value} ({best.share:.0%})")
+    return ChannelReading(layout(best.value), best.confidence, alternatives(readings, best.value, layout), table,
+                          best.abnormal, note, True)
+
+
+def _listed(values, limit: int = 6) -> str:
+    v = [int(x) for x in values]
+    return ", ".join(map(str, v[:limit])) + (", ..." if len(v) > limit else "")
+

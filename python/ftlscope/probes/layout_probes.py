@@ -1,0 +1,496 @@
+"""P2 page type, P4 stripe width and P5 channel/chip layout (seed 003 §3.1, F2_rangeRead and F3_strideRead), on a
+refilled device (purged, then filled sequentially from LBA 0). Every measurement is a few engine runs of many
+requests; the analysis is in :mod:`._layout_analysis`.
+
+P2, page type. Pages are read one at a time (batch size 1) from high to low offsets, so no read-ahead can
+help. The latencies fall into levels, one per page type: one level is SLC, two MLC (low and high pages),
+three TLC. Each page's level, placed in its unit's write order (page p of a sequential fill is on unit
+(p / chunk) mod stripe), gives the L/M/H pattern, using P3's chunk and P4's stripe (the runner probes them
+first). Without them (P2 called on its own) the chunk and stripe are read off the page sequence itself (rows
+of ``chunk x stripe`` pages whose chunks repeat the same types), which can scale the pattern ("2L 1H" for
+"4L 2H") or leave it unknown.
+A drive that writes through an SLC cache reads its freshly filled data as SLC until it folds it: when every
+page reads alike, the probe lets the drive idle and reads the same pages again before it answers SLC.
+
+P4, stripe width. Pairs of page reads issued together (an io_uring batch of two) at random pages of a window
+of chunks: two reads of one unit queue, so the pair completes in about two reads, two reads of different
+units in about one. The pair's latency per increment (the chunks between the two reads) is high exactly at
+the multiples of the stripe width: the paper's stride plot, from one engine run of random pairs instead of one
+run per increment. The window grows until the stripe and a multiple of it are both inside.
+
+P5, channels. Pairs of reads of two units of one stripe row, at the same page of both chunks (the same place
+in both units' write order, so the same page type and the same sensing time), at increasing unit distances
+(one strided run per distance, until the period shows twice). Both pages are ready at once; on one channel
+the second waits for the first's bus transfer, on different channels only for the host link. The completion
+gap is high at the multiples of the channel count (unit u sits on channel u mod channels); chips per channel
+= stripe / channels, rounded up. On a drive whose lone reads are slower (paper §4.6) the first read of every
+batch starts late; when that hides the bus, the pair is the second and third read of batches of three.
+
+What the completion times cannot show: channels pooled into groups share one bus per group (the period seen
+is the number of groups); a host link slower than a channel hides every bus wait; unused units of a stripe
+narrower than the chips (chips per channel is rounded up from the stripe).
+"""
+
+from __future__ import annotations
+
+from math import gcd
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import plots
+from ..experiments.context import Context
+from ..units import format_size
+from ..workload import Workload
+from . import _layout_analysis as la
+from ._read_common import read_area
+from .base import REFILLED, Answer, Probe, until_stable
+
+MiB = 1 << 20
+SECOND = 1_000_000_000
+
+# P2: the first round reads this much from the start of the filled span (the oldest data: an SLC cache folds
+# it first), later rounds the next SCAN_NEXT bytes each.
+SCAN_FIRST = 64 * MiB
+SCAN_NEXT = 32 * MiB
+# Idle time given to a drive whose pages all read alike before they are read again (SLC-cache folding).
+FOLD_WAIT_NS = 5 * SECOND
+# Mapping-table regions of a DRAM-less drive (4 MiB of 4 KiB pages): one read in each before a scan, so the
+# scan does not pay translation reads.
+MAP_REGION = 4 * MiB
+# The figure shows at most this many pages, and this many places of a unit's write order.
+PLOTTED_PAGES = 20000
+WRITE_ORDER_SHOWN = 96
+
+# P4: the first window of chunks, the largest, and pairs per round per chunk of window.
+WINDOW_FIRST = 512
+WINDOW_MAX = 4096
+PAIRS_PER_CHUNK = 8
+# The engine shuffles windows of at most this many requests.
+MAX_WINDOW_SLOTS = 4096
+
+# P5: unit distances measured first (doubled until the channel period shows twice), batches per distance.
+DISTANCE_FIRST = 16
+BATCHES_PER_DISTANCE = 16
+ROWS_PER_RUN = 8
+
+
+# ---- shared ------------------------------------------------------------------------------------------------
+
+
+def _known_value(known: dict[str, Answer], pid: str) -> Any:
+    answer = known.get(pid)
+    return None if answer is None else answer.value
+
+
+def _page_size(ctx: Context, known: dict[str, Answer]) -> int:
+    value = _known_value(known, "P1")
+    return int(value) if value else max(ctx.logical_block, 4096)
+
+
+def _chunk_size(known: dict[str, Answer], page: int) -> int:
+    value = _known_value(known, "P3")
+    return int(value) if value and int(value) % page == 0 else page
+
+
+def _regions(ctx: Context) -> dict[str, tuple[int, int]]:
+    """Where each probe reads inside the refilled area, so none re-reads what another just read (a read
+    buffer would answer): P2 the first quarter (the oldest data), P4 the second, P5 the second half."""
+    start, length = read_area(ctx)
+    quarter = max(length // 4 // MiB * MiB, MiB)
+    return {"P2": (start, quarter), "P4": (start + quarter, quarter), "P5": (start + 2 * quarter, length - 2 * quarter)}
+
+
+def _reads(*, start: int, length: int, size: int, ops: int, batch: int, pattern: dict[str, Any],
+           seed: int = 1) -> Workload:
+    return Workload(mix={"read": 100}, sizes=[int(size)], pattern=pattern,
+                    range={"start": int(start), "length": int(length)}, queue_depth=int(batch),
+                    batch={"size": int(batch), "idle_ns": 0}, stop={"ops": int(ops)}, seed=seed)
+
+
+def _trace(ctx: Context, workload: Workload, label: str) -> pd.DataFrame:
+    frame = ctx.run(workload, label, trace=True).trace
+    return frame[frame["op"] == "read"].reset_index(drop=True)
+
+
+# ---- P2 page type ------------------------------------------------------------------------------------------
+
+
+def scan(ctx: Context, start: int, length: int, page: int, label: str) -> pd.DataFrame:
+    """Read every page of ``[start, start + length)`` once, one at a time, from high to low offsets: a strided
+    walk with stride ``length - page`` visits ``start``, then the top page and downwards."""
+    length = length // page * page
+    warm = _reads(start=start, length=length, size=ctx.logical_block, ops=max(1, length // MAP_REGION), batch=1,
+                  pattern={"kind": "strided", "stride": MAP_REGION})
+    ctx.run(warm, f"{label}: one read per mapping region")
+    wl = _reads(start=start, length=length, size=page, ops=length // page, batch=1,
+                pattern={"kind": "strided", "stride": length - page})
+    t = _trace(ctx, wl, label)
+    return pd.DataFrame({
+        "page": (t["offset"].to_numpy(np.int64) // page),
+        "latency_ns": t["latency_ns"].to_numpy(np.int64),
+        "order": np.arange(len(t)),
+    })
+
+
+def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | None,
+                      geometry_source: str = "P3/P4") -> Answer:
+    """Cell type from the latency levels of single page reads, pattern from each unit's write order. ``raw``
+    holds ``page`` and ``latency_ns`` per read (the last read of a page counts); ``geometry`` = (chunk pages,
+    stripe width) when known."""
+    last = raw.drop_duplicates("page", keep="last").sort_values("page").reset_index(drop=True)
+    latency_us = last["latency_ns"].to_numpy(float) / 1e3
+    readings = la.latency_levels(latency_us)
+    best = readings[0]
+    letters = la.level_letters(len(best.centres))
+    table = last.assign(level=best.codes, type=[letters[c] if c >= 0 else "?" for c in best.codes])
+    pattern, pattern_from, head = _pattern(table, page, geometry, geometry_source, letters)
+    levels = ", ".join(f"{letters[i]} {c:.1f} us ({np.mean(best.codes == i):.0%})" for i, c in enumerate(best.centres))
+    outliers = int(np.sum(best.codes < 0))
+    evidence = (f"{len(last)} page reads, one at a time from high to low offsets: {len(best.centres)} latency "
+                f"level(s) ({levels}" + (f"; {outliers} outlier reads left out" if outliers else "") +
+                f"); Jenks {best.n_classes} classes; pattern {pattern or 'unknown'} ({pattern_from})")
+    alternatives: dict[str, float] = {}
+    for r in readings[1:]:
+        if r.cell != best.cell:
+            alternatives[r.cell] = max(alternatives.get(r.cell, 0.0), r.confidence)
+    return Answer(
+        {"cell": best.cell, "pattern": pattern},
+        best.confidence,
+        evidence,
+        alternatives=[{"value": {"cell": cell, "pattern": ""}, "confidence": round(conf, 4)}
+                      for cell, conf in sorted(alternatives.items(), key=lambda i: -i[1])],
+        extra={"levels_us": [round(c, 2) for c in best.centres], "pattern_from": pattern_from, "write_order": head},
+        raw=table,
+    )
+
+
+def _pattern(table: pd.DataFrame, page: int, geometry: tuple[int, int] | None, source: str,
+             letters: str) -> tuple[str, str, str]:
+    """(pattern, where its chunk and stripe came from, the first places of a unit's write order)."""
+    pages = table["page"].to_numpy(np.int64)
+    codes = table["level"].to_numpy()
+    if len(letters) == 1:
+        return "L", "a single page type", ""
+    if geometry is None:
+        # The contiguous run of pages from LBA 0 (the first scan) places rows; later scans extend it.
+        top = int(pages.max()) + 1 if len(pages) else 0
+        sequence = np.full(top, -1, dtype=int)
+        sequence[pages] = codes
+        geometry = la.estimate_geometry(sequence)
+        if geometry is None:
+            cycle = la.periodic_cycle(sequence, max_period=16)
+            if cycle is not None:
+                # Every page of the sequence repeats the same short pattern: so does every unit.
+                return (la.runs(cycle, letters), "the logical page sequence repeats it (chunk and stripe unknown)",
+                        "")
+            return "", "unknown until P3 (chunk) and P4 (stripe) are known", ""
+        source = "chunk and stripe estimated from the page sequence"
+    chunk_pages, stripe = geometry
+    sequence = la.unit_sequence(pages, codes, chunk_pages, stripe)
+    pattern = la.render_pattern(sequence, letters, page)
+    head = "".join(letters[c] if c >= 0 else "?" for c in sequence[:WRITE_ORDER_SHOWN])
+    return pattern, f"{source}: chunk {format_size(chunk_pages * page)}, stripe {stripe}", head
+
+
+def page_type_figure(answer: Answer, directory: Path) -> Path:
+    """The F2_rangeRead plot: each page's read latency against its offset, coloured by page type; below it
+    the pattern in a unit's write order when the chunk and stripe are known."""
+    table = answer.raw
+    head = answer.extra.get("write_order", "")
+    fig, axes = plots.panels(f"P2 page type: single page reads from high to low offsets: "
+                             f"{answer.value['cell'].upper()} {answer.value['pattern']}".strip(),
+                             2 if head else 1, 1, size=(8.5, 6.5 if head else 4.2))
+    colours = {"L": "tab:green", "M": "tab:orange", "H": "tab:red", "X": "tab:purple", "?": "tab:grey"}
+    step = max(1, len(table) // PLOTTED_PAGES)
+    shown = table.iloc[::step]
+    ax = axes[0]
+    for letter, colour in colours.items():
+        group = shown[shown["type"] == letter]
+        if len(group):
+            ax.scatter(group["page"], plots.microseconds(group["latency_ns"]), s=3, color=colour,
+                       label=f"{letter} pages" if letter != "?" else "outliers", rasterized=True)
+    ax.set_xlabel("logical page" + (f" (every {step}th shown)" if step > 1 else ""))
+    ax.set_ylabel("read latency (us)")
+    if head:
+        ax = axes[1]
+        levels = {letter: i + 1 for i, letter in enumerate(la.level_letters(len(answer.extra["levels_us"])))}
+        ax.bar(range(len(head)), [levels.get(c, 0) for c in head], color=[colours.get(c, "k") for c in head],
+               width=1.0)
+        ax.set_yticks(list(levels.values()), list(levels))
+        ax.set_xlabel(f"place in a unit's write order ({answer.extra.get('pattern_from', '')})")
+        ax.set_ylabel("page type")
+    return plots.save(fig, directory, "P2_page_type")
+
+
+def run_page_type(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    page = _page_size(ctx, known)
+    chunk, stripe = _known_value(known, "P3"), _known_value(known, "P4")
+    geometry = (max(int(chunk) // page, 1), int(stripe)) if chunk and stripe else None
+    start, length = _regions(ctx)["P2"]
+    state = {"top": start, "waited": False, "cell": None}
+
+    def measure(round_index: int) -> pd.DataFrame:
+        if round_index > 0 and state["cell"] == "slc" and not state["waited"]:
+            # Every page read alike: perhaps still in an SLC cache. Idle so the drive can fold it (the
+            # oldest data first), then read the same pages again; their last read counts.
+            state["waited"] = True
+            ctx.idle(FOLD_WAIT_NS)
+            return scan(ctx, start, state["top"] - start, page, f"re-read after {FOLD_WAIT_NS / SECOND:.0f} s idle")
+        size = SCAN_FIRST if round_index == 0 else SCAN_NEXT
+        size = min(size, start + length - state["top"])
+        if size < page:
+            return pd.DataFrame({"page": [], "latency_ns": [], "order": []})
+        frame = scan(ctx, state["top"], size, page, f"round {round_index}")
+        state["top"] += size
+        return frame
+
+    def analyse(raw: pd.DataFrame) -> Answer:
+        answer = analyse_page_type(raw, page, geometry)
+        state["cell"] = answer.value["cell"]
+        return answer
+
+    answer = until_stable(measure, analyse, min_rounds=2, max_rounds=5, tolerance=0.02)
+    answer.figures.append(page_type_figure(answer, directory))
+    return answer
+
+
+# ---- P4 stripe width ---------------------------------------------------------------------------------------
+
+
+def pair_round(ctx: Context, start: int, window: int, chunk: int, page: int, label: str, *, limit: int,
+               seed: int = 1) -> pd.DataFrame:
+    """Random pairs of page reads inside windows of ``window`` chunks from ``start`` (at most ``limit``
+    bytes), every page read once, two reads per batch. One row per pair: the chunk increment between the two
+    reads and when each completed."""
+    chunk_pages = max(chunk // page, 1)
+    slots = window * chunk_pages
+    pairs = PAIRS_PER_CHUNK * window
+    windows = max(1, min(-(-2 * pairs // slots), limit // (window * chunk)))
+    if slots <= MAX_WINDOW_SLOTS:
+        # One run: a permuted-windows walk shuffles the pages of each window in turn.
+        runs = [(start, windows * window * chunk, {"kind": "permuted_windows", "window": slots},
+                 min(2 * pairs, windows * slots) // 2 * 2)]
+    else:  # windows too large for the engine's shuffle: one permutation run per window
+        per = min(2 * pairs, windows * slots) // windows // 2 * 2
+        runs = [(start + w * window * chunk, window * chunk, {"kind": "permutation"}, per) for w in range(windows)]
+    frames = []
+    for at, length, pattern, ops in runs:
+        t = _trace(ctx, _reads(start=at, length=length, size=page, ops=ops, batch=2, pattern=pattern, seed=seed),
+                   label)
+        frames.append(pd.DataFrame({"batch": t["submit_ns"].to_numpy(),
+                                    "chunk": t["offset"].to_numpy(np.int64) // chunk,
+                                    "latency_ns": t["latency_ns"].to_numpy(np.int64)}))
+    grouped = pd.concat(frames, ignore_index=True).groupby("batch")
+    table = grouped.agg(chunk_a=("chunk", "min"), chunk_b=("chunk", "max"), first_ns=("latency_ns", "min"),
+                        latency_ns=("latency_ns", "max"), reads=("chunk", "size"))
+    table = table[table["reads"] == 2].drop(columns="reads").reset_index(drop=True)
+    table["increment"] = table["chunk_b"] - table["chunk_a"]
+    table["window"] = window
+    return table
+
+
+def analyse_stripe(raw: pd.DataFrame) -> la.StripeReading:
+    return la.stripe_from_pairs(raw["increment"].to_numpy(), raw["latency_ns"].to_numpy(float),
+                                raw["first_ns"].to_numpy(float))
+
+
+def stripe_answer(reading: la.StripeReading, raw: pd.DataFrame) -> Answer:
+    windows = sorted(raw["window"].unique()) if len(raw) else []
+    evidence = (f"{len(raw)} pairs of concurrent page reads at random increments up to "
+                f"{max(windows) if windows else 0} chunks: {reading.note}")
+    return Answer(reading.value, reading.confidence, evidence, alternatives=reading.alternatives,
+                  extra={"abnormal_increments": [int(x) for x in reading.abnormal[:32]]}, raw=raw)
+
+
+def stripe_figure(answer: Answer, directory: Path, chunk: int) -> Path:
+    """The F3_strideRead plot: the pair's latency against the increment between its two reads."""
+    per = la.per_increment(answer.raw["increment"], answer.raw["latency_ns"])
+    fig, ax = plots.figure("P4 stripe width: two concurrent page reads, latency by increment",
+                           f"increment between the two reads (chunks of {format_size(chunk)})",
+                           "median latency of the pair (us)")
+    ax.plot(per.index, plots.microseconds(per["median"]), marker=".", markersize=3, linewidth=0.6,
+            label="pair latency")
+    abnormal = [x for x in answer.extra.get("abnormal_increments", []) if x in per.index]
+    if abnormal:
+        ax.scatter(abnormal, plots.microseconds(per.loc[abnormal, "median"]), color="tab:red", zorder=5, s=25,
+                   label="abnormal: both reads on one unit")
+    if answer.value:
+        for k in range(1, int(per.index.max()) // answer.value + 1):
+            ax.axvline(k * answer.value, color="grey", linestyle=":", linewidth=0.8,
+                       label=f"multiples of {answer.value}" if k == 1 else None)
+    return plots.save(fig, directory, "P4_stripe_width")
+
+
+def run_stripe_width(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    page = _page_size(ctx, known)
+    chunk = _chunk_size(known, page)
+    start, length = _regions(ctx)["P4"]
+    largest = max(2, min(WINDOW_MAX, length // chunk))
+    state = {"window": min(WINDOW_FIRST, largest), "next": start}
+
+    def fresh(size: int) -> int:
+        # Each round reads pages no round read before (wrapping inside the region if it must).
+        if state["next"] + size > start + length:
+            state["next"] = start
+        at = state["next"]
+        state["next"] += size
+        return at
+
+    def measure(round_index: int) -> pd.DataFrame:
+        frames = []
+        while True:
+            window = state["window"]
+            size = window * chunk * max(1, -(-2 * PAIRS_PER_CHUNK // max(chunk // page, 1)))
+            frames.append(pair_round(ctx, fresh(min(size, length)), window, chunk, page,
+                                     f"round {round_index} pairs in windows of {window} chunks",
+                                     limit=length, seed=round_index + 1))
+            if round_index > 0 or state["window"] >= largest:
+                break
+            reading = analyse_stripe(pd.concat(frames, ignore_index=True))
+            if reading.confirmed:
+                break
+            state["window"] = min(2 * window, largest)  # no stripe (or only one multiple) inside: look wider
+        return pd.concat(frames, ignore_index=True)
+
+    answer = until_stable(measure, lambda raw: stripe_answer(analyse_stripe(raw), raw),
+                          min_rounds=2, max_rounds=4, tolerance=0.02)
+    answer.figures.append(stripe_figure(answer, directory, chunk))
+    return answer
+
+
+# ---- P5 channel/chip layout --------------------------------------------------------------------------------
+
+
+def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
+                 batch: int, label: str) -> pd.DataFrame:
+    """Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart: a
+    strided walk of ``k * distance`` chunks over ``rows`` stripe rows. One row per pair of interest inside
+    one stripe row (two units, the same place in their write order): the first two reads of a batch (of
+    three: the second and third, the first starting late)."""
+    chunks = rows * stripe
+    period = chunks // gcd(distance, chunks)  # the walk visits this many chunks before it repeats
+    batches = min(BATCHES_PER_DISTANCE, period // batch)
+    if batches < 1:
+        return pd.DataFrame()
+    wl = _reads(start=rows_start, length=chunks * chunk, size=page, ops=batches * batch, batch=batch,
+                pattern={"kind": "strided", "stride": distance * chunk})
+    t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
+    index = (t["offset"].to_numpy(np.int64) - rows_start) // chunk
+    submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
+    out = []
+    starts = np.flatnonzero(np.r_[True, np.diff(submit) != 0])
+    for b, s in enumerate(starts):
+        e = starts[b + 1] if b + 1 < len(starts) else len(submit)
+        # Submission order inside the batch: the walk's k-th read is at chunk k * distance (mod the rows).
+        expected = [((b * batch + i) * distance) % chunks for i in range(batch)]
+        done = {int(c): int(t_) for c, t_ in zip(index[s:e], complete[s:e], strict=True)}
+        if e - s != batch or len(done) != batch or any(c not in done for c in expected):
+            continue
+        a, c = (expected[0], expected[1]) if batch == 2 else (expected[1], expected[2])
+        if a // stripe != c // stripe:
+            continue  # the pair spans two stripe rows: other places in the write order, other page types
+        out.append({"distance_run": distance, "unit_a": a % stripe, "unit_b": c % stripe,
+                    "distance": abs(a - c), "gap_ns": done[c] - done[a], "batch_size": batch,
+                    "first_late": batch == 2 and done[expected[0]] > done[expected[1]]})
+    return pd.DataFrame(out)
+
+
+def channel_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+    if raw.empty:
+        return Answer(None, None, f"no pair of reads of two units of one stripe row could be formed (stripe width "
+                                  f"{stripe})", extra={"abnormal_distances": [], "bus_contention_seen": False},
+                      raw=raw)
+    reading = la.channels_from_gaps(raw["distance"].to_numpy(), raw["gap_ns"].abs().to_numpy(float), stripe)
+    mode = "the second and third reads of batches of three (the first read of a batch starts late on this drive)" \
+        if (raw["batch_size"] == 3).any() else "pairs of concurrent reads"
+    evidence = (f"{len(raw)} {mode}, two units of one stripe row at distances up to "
+                f"{int(raw['distance'].max()) if len(raw) else 0}: {reading.note}; chips per channel = stripe "
+                f"width {stripe} / {reading.layout['channels']} channels, rounded up")
+    return Answer(reading.layout, reading.confidence, evidence, alternatives=reading.alternatives,
+                  extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
+                         "bus_contention_seen": reading.found}, raw=raw)
+
+
+def channel_figure(answer: Answer, directory: Path) -> Path:
+    """The F3_strideRead plot at distances below the stripe width: how long after the first read of a pair
+    the second completes, by the units between them."""
+    raw = answer.raw
+    per = la.per_increment(raw["distance"], raw["gap_ns"].abs()) if len(raw) else \
+        pd.DataFrame({"median": []}, index=pd.Index([], name="increment"))
+    fig, ax = plots.figure("P5 channel layout: two concurrent reads of one stripe row, by unit distance",
+                           "units between the two reads", "second completion after the first (us)")
+    ax.plot(per.index, plots.microseconds(per["median"]), marker="o", markersize=3, linewidth=0.6,
+            label="completion gap")
+    abnormal = [x for x in answer.extra.get("abnormal_distances", []) if x in per.index]
+    if abnormal:
+        ax.scatter(abnormal, plots.microseconds(per.loc[abnormal, "median"]), color="tab:red", zorder=5, s=25,
+                   label="abnormal: both units on one channel (bus)")
+    return plots.save(fig, directory, "P5_channel_layout")
+
+
+def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    page = _page_size(ctx, known)
+    chunk = _chunk_size(known, page)
+    stripe = _known_value(known, "P4")
+    if not stripe:
+        return Answer(None, None, "needs the stripe width (P4), which was not found")
+    stripe = int(stripe)
+    if stripe <= 1:
+        return Answer({"channels": 1, "chips_per_channel": 1}, 1.0,
+                      "the stripe width is one unit: one channel with one chip")
+    chunk_pages = max(chunk // page, 1)
+    start, length = _regions(ctx)["P5"]
+    row = stripe * chunk
+    first_row = -(-start // row)  # rows are aligned to LBA 0 (every row starts on unit 0)
+    rows = max(1, min(ROWS_PER_RUN, (start + length) // row - first_row))
+    blocks = max(1, ((start + length) // row - first_row) // rows)
+    state = {"runs": 0, "batch": 2, "distance": min(stripe - 1, DISTANCE_FIRST)}
+
+    def run_distance(distance: int, round_index: int) -> pd.DataFrame:
+        # Every run reads pages no run read before: the next page of the chunks, then the next rows.
+        n = state["runs"]
+        state["runs"] += 1
+        rows_start = (first_row + ((n // chunk_pages) % blocks) * rows) * row + (n % chunk_pages) * page
+        return distance_run(ctx, rows_start, rows, stripe, chunk, page, distance, state["batch"],
+                            f"round {round_index} distance {distance}")
+
+    def distances(after: int) -> list[int]:
+        # Batches of three skip the distances where the first and third read meet on one unit.
+        return [d for d in range(after + 1, state["distance"] + 1) if state["batch"] == 2 or (2 * d) % stripe]
+
+    def measure(round_index: int) -> pd.DataFrame:
+        frames: list[pd.DataFrame] = []
+        measured = 0
+        while True:
+            frames += [run_distance(d, round_index) for d in distances(measured)]
+            measured = state["distance"]
+            raw = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            answer = channel_answer(raw, stripe)
+            if raw.empty:
+                return raw
+            found = answer.extra["bus_contention_seen"]
+            if state["batch"] == 2 and not found and raw["first_late"].mean() > 0.5:
+                # The first read of every batch starts late (a lone read is slower, paper §4.6) and so late
+                # that it never meets the second on the bus: take the pair from batches of three instead.
+                state["batch"] = 3
+                frames, measured = [], 0
+                continue
+            seen = [d for d in answer.extra["abnormal_distances"] if d <= measured]
+            if round_index > 0 or measured >= stripe - 1 or (found and len(seen) >= 2):
+                return raw
+            state["distance"] = min(stripe - 1, 2 * measured)  # the channel period has not shown twice yet
+
+    answer = until_stable(measure, lambda raw: channel_answer(raw, stripe), min_rounds=2, max_rounds=4,
+                          tolerance=0.02)
+    answer.figures.append(channel_figure(answer, directory))
+    return answer
+
+
+PROBES = [
+    Probe("P2", "page type", REFILLED, ("P1", "P3", "P4"), run_page_type),
+    Probe("P4", "stripe width", REFILLED, ("P1", "P3"), run_stripe_width, unit="chunks"),
+    Probe("P5", "channel/chip layout", REFILLED, ("P1", "P3", "P4"), run_channel_layout),
+]
