@@ -94,3 +94,17 @@ def test_properties_are_parsed_with_their_dependencies(toy_probe):
     assert probes.parse_properties("p1") == ["P1"]
     with pytest.raises(UsageError, match="--properties: unknown P11"):
         probes.parse_properties("P1,P11")
+
+
+def test_validation_scores_answers_against_the_truth(tmp_path):
+    from ftlscope.probes.validate import resolve_specs, validate
+
+    result = validate(["optane-like"], properties="P8,P9,P10", out=tmp_path)
+    assert list(result.rows["property"]) == ["P8", "P9", "P10"]
+    assert result.rows["match"].all() and result.accuracy == 1.0
+    assert "| optane-like | ✓ none | ✓ 8 | ✓ 0 s |" in result.markdown()
+    assert (tmp_path / "optane-like" / "properties.json").exists()
+    assert "consumer-tlc-dram" in resolve_specs(["all"], None)
+    assert not any(name.startswith("hdd") for name in resolve_specs(["all"], None))
+    with pytest.raises(UsageError, match="--presets: 'hdd-7200-consumer' is not a simulated SSD preset"):
+        resolve_specs(["hdd-7200-consumer"], None)

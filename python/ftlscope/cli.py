@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", action="append", metavar="FILE.toml", help="a device file (repeatable)")
     p.add_argument("--properties", help="which, e.g. P1,P4 (default all)")
     p.add_argument("--out", help="keep every device's probe output here")
+    p.add_argument("--markdown", help="also write the answers-against-truth table as Markdown here")
     p.set_defaults(func=cmd_validate_probes)
 
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
@@ -364,6 +365,9 @@ def cmd_validate_probes(args: argparse.Namespace) -> int:
     console.print(_rich_frame(rows, "Answers against the ground truth"))
     console.print(_rich_frame(result.per_property(), "Per property"))
     console.print(_rich_frame(result.per_device(), "Per device"))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(result.markdown())
     worst = result.per_device()["device_time_s"].max()
     console.print(
         f"overall: {result.rows['match'].sum()}/{len(result.rows)} right = {result.accuracy:.1%} "

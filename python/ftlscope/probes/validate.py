@@ -51,6 +51,26 @@ class Validation:
             "device_time_s": grouped["device_time_s"].sum(),
         }).reset_index()
 
+    def markdown(self) -> str:
+        """One row per device: each property's answer, with the truth beside a wrong one."""
+        pids = list(dict.fromkeys(self.rows["property"]))
+        lines = ["| device | " + " | ".join(f"{p} {NAMES[p]}" for p in pids) + " | device time |",
+                 "| --- | " + " | ".join("---" for _ in pids) + " | --- |"]
+        for device, group in self.rows.groupby("device", sort=False):
+            by_pid = group.set_index("property")
+            cells = []
+            for pid in pids:
+                if pid not in by_pid.index:
+                    cells.append("")
+                    continue
+                row = by_pid.loc[pid]
+                cells.append(f"✓ {row['answer']}" if row["match"] else f"✗ {row['answer']} (truth {row['truth']})")
+            lines.append(f"| {device} | " + " | ".join(cells) + f" | {group['device_time_s'].sum():.0f} s |")
+        per = self.per_property()
+        lines.append("| **right** | " + " | ".join(
+            f"{int(r.right)}/{int(r.answers)}" for r in per.itertuples()) + f" | {self.accuracy:.1%} overall |")
+        return "\n".join(lines) + "\n"
+
     @property
     def accuracy(self) -> float:
         return float(self.rows["match"].mean()) if len(self.rows) else 0.0
