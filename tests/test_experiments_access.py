@@ -7,56 +7,22 @@ keep every run to a second or two of wall time."""
 from __future__ import annotations
 
 import json
-import tomllib
 
 import pandas as pd
 import pytest
+import simdevices
 
 from ftlscope.errors import UsageError
 from ftlscope.experiments import get, run_experiment
-from ftlscope.sim import SimDevice
 from ftlscope.units import parse_size
 
 KiB, MiB = 1 << 10, 1 << 20
 PRESET = "sim:consumer-tlc-dram"
 PAGE = 4096
 
-# A small SSD whose flash page is 16 KiB (the default preset's is 4 KiB), for the alignment experiment.
-PAGE_16K_SSD = """
-[device]
-name = "page16k"
-kind = "ssd"
-capacity = "512MiB"
-over_provisioning = 0.15
-
-[geometry]
-channels = 4
-chips_per_channel = 2
-page_size = "16KiB"
-pages_per_block = 64
-
-[mapping]
-chunk_size = "32KiB"
-stripe_width = 8
-
-[nand]
-cell = "mlc"
-page_pattern = "1L 1H"
-read_latency = { L = "50us", M = "70us", H = "90us" }
-program_latency = { L = "300us", M = "900us", H = "1500us" }
-erase_latency = "3ms"
-channel_rate = "400MB/s"
-
-[write_buffer]
-capacity = "1MiB"
-parallelism = 2
-idle_flush_window = "10ms"
-"""
 
 
-def truth(device: str | SimDevice) -> dict:
-    device = device if isinstance(device, SimDevice) else SimDevice.open(device)
-    return tomllib.loads(device.config_toml)
+truth = simdevices.config
 
 
 def bench(name: str, target, out, file_size: int | None = None, **params):
@@ -135,9 +101,11 @@ def test_alignment_costs_below_the_page_size_and_not_from_it(tmp_path, device):
     if device == "preset":
         target = PRESET
     else:
-        path = tmp_path / "page16k.toml"
-        path.write_text(PAGE_16K_SSD)
-        target = SimDevice.open(str(path))
+        # A small SSD whose flash page is 16 KiB (the default preset's is 4 KiB).
+        target = simdevices.small_ssd(
+            tmp_path, "page16k", device={"capacity": "512MiB"}, geometry={"page_size": "16KiB"},
+            mapping={"chunk_size": "32KiB"}, write_buffer={"capacity": "1MiB"},
+        )
     page = parse_size(truth(target)["geometry"]["page_size"])
     outcome = bench("alignment", target, tmp_path / "out", span="256MiB", size="64KiB", qd=16, max_ops=1500)
     assert list(outcome.table["offset"]) == [0] + [512 << i for i in range(7)]  # 512 B .. 32 KiB

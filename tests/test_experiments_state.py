@@ -6,10 +6,10 @@ time with fixed seeds, so the numbers are the same on every run."""
 from __future__ import annotations
 
 import json
-import tomllib
 
 import pandas as pd
 import pytest
+import simdevices
 
 from ftlscope.errors import RunError, UsageError
 from ftlscope.experiments import get, run_experiment
@@ -22,49 +22,11 @@ DEFAULT = "sim:consumer-tlc-dram"
 
 # A small SSD (64 MiB, no SLC cache): a whole-device overwrite is GC-bound, and a read buffer (when given)
 # can hold a whole read sequence.
-SMALL_SSD = """
-[device]
-name = "{name}"
-kind = "ssd"
-capacity = "64MiB"
-over_provisioning = 0.15
-
-[geometry]
-channels = 4
-chips_per_channel = 2
-page_size = "4KiB"
-pages_per_block = 64
-
-[mapping]
-chunk_size = "8KiB"
-stripe_width = 8
-
-[nand]
-cell = "mlc"
-page_pattern = "1L 1H"
-read_latency = {{ L = "50us", M = "70us", H = "90us" }}
-program_latency = {{ L = "300us", M = "900us", H = "1500us" }}
-erase_latency = "3ms"
-channel_rate = "400MB/s"
-
-[read_buffer]
-capacity = "{read_buffer}"
-
-[write_buffer]
-capacity = "512KiB"
-parallelism = 2
-idle_flush_window = "10ms"
-"""
-
-
 def small_ssd(tmp_path, name: str = "small", read_buffer: str = "0B") -> SimDevice:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(SMALL_SSD.format(name=name, read_buffer=read_buffer))
-    return SimDevice.open(str(path))
+    return simdevices.small_ssd(tmp_path, name, read_buffer={"capacity": read_buffer})
 
 
-def truth(device: SimDevice) -> dict:
-    return tomllib.loads(device.config_toml)
+truth = simdevices.config
 
 
 def value(outcome, key):

@@ -6,67 +6,28 @@ and no burst at all on a write-in-place (Optane-like) drive. Everything runs in 
 from __future__ import annotations
 
 import json
-import tomllib
 
 import numpy as np
 import pytest
+import simdevices
 
 from ftlscope.errors import UsageError
 from ftlscope.experiments import EXPERIMENTS
 from ftlscope.experiments.suite import run_experiment
 from ftlscope.experiments.working_set import coverage_fit
-from ftlscope.sim import SimDevice
 from ftlscope.units import parse_duration_ns, parse_size
 
 MiB, GiB = 1 << 20, 1 << 30
 
 # A small SSD whose fresh-out-of-box burst ends after its SLC cache and write buffer are full, and which then
 # settles to the throughput greedy garbage collection leaves, within a few minutes of virtual time.
-SMALL_GC_SSD = """
-[device]
-name = "small-gc"
-kind = "ssd"
-capacity = "256MiB"
-over_provisioning = 0.15
-
-[geometry]
-channels = 4
-chips_per_channel = 2
-page_size = "4KiB"
-pages_per_block = 64
-
-[mapping]
-chunk_size = "8KiB"
-stripe_width = 8
-
-[nand]
-cell = "mlc"
-page_pattern = "1L 1H"
-read_latency = { L = "50us", M = "70us", H = "90us" }
-program_latency = { L = "300us", M = "900us", H = "1500us" }
-erase_latency = "3ms"
-channel_rate = "400MB/s"
-
-[write_buffer]
-capacity = "1MiB"
-parallelism = 2
-idle_flush_window = "10ms"
-
-[slc_cache]
-capacity = "96MiB"
-
-[ftl]
-gc = "greedy"
-gc_free_block_threshold = 0.05
-"""
 
 
 def value(outcome, key):
     return outcome.findings[key]["value"]
 
 
-def truth(device) -> dict:
-    return tomllib.loads((SimDevice.open(device) if isinstance(device, str) else device).config_toml)
+truth = simdevices.config
 
 
 def bench(name, target, tmp_path, **params):
@@ -144,14 +105,16 @@ def test_burst_vs_steady_on_the_default_ssd_stays_in_the_burst_within_its_slc_ca
 
 
 def test_burst_vs_steady_on_a_small_ssd_drops_after_its_slc_cache_to_a_gc_bound_steady_state(tmp_path):
-    path = tmp_path / "small-gc.toml"
-    path.write_text(SMALL_GC_SSD)
-    config = truth(SimDevice.open(str(path)))
+    device = simdevices.small_ssd(
+        tmp_path, "small-gc", device={"capacity": "256MiB"}, write_buffer={"capacity": "1MiB"},
+        slc_cache={"capacity": "96MiB"}, ftl={"gc": "greedy", "gc_free_block_threshold": 0.05},
+    )
+    config = truth(device)
     slc = parse_size(config["slc_cache"]["capacity"], "slc")
     buffer = parse_size(config["write_buffer"]["capacity"], "buffer")
     capacity = parse_size(config["device"]["capacity"], "capacity")
     physical = capacity * (1 + config["device"]["over_provisioning"])
-    out = bench("burst-vs-steady", f"sim:{path}", tmp_path, runtime="240s", window="200ms", round="10s")
+    out = bench("burst-vs-steady", device, tmp_path, runtime="240s", window="200ms", round="10s")
     burst, steady = value(out, "burst_iops"), value(out, "steady_iops")
     assert burst > 5 * steady
     assert value(out, "steady_state_reached") is True

@@ -7,10 +7,10 @@ touches no NAND)."""
 from __future__ import annotations
 
 import json
-import tomllib
 
 import pandas as pd
 import pytest
+import simdevices
 
 from ftlscope.errors import UsageError
 from ftlscope.experiments import data_dependence, get, run_experiment
@@ -22,49 +22,17 @@ DEFAULT = "sim:consumer-tlc-dram"
 
 # A small SSD with little over-provisioning and a small write buffer: garbage collection starts soon after
 # the spare blocks are used, and a whole-device pass takes a fraction of a second of wall time.
-SMALL_SSD = """
-[device]
-name = "{name}"
-kind = "ssd"
-capacity = "{capacity}"
-over_provisioning = 0.07
-
-[geometry]
-channels = 4
-chips_per_channel = 2
-page_size = "4KiB"
-pages_per_block = 64
-
-[mapping]
-chunk_size = "8KiB"
-stripe_width = 8
-
-[nand]
-cell = "tlc"
-page_pattern = "1L 1M 1H"
-read_latency = {{ L = "50us", M = "70us", H = "90us" }}
-program_latency = {{ L = "100us", M = "600us", H = "1200us" }}
-erase_latency = "3ms"
-channel_rate = "400MB/s"
-
-[write_buffer]
-capacity = "512KiB"
-parallelism = 2
-idle_flush_window = "10ms"
-
-[slc_cache]
-capacity = "{slc}"
-"""
-
-
 def small_ssd(tmp_path, name="small", capacity="64MiB", slc="0B") -> SimDevice:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(SMALL_SSD.format(name=name, capacity=capacity, slc=slc))
-    return SimDevice.open(str(path))
+    """A small TLC drive with little over-provisioning (so a random fill runs into garbage collection)."""
+    return simdevices.small_ssd(
+        tmp_path, name, device={"capacity": capacity, "over_provisioning": 0.07},
+        nand={"cell": "tlc", "page_pattern": "1L 1M 1H",
+              "program_latency": {"L": "100us", "M": "600us", "H": "1200us"}},
+        slc_cache={"capacity": slc},
+    )
 
 
-def truth(device: SimDevice) -> dict:
-    return tomllib.loads(device.config_toml)
+truth = simdevices.config
 
 
 def values(outcome) -> dict:
