@@ -80,7 +80,7 @@ def silhouette_1d(values, labels) -> float:
     other[index, np.arange(len(x))] = np.inf
     b = other.min(axis=0)
     s = np.where(own_size > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-300), 0.0)
-    return float(np.mean(s))
+    return float(np.clip(np.mean(s), -1.0, 1.0))  # rounding can push a perfect split past 1
 
 
 def intervals(positions) -> np.ndarray:

@@ -1,0 +1,162 @@
+"""P1 page size (seed 003 §3.1, F1_pushRead): two-sector reads pushed across offsets in sector steps.
+
+A two-sector read that straddles a page boundary needs two pages. The paper reads it alone and sees it cost
+more, which holds when both pages sit on one unit (inside a chunk). When the two pages sit on two units that
+work in parallel (one-page chunks), the straddling read costs about what a one-page read costs, and a lone
+read shows no boundary at all. So each position is read twice:
+
+- ``lone``: the paper's two-sector read at offset x, one at a time;
+- ``pair``: the same two sectors as two one-sector reads issued together (one io_uring batch of two).
+
+Two sectors of one page read separately cost one extra page read (the page is read twice, on one unit);
+two sectors of different pages cost what the two-sector read costs (the same two pages, the same
+parallelism). ``extra = pair - lone`` is therefore a page read wherever x and x + 1 sector share a page, and
+about zero where a page boundary falls between them, whatever the chunk layout.
+
+On a drive with a read buffer the first read of a page is the only one that reaches flash: there ``lone``
+spikes where the sweep first touches a page (once per page) while ``pair`` is all buffer hits, so ``extra``
+dips once per page there instead.
+
+Jenks classifies ``extra`` in units of the lone read (an extra low page and an extra high page then weigh
+alike); the abnormal points are the classes on the smaller side of the widest gap between class means (the
+paper's "smaller class" when there are two), and the page size is the most common interval between them. A
+reading counts only if its abnormal points stand ``MIN_SEPARATION`` of a lone read (and ``MIN_SEPARATION_NS``)
+apart from the rest and recur regularly (``MIN_SHARE`` of the intervals). When two sectors read separately
+never cost more than together, no two sectors share a page: the page is one sector (a 4Kn drive with 4 KiB
+pages).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import plots
+from ..units import format_size
+from ._read_common import (
+    Evictor,
+    MiB,
+    alternatives_from,
+    areas,
+    interval_candidates,
+    read_workload,
+    trace,
+    unit_interval,
+    warm_region,
+)
+from .base import REFILLED, Answer, Probe, until_stable
+
+SWEEP = 128 << 10  # bytes swept per round: four boundaries of a 32 KiB page, 32 of a 4 KiB one
+ROUND_STRIDE = 16 * MiB  # each round sweeps a fresh region (other pages, other page types)
+# The abnormal points must differ from the rest by at least this share of a lone read and this many ns (an
+# extra page read is most of a lone read, unless a fixed penalty for the read's size dwarfs it).
+MIN_SEPARATION = 0.05
+MIN_SEPARATION_NS = 5_000
+# Page boundaries recur at one interval: most intervals between the abnormal points must be that one.
+MIN_SHARE = 0.5
+
+
+def measure_round(ctx, round_index: int) -> pd.DataFrame:
+    """One sweep of ``SWEEP`` bytes in sector steps: four engine runs (lone reads at even and odd sectors,
+    sector pairs at even and odd sectors) over one fresh region."""
+    sector = ctx.logical_block
+    area_start, area_length = areas(ctx)["sweeps"]
+    base = area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE)
+    if round_index == 0:
+        # Pages another probe read may still sit in a read buffer: let it drop them first.
+        Evictor(ctx, max(4096, sector)).settle(ctx)
+    warm_region(ctx, base + SWEEP + 64 * 1024, "P1 warm translation")
+    lone: dict[int, int] = {}
+    pair: dict[int, int] = {}
+    for shift in (0, sector):
+        wl = read_workload(start=base + shift, length=SWEEP, size=2 * sector, ops=SWEEP // (2 * sector))
+        t = trace(ctx, wl, f"P1 round {round_index} two-sector reads from +{shift}")
+        for offset, latency in zip(t["offset"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64), strict=True):
+            lone[int(offset) - base] = int(latency)
+    for shift in (0, sector):
+        wl = read_workload(start=base + shift, length=SWEEP, size=sector, ops=SWEEP // sector, batch=2)
+        t = trace(ctx, wl, f"P1 round {round_index} sector pairs from +{shift}")
+        # The trace lists requests as they complete: find each pair by its offset, not by its row.
+        first = (t["offset"].to_numpy(np.int64) - (base + shift)) // (2 * sector) * (2 * sector) + shift
+        slowest = pd.Series(t["latency_ns"].to_numpy(np.int64)).groupby(first).agg(["max", "size"])
+        for position, row in slowest.iterrows():
+            if row["size"] == 2:
+                pair[int(position)] = int(row["max"])
+    positions = sorted(set(lone) & set(pair))
+    return pd.DataFrame({
+        "round": round_index,
+        "base": base,
+        "position": positions,
+        "lone_ns": [lone[p] for p in positions],
+        "pair_ns": [pair[p] for p in positions],
+    })
+
+
+def analyse(raw: pd.DataFrame, sector: int) -> Answer:
+    """The page size from the per-position ``extra = pair - lone`` (averaged over rounds)."""
+    table = raw.assign(extra_ns=raw["pair_ns"] - raw["lone_ns"])
+    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].mean().sort_index()
+    positions = mean.index.to_numpy(np.int64)
+    extra = mean["extra_ns"].to_numpy(float)
+    # In units of the lone read: an extra page read is close to 1 whatever the page's type (low and high
+    # pages differ by tens of microseconds, which would otherwise split the normal points into classes).
+    relative = extra / np.maximum(mean["lone_ns"].to_numpy(float), 1.0)
+    # Only classifications whose abnormal points stand apart by a page read count, not by an overhead of a
+    # few microseconds.
+    lone = float(np.median(mean["lone_ns"])) if len(mean) else 0.0
+    floor = max(MIN_SEPARATION_NS, MIN_SEPARATION * lone)
+    candidates = [c for c in interval_candidates(positions, relative, "gap", step=sector)
+                  if (~c.abnormal).any() and c.share >= MIN_SHARE and
+                  abs(float(np.mean(extra[c.abnormal]) - np.mean(extra[~c.abnormal]))) >= floor]
+    if not candidates:
+        if len(extra) and float(np.percentile(np.abs(extra), 90)) < floor:
+            # Two sectors read separately never cost a page read more than together: no two share a page.
+            return Answer(sector, None, "two sectors read separately never cost a page read more than both "
+                                        "together: every sector boundary is a page boundary", raw=table)
+        return Answer(None, 0.0, f"no page boundary inside {format_size(SWEEP)}: the page is larger, or reads "
+                                 "of one page and of two cost the same here", raw=table)
+    best = candidates[0]
+    table["abnormal"] = table["position"].isin(positions[best.abnormal])
+    inside, across = float(np.mean(extra[~best.abnormal])), float(np.mean(extra[best.abnormal]))
+    evidence = (f"{int(best.abnormal.sum())} of {len(positions)} sector offsets stand out: there the two sectors read "
+                f"separately cost {across / 1e3:+.0f} us against reading them together, {inside / 1e3:+.0f} us "
+                f"elsewhere (Jenks {best.classification.n_classes} classes, silhouette "
+                f"{best.classification.silhouette:.2f}); most common interval between them {format_size(best.value)} "
+                f"({best.share:.0%} of the intervals)")
+    return Answer(best.value, unit_interval(best.classification.silhouette), evidence,
+                  alternatives=alternatives_from(candidates, best.value),
+                  extra={"interval_share": round(best.share, 4), "classes": best.classification.n_classes},
+                  raw=table)
+
+
+def figure(answer: Answer, directory: Path) -> Path:
+    """Latency against the offset of the two sectors (the paper's F1_pushRead plot), with the offsets where
+    a page boundary falls between the two sectors marked."""
+    table = answer.raw
+    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].mean().sort_index()
+    x = mean.index.to_numpy() / 1024
+    fig, ax = plots.figure("P1 page size: two-sector reads pushed across offsets",
+                           "offset of the two sectors in the swept region (KiB)", "latency (us)")
+    ax.plot(x, plots.microseconds(mean["lone_ns"]), marker=".", linewidth=0.8, label="two-sector read, alone")
+    ax.plot(x, plots.microseconds(mean["pair_ns"]), marker=".", linewidth=0.8,
+            label="its two sectors as two reads issued together")
+    ax.plot(x, plots.microseconds(mean["extra_ns"]), marker=".", linewidth=0.8, color="tab:grey",
+            label="difference (an extra page read when both sectors share a page)")
+    if "abnormal" in table and answer.value:
+        marked = np.sort(table.loc[table["abnormal"], "position"].unique())
+        ax.scatter(marked / 1024, plots.microseconds(mean.loc[marked, "extra_ns"]), color="tab:red", zorder=5,
+                   s=30, label=f"abnormal: a page boundary between the sectors (every {format_size(answer.value)})")
+    return plots.save(fig, directory, "P1_page_size")
+
+
+def run(ctx, known, directory: Path) -> Answer:
+    sector = ctx.logical_block
+    answer = until_stable(lambda r: measure_round(ctx, r), lambda raw: analyse(raw, sector),
+                          min_rounds=2, max_rounds=6, tolerance=0.02)
+    answer.figures.append(figure(answer, directory))
+    return answer
+
+
+PROBES = [Probe("P1", "page size", REFILLED, (), run, unit="bytes")]
