@@ -108,3 +108,28 @@ def test_validation_scores_answers_against_the_truth(tmp_path):
     assert not any(name.startswith("hdd") for name in resolve_specs(["all"], None))
     with pytest.raises(UsageError, match="--presets: 'hdd-7200-consumer' is not a simulated SSD preset"):
         resolve_specs(["hdd-7200-consumer"], None)
+
+
+def test_the_probe_command_writes_the_table_json_figures_and_raw_latencies(tmp_path):
+    import subprocess
+    import sys
+
+    out, answers = tmp_path / "probe", tmp_path / "answers.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ftlscope.cli", "probe", "sim:consumer-tlc-hmb", "--properties", "P1,P9",
+         "--span", "256MiB", "--out", str(out), "--json", str(answers), "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "P1" in done.stdout and "page size" in done.stdout and "4 KiB" in done.stdout
+    data = json.loads(answers.read_text())
+    assert data["properties"]["P1"]["value"] == 4096
+    assert data["properties"]["P9"]["value"] == 2 and "serialized_when_idle" in data["properties"]["P9"]
+    for pid in ("P1", "P9"):
+        assert 0 <= data["properties"][pid]["confidence"] <= 1
+        assert (out / "raw" / f"{pid}.parquet").exists()
+    assert list(out.glob("P1*.png")) and list(out.glob("P9*.png"))
+    assert (out / "properties.md").exists() and (out / "properties.csv").exists()
+    refused = subprocess.run([sys.executable, "-m", "ftlscope.cli", "probe", "sim:consumer-tlc-hmb",
+                              "--properties", "P11"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--properties: unknown P11" in refused.stderr
