@@ -7,9 +7,7 @@ a full suite runs them in (the issue's numbering: cheap and read-only first, who
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from .._discovery import collect
 from ..errors import UsageError
 from .base import Experiment, Param, finding
 from .suite import ExperimentOutcome, run_experiment
@@ -40,15 +38,7 @@ _FRAMEWORK_MODULES = {"base", "context", "suite"}
 
 
 def _discover() -> dict[str, Experiment]:
-    found: dict[str, Experiment] = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        if module_info.name in _FRAMEWORK_MODULES or module_info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        for experiment in getattr(module, "EXPERIMENTS", ()):
-            if experiment.name in found:
-                raise RuntimeError(f"experiment {experiment.name} is defined twice")
-            found[experiment.name] = experiment
+    found = collect(__name__, __path__, "EXPERIMENTS", lambda e: e.name, _FRAMEWORK_MODULES)
     rank = {name: i for i, name in enumerate(ORDER)}
     return dict(sorted(found.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
 

@@ -6,9 +6,7 @@ is the paper's numbering; probes run in that order except where one builds on a 
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from .._discovery import collect
 from ..errors import UsageError
 from .base import ERASED, REFILLED, Answer, Probe, until_stable
 
@@ -25,19 +23,11 @@ NAMES = {
     "P9": "write parallelism",
     "P10": "internal flush window",
 }
-_FRAMEWORK_MODULES = {"base", "runner", "truth", "validate", "report"}
+_FRAMEWORK_MODULES = {"base", "runner", "truth", "validate"}
 
 
 def _discover() -> dict[str, Probe]:
-    found: dict[str, Probe] = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        if module_info.name in _FRAMEWORK_MODULES or module_info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        for probe in getattr(module, "PROBES", ()):
-            if probe.id in found:
-                raise RuntimeError(f"probe {probe.id} is defined twice")
-            found[probe.id] = probe
+    found = collect(__name__, __path__, "PROBES", lambda p: p.id, _FRAMEWORK_MODULES)
     return {pid: found[pid] for pid in ORDER if pid in found}
 
 
