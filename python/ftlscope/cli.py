@@ -61,6 +61,17 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="with --destructive: overwrite even a device holding a file system or partition table")
 
 
+def _add_suite_flags(p: argparse.ArgumentParser, what_writing_does: str) -> None:
+    """Target and safety flags of the commands that run many workloads (bench, probe)."""
+    p.add_argument("--size", help="for a regular file that does not exist: create it this large")
+    p.add_argument("--engine", default="auto", help="auto (default), uring or psync")
+    p.add_argument("--destructive", metavar="DEVICE",
+                   help=f"allow writing to DEVICE (name the target again): {what_writing_does}")
+    p.add_argument("--force", action="store_true",
+                   help="with --destructive: overwrite even a device holding a file system or partition table")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def _workload_from_args(args: argparse.Namespace):
     from .workload import from_flags
 
@@ -231,13 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="K=V", help="set a parameter (repeatable)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions; results give mean and stddev (default 1)")
     p.add_argument("--out", default="ftlscope-results", help="output directory (default ftlscope-results)")
-    p.add_argument("--size", help="for a regular file that does not exist: create it this large")
-    p.add_argument("--engine", default="auto", help="auto (default), uring or psync")
-    p.add_argument("--destructive", metavar="DEVICE",
-                   help="allow writing to DEVICE (name the target again); its data is destroyed")
-    p.add_argument("--force", action="store_true",
-                   help="with --destructive: overwrite even a device holding a file system or partition table")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_suite_flags(p, "its data is destroyed")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("probe", help="infer the ten internal properties (page size ... flush window), seed 003")
@@ -246,13 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="ftlscope-probe", help="output directory (default ftlscope-probe)")
     p.add_argument("--json", help="also write the answers as JSON here")
     p.add_argument("--span", default="4GiB", help="probe within the first ... of the device (default 4GiB)")
-    p.add_argument("--size", help="for a regular file that does not exist: create it this large")
-    p.add_argument("--engine", default="auto", help="auto (default), uring or psync")
-    p.add_argument("--destructive", metavar="DEVICE",
-                   help="allow writing to DEVICE (name the target again): probing erases and refills it")
-    p.add_argument("--force", action="store_true",
-                   help="with --destructive: overwrite even a device holding a file system or partition table")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_suite_flags(p, "probing erases and refills it")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("validate-probes", help="probe simulated devices and score the answers against their truth")

@@ -66,6 +66,8 @@ class Context:
         self.runs: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.first_summary: dict[str, Any] | None = None
+        # The range the probe runner preconditioned (refilled or erased); None outside probing.
+        self.probe_span: int | None = None
         self._started_wall = time.monotonic()
         self.device: SimDevice | None = None
         if isinstance(target, SimDevice) or str(target).startswith("sim:"):

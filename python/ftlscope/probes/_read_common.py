@@ -37,9 +37,8 @@ def unit_interval(x: float | None) -> float | None:
 def filled_span(ctx: Context) -> int:
     """Bytes from LBA 0 that hold data written by the refill (the runner's span). A simulated device remembers
     it; elsewhere the runner's default span is assumed (capped to the target)."""
-    span = getattr(ctx, "probe_span", None)
-    if span:
-        return int(span)
+    if ctx.probe_span:
+        return int(ctx.probe_span)
     if ctx.device is not None and ctx.device.filled_bytes > 0:
         return int(ctx.device.filled_bytes)
     return ctx.span(DEFAULT_FILLED)

@@ -87,7 +87,7 @@ def probe_device(
                   engine=engine, progress=progress, label="probe")
     started = time.monotonic()
     span = ctx.span(span)
-    ctx.probe_span = span  # the probes confine their reads and writes to the preconditioned range
+    ctx.probe_span = span
     answers: dict[str, Answer] = {}
     preconditioning_ns = 0
     error: FtlscopeError | None = None
