@@ -325,8 +325,9 @@ def findings_table(findings: dict, title: str) -> Table:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    import json
+    from pathlib import Path
 
+    from .experiments.suite import write_json
     from .probes.runner import probe_device
     from .units import parse_size
 
@@ -339,8 +340,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
     console.print(_rich_frame(report.table(), f"Properties of {args.target}"))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report.to_json(), f, indent=2, default=str)
+        write_json(Path(args.json), report.to_json())
     err_console.print(f"[dim]ftlscope: wrote {args.out}/ (properties.json, .md, .csv, figures, raw/)"
                       f"{' and ' + args.json if args.json else ''}[/dim]")
     if report.error is not None:

@@ -5,7 +5,6 @@ and the raw latencies (``raw/P<n>.parquet``)."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ import pandas as pd
 
 from ..env import system_env
 from ..errors import FtlscopeError
+from ..experiments.suite import write_json
 from ..sim import SimDevice
 from ..units import format_size
 from . import NAMES, PROBES, parse_properties
@@ -134,7 +134,7 @@ def probe_device(
 
 def write_report(report: ProbeReport, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "properties.json").write_text(json.dumps(report.to_json(), indent=2, default=_plain) + "\n")
+    write_json(directory / "properties.json", report.to_json())
     table = report.table()
     table.to_csv(directory / "properties.csv", index=False)
     (directory / "properties.md").write_text(markdown_table(report))
@@ -149,12 +149,6 @@ def markdown_table(report: ProbeReport) -> str:
         lines.append(f"| {row.property} {row.name} | {row.answer} | {confidence} | {row.alternatives} | "
                      f"{row.device_time_s:.2f} s |")
     return "\n".join(lines) + "\n"
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
 
 
 def _scratch_dir() -> str:
