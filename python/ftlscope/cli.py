@@ -72,6 +72,10 @@ def _add_suite_flags(p: argparse.ArgumentParser, what_writing_does: str) -> None
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def _add_db_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="the SQLite store of runs (default: $FTLSCOPE_DB, else the user's data directory)")
+
+
 def _workload_from_args(args: argparse.Namespace):
     from .workload import from_flags
 
@@ -262,6 +266,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", help="also write the answers-against-truth table as Markdown here")
     p.set_defaults(func=cmd_validate_probes)
 
+    p = sub.add_parser("profile", help="profile a device end to end: probes, experiments, report, guidance")
+    p.add_argument("target", nargs="?", default=None,
+                   help="block device, regular file (created with --size), or sim:PRESET "
+                        "(default: the simulated sim:consumer-tlc-dram)")
+    p.add_argument("--suite", default="quick", choices=("quick", "standard", "full"),
+                   help="quick (probes + short sweeps, default), standard (every experiment that does not need "
+                        "the whole drive) or full (everything, over the whole drive)")
+    p.add_argument("--out", help="output directory (default ftlscope-profiles/RUN_ID)")
+    p.add_argument("--span", help="confine every experiment and probe to the first ... of the device (e.g. 64GiB)")
+    p.add_argument("--spec", metavar="K=V,...",
+                   help="datasheet figures to check, e.g. seq_read=3500MB/s,seq_write=3000MB/s,"
+                        "random_read_iops=500k,qd1_read_latency=80us,write_cliff=40GB")
+    p.add_argument("--repeat", type=int, default=1, help="repetitions of each experiment (default 1)")
+    p.add_argument("--show-serial", action="store_true", help="show the drive's serial number (default: a hash)")
+    _add_db_flag(p)
+    p.add_argument("--no-store", action="store_true", help="do not add the run to the store")
+    _add_suite_flags(p, "profiling erases and rewrites it")
+    p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("runs", help="list the profile runs in the store")
+    _add_db_flag(p)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("report", help="re-render a stored run's report (the device is not touched)")
+    p.add_argument("run", help="run id (or a unique prefix, latest, -1, -2, or a profile directory)")
+    p.add_argument("--out", help="where to write report.html and report.md (default: the run's directory)")
+    _add_db_flag(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="several stored runs side by side: properties, summary, overlaid curves")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (or prefixes, latest, -1, ..., directories)")
+    p.add_argument("--out", default="ftlscope-compare", help="output directory (default ftlscope-compare)")
+    _add_db_flag(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("export", help="write stored runs as Parquet tables for analysis elsewhere")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (or prefixes, latest, -1, ..., directories)")
+    p.add_argument("--parquet", required=True, metavar="DIR", help="directory for the Parquet files")
+    _add_db_flag(p)
+    p.set_defaults(func=cmd_export)
+
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
     p.add_argument("target", help="block device or regular file (created with --size)")
     _add_workload_flags(p)
@@ -382,6 +427,109 @@ def _rich_frame(frame, title: str) -> Table:
     for row in frame.itertuples(index=False):
         table.add_row(*("" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v) for v in row))
     return table
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .profile.runner import finish, profile
+    from .report.card import parse_spec
+    from .units import parse_size
+
+    spec = parse_spec(args.spec)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat: give at least 1 (got {args.repeat})")
+    outcome = profile(
+        args.target, suite=args.suite, out=args.out, span=parse_size(args.span, "--span") if args.span else None,
+        spec=spec, show_serial=args.show_serial, destructive=args.destructive, force=args.force,
+        size=parse_size(args.size, "--size") if args.size else None, engine=args.engine, repeat=args.repeat,
+        progress=not args.quiet, log=lambda text: err_console.print(f"[bold]{text}[/bold]"),
+    )
+    finish(outcome, db=args.db, store=not args.no_store)
+    record = outcome.record
+    for note in record["notes"]:
+        err_console.print(f"[dim]ftlscope: {note}[/dim]")
+    console.print(card_table(record["card"], f"{record['target'].get('model') or record['target']['name']}"
+                                             f" — {record['suite']} profile"))
+    for advice in record["guidance"]:
+        console.print(f"• [bold]{advice['topic']}.[/bold] {advice['text']}")
+    stored = f"; stored as {outcome.run_id} in {outcome.store_path}" if outcome.store_path else ""
+    err_console.print(f"[dim]ftlscope: wrote {outcome.directory}/ (report.html, report.md, profile.json, "
+                      f"probes/, experiments/){stored}[/dim]")
+    if outcome.error is not None:
+        raise outcome.error
+    return 0
+
+
+def card_table(card: list[dict], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("", "measured", "datasheet"):
+        table.add_column(col)
+    for row in card:
+        mark = {True: " ✓", False: " ✗"}.get(row.get("meets_spec"), "")
+        measured = row["display"] + (f" ({row['detail']})" if row.get("detail") else "")
+        table.add_row(row["label"], measured, (row["spec"]["given"] + mark) if row.get("spec") else "")
+    return table
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .report.facts import format_bytes
+    from .store import RunStore
+
+    store = RunStore(args.db)
+    runs = store.list_runs()
+    if runs.empty:
+        err_console.print(f"ftlscope: no runs in {store.path} yet; 'ftlscope profile' makes one")
+        return 0
+    table = Table(title=f"Profile runs in {store.path}", title_justify="left")
+    for col in ("run", "created (UTC)", "suite", "target", "model", "size", "completed", "wall", "directory"):
+        table.add_column(col, no_wrap=col == "run")
+    for row in runs.itertuples(index=False):
+        table.add_row(
+            row.run_id, str(row.created_at), str(row.suite), str(row.target_name), str(row.model or ""),
+            format_bytes(row.size_bytes) if row.size_bytes == row.size_bytes and row.size_bytes else "",
+            "yes" if row.completed else "no", f"{row.wall_time_s:.0f} s" if row.wall_time_s == row.wall_time_s else "",
+            str(row.directory),
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .report.render import render_report
+    from .store import RunStore
+
+    stored = RunStore(args.db).get(args.run)
+    if not stored.directory.is_dir() and args.out is None:
+        raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
+                         "from the store alone")
+    paths = render_report(stored.record, stored.directory, Path(args.out) if args.out else None)
+    err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in paths)}[/dim]")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .report.compare import render_compare
+    from .store import RunStore
+
+    store = RunStore(args.db)
+    stored = [store.get(ref) for ref in args.runs]
+    paths = render_compare([(s.record, s.directory) for s in stored], Path(args.out))
+    err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in paths)}[/dim]")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_runs
+    from .store import RunStore
+
+    result = export_runs(RunStore(args.db), args.runs, args.parquet)
+    for note in result.notes:
+        err_console.print(f"[dim]ftlscope: {note}[/dim]")
+    err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in result.paths)}[/dim]")
+    return 0
 
 
 def cmd_fio_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,105 @@
+"""The three suites of ``ftlscope profile``: which probes and experiments run, in which order, with which
+parameters.
+
+- ``quick``: the probes and the short sweeps (QD 1 baseline, block size, queue depth, alignment) on the first
+  8 GiB, and a sequential write of at most 60 s of device time from an empty drive, long enough to pass the SLC
+  cache of the drives seed 000 measured (their cliffs came after 5-30 s at full speed). Goal: under 2 minutes
+  of wall time on the default simulated drive.
+- ``standard``: the probes and every experiment that does not need the whole drive, with shorter runtimes
+  than the seeds' (3-5 s a point instead of 30 s: the simulated drive and a real one settle in far less); the
+  experiments that would fill the whole drive work on its first 16 GiB, and the sequential write over time
+  stops after 120 s. Goal: under 15 minutes on the default simulated drive.
+- ``full``: every experiment at the seeds' parameters, over the whole drive (random fill, trim before
+  overwrite, burst vs steady state for 30 minutes, ...).
+
+Order matters because the drive keeps its state: read-only experiments run on the sequentially filled drive
+the probes leave, the destructive whole-range writes come last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Step:
+    """One experiment of a suite and the parameters it overrides (as ``--param`` strings)."""
+
+    experiment: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    summary: str
+    probes: bool
+    steps: tuple[Step, ...]
+
+
+_SHORT = {"runtime": "1s", "warmup": "200ms"}
+_QUICK_SPAN = str(8 * GiB)
+_STANDARD_SPAN = str(16 * GiB)
+
+QUICK = Suite(
+    "quick",
+    "probes P1-P10, QD 1 baseline, block-size and queue-depth sweeps, alignment, and the write cliff",
+    probes=True,
+    steps=(
+        Step("qd1-baseline", {"runtime": "2s", "warmup": "500ms", "span": _QUICK_SPAN}),
+        Step("bs-sweep", {**_SHORT, "span": _QUICK_SPAN}),
+        Step("qd-sweep", {**_SHORT, "span": _QUICK_SPAN}),
+        Step("alignment", {"span": _QUICK_SPAN}),
+        Step("seq-write-over-time", {"runtime": "60s"}),
+    ),
+)
+
+_POINT = {"runtime": "3s", "warmup": "1s"}
+
+STANDARD = Suite(
+    "standard",
+    "the probes and every experiment that does not need the whole drive, at shorter runtimes",
+    probes=True,
+    steps=(
+        Step("qd1-baseline", {"runtime": "5s", "warmup": "1s", "span": _STANDARD_SPAN}),
+        Step("bs-sweep", {**_POINT, "span": _STANDARD_SPAN}),
+        Step("rw-mix", {**_POINT, "span": _STANDARD_SPAN}),
+        Step("deep-queue", {"runtime": "2s", "warmup": "500ms"}),
+        Step("qd-sweep", {**_POINT, "span": _STANDARD_SPAN}),
+        Step("parallelism", {"span": _STANDARD_SPAN, "runtime": "2s"}),
+        Step("locality", {}),
+        Step("permuted-reads", {}),
+        Step("alignment", {}),
+        Step("seq-read-over-time", {"span": _STANDARD_SPAN}),
+        Step("working-set", {"span": _STANDARD_SPAN, "runtime": "3s", "warmup": "1s"}),
+        Step("reset-behaviour", {}),
+        Step("interleaved-vs-grouped", {"span": _STANDARD_SPAN}),
+        Step("data-dependence", {"span": _STANDARD_SPAN}),
+        Step("bs-sweep-write", {"span": _STANDARD_SPAN}),
+        Step("burst-vs-steady", {"span": _STANDARD_SPAN, "runtime": "5min"}),
+        Step("seq-write-over-time", {"runtime": "120s"}),
+    ),
+)
+
+
+def _full_steps() -> tuple[Step, ...]:
+    from ..experiments import EXPERIMENTS
+
+    return tuple(Step(name) for name in EXPERIMENTS)
+
+
+SUITES = {"quick": QUICK, "standard": STANDARD}
+
+
+def get_suite(name: str) -> Suite:
+    if name == "full":
+        return Suite("full", "the probes and every experiment at the seeds' parameters, over the whole drive",
+                     probes=True, steps=_full_steps())
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise UsageError(f"--suite: '{name}' is not a suite; give quick, standard or full") from None

@@ -1,0 +1,146 @@
+"""The summary card: the handful of numbers a datasheet gives, measured — with ✓/✗ against the datasheet's
+figures when the user passes them (``--spec seq_read=3500MB/s,random_read_iops=500k``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+from ..units import parse_duration_ns, parse_size
+from .facts import Evidence, Facts, format_value
+
+# A measured figure within this share of the datasheet's "up to" figure meets it: datasheets round, and
+# the card should flag a drive that falls clearly short, not one 3 % under a marketing number.
+SPEC_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class CardItem:
+    key: str
+    label: str
+    unit: str  # the unit values are compared in (and --spec is converted to)
+    higher_is_better: bool
+    sources: tuple[tuple[str, str], ...]  # (experiment or "probes", finding or property), first found wins
+
+
+ITEMS = (
+    CardItem("qd1_read_latency", "QD 1 4 KiB random read latency (mean)", "us", False,
+             (("qd1-baseline", "random_read_lat_mean_us"),)),
+    CardItem("random_read_iops", "Peak 4 KiB random read IOPS", "IOPS", True, (("qd-sweep", "peak_iops"),)),
+    CardItem("seq_read", "Sequential read", "MB/s", True,
+             (("bs-sweep", "sequential_peak_mb_s"), ("seq-read-over-time", "mb_s"))),
+    CardItem("seq_write", "Sequential write (before the cliff)", "MB/s", True,
+             (("seq-write-over-time", "throughput_before_mb_s"), ("seq-write-over-time", "mb_s"),
+              ("bs-sweep-write", "sequential_peak_mb_s"))),
+    CardItem("write_cliff", "Write cliff (bytes at full speed)", "B", True,
+             (("seq-write-over-time", "cliff_bytes"),)),
+    CardItem("write_buffer", "Write buffer (P8)", "B", True, (("probes", "P8"),)),
+    CardItem("flush_window", "Idle flush window (P10)", "s", False, (("probes", "P10"),)),
+    CardItem("page_size", "Page size (P1)", "B", True, (("probes", "P1"),)),
+)
+SPEC_KEYS = {item.key: item for item in ITEMS}
+
+
+def parse_spec(text: str | None) -> dict[str, dict[str, Any]]:
+    """``seq_read=3500MB/s,seq_write=3.3GB/s,random_read_iops=500k,qd1_read_latency=80us,write_cliff=40GB``
+    into ``{key: {"value", "unit", "given"}}`` in the card's units; a bad item names itself and the fix."""
+    spec: dict[str, dict[str, Any]] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, sep, given = item.partition("=")
+        key, given = key.strip(), given.strip()
+        if not sep or key not in SPEC_KEYS:
+            raise UsageError(f"--spec: '{item}' is not KEY=VALUE with KEY one of {', '.join(SPEC_KEYS)}")
+        card = SPEC_KEYS[key]
+        spec[key] = {"value": _spec_value(card, given, item), "unit": card.unit, "given": given}
+    return spec
+
+
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKMG]?)(B|iB)?/s\s*$")
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKM]?)\s*(IOPS)?\s*$", re.IGNORECASE)
+
+
+def _spec_value(card: CardItem, given: str, item: str) -> float:
+    try:
+        if card.unit == "MB/s":
+            match = _RATE.match(given)
+            if not match:
+                raise ValueError
+            scale = {"": 1e-6, "k": 1e-3, "K": 1e-3, "M": 1, "G": 1e3}[match.group(2)]
+            if match.group(3) == "iB":
+                scale *= {"": 1, "k": 1.024, "K": 1.024, "M": 1.048576, "G": 1.073741824}[match.group(2)]
+            return float(match.group(1)) * scale
+        if card.unit == "IOPS":
+            match = _COUNT.match(given)
+            if not match:
+                raise ValueError
+            return float(match.group(1)) * {"": 1, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6}[match.group(2)]
+        if card.unit == "us":
+            return parse_duration_ns(given, f"--spec {card.key}") / 1e3
+        if card.unit == "s":
+            return parse_duration_ns(given, f"--spec {card.key}") / 1e9
+        return float(parse_size(given, f"--spec {card.key}"))
+    except (ValueError, KeyError):
+        example = {"MB/s": "3500MB/s", "IOPS": "500k", "us": "80us", "s": "50ms", "B": "40GB"}[card.unit]
+        raise UsageError(f"--spec: cannot read '{item}'; write e.g. {card.key}={example}") from None
+
+
+def build_card(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The card's rows: measured value (or why there is none), its source, and the datasheet check."""
+    facts = Facts(record)
+    spec = record.get("spec") or {}
+    rows = []
+    for item in ITEMS:
+        evidence = _first(facts, item)
+        given = spec.get(item.key)
+        row: dict[str, Any] = {
+            "key": item.key, "label": item.label, "value": None, "unit": item.unit, "display": None,
+            "source": None, "figure": None, "spec": given, "meets_spec": None, "detail": None,
+        }
+        if evidence is not None:
+            row.update(value=evidence.value, display=evidence.display, source=f"{evidence.source}/{evidence.finding}",
+                       figure=evidence.figure)
+            if item.key == "random_read_iops":
+                qd = facts.finding("qd-sweep", "peak_qd")
+                row["detail"] = f"at {qd.display}" if qd else None
+            if item.key == "write_cliff":
+                share = facts.finding("seq-write-over-time", "cliff_pct_of_capacity")
+                row["detail"] = f"{share.value:.3g} % of capacity" if share else None
+            if given is not None and isinstance(evidence.value, int | float):
+                row["meets_spec"] = _meets(item, float(evidence.value), given["value"])
+                row["spec_display"] = format_value(given["value"], item.unit)
+        else:
+            row["display"] = _why_missing(facts, item)
+        rows.append(row)
+    return rows
+
+
+def _first(facts: Facts, item: CardItem) -> Evidence | None:
+    for source, name in item.sources:
+        evidence = facts.prop(name) if source == "probes" else facts.finding(source, name)
+        if evidence is not None and isinstance(evidence.value, int | float) and not isinstance(evidence.value, bool):
+            return evidence
+    return None
+
+
+def _meets(item: CardItem, measured: float, spec: float) -> bool:
+    if item.higher_is_better:
+        return measured >= spec * (1 - SPEC_TOLERANCE)
+    return measured <= spec * (1 + SPEC_TOLERANCE)
+
+
+def _why_missing(facts: Facts, item: CardItem) -> str:
+    """Say why a figure is absent: not measured by this suite, or measured and not there (no cliff found)."""
+    ran = [source for source, _ in item.sources if (source == "probes" and facts.properties) or facts.has(source)]
+    if not ran and all(source == "probes" for source, _ in item.sources) and facts.rotational:
+        return "not applicable (a rotating disk)"
+    if not ran:
+        return "not measured in this suite"
+    if item.key == "write_cliff":
+        return "none found in the bytes written"
+    if item.key == "write_buffer":
+        return "none found"
+    if item.key == "flush_window" and "P10" in facts.properties:
+        return "does not flush when idle"
+    return "not found"

@@ -1,0 +1,154 @@
+"""``ftlscope compare``: several profiled devices side by side — the property table, the summary card's
+numbers, and overlaid curves (queue-depth sweep, block-size sweep, sequential write over time) drawn from each
+run's results — the start of a Kelpie-like corpus. It reads stored records and result files only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.ticker import ScalarFormatter
+
+from .. import plots
+from .card import build_card
+from .facts import Facts
+from .render import PROPERTY_ORDER, _environment, anchor, embed_figure
+
+
+def run_label(record: dict[str, Any]) -> str:
+    """A short column heading: the model (or target) and the date of the run."""
+    target = record.get("target") or {}
+    name = target.get("model") or target.get("name") or record.get("run_id", "run")
+    return f"{name.removeprefix('simulated ')} ({(record.get('created_at') or '')[:10]})"
+
+
+def render_compare(runs: list[tuple[dict[str, Any], Path]], out: Path) -> list[Path]:
+    """Write ``compare.html``, ``compare.md`` and the overlaid figures into ``out`` for ``runs`` — pairs of
+    (record, the run's directory)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    labels = _unique([run_label(record) for record, _ in runs])
+    figures = [f for f in (_qd_figure(runs, labels, out), _bs_figure(runs, labels, out),
+                           _write_figure(runs, labels, out)) if f is not None]
+    view = {
+        "labels": labels,
+        "runs": [{"label": label, "run_id": record["run_id"], "target": (record.get("target") or {}).get("name"),
+                  "suite": record.get("suite"), "created_at": record.get("created_at"),
+                  "completed": record.get("completed")} for label, (record, _) in zip(labels, runs, strict=True)],
+        "card_rows": _card_rows(runs),
+        "property_rows": _property_rows(runs),
+        "figures": [{**embed_figure(path, out), "caption": caption} for path, caption in figures],
+    }
+    env = _environment()
+    html = out / "compare.html"
+    html.write_text(env.get_template("compare.html.j2").render(**view))
+    md = out / "compare.md"
+    md.write_text(env.get_template("compare.md.j2").render(**view))
+    return [html, md, *(path for path, _ in figures)]
+
+
+def _unique(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    result = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        result.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return result
+
+
+def _card_rows(runs) -> list[dict[str, Any]]:
+    cards = [build_card(record) for record, _ in runs]
+    rows = []
+    for index, item in enumerate(cards[0] if cards else []):
+        rows.append({"label": item["label"], "cells": [
+            (card[index]["display"] or "") + (f" ({card[index]['detail']})" if card[index].get("detail") else "")
+            for card in cards]})
+    return rows
+
+
+def _property_rows(runs) -> list[dict[str, Any]]:
+    facts = [Facts(record) for record, _ in runs]
+    rows = []
+    for pid in PROPERTY_ORDER:
+        answers = [f.properties.get(pid) for f in facts]
+        if not any(answers):
+            continue
+        name = next(a.get("name", "") for a in answers if a)
+        rows.append({"label": f"{pid} {name}", "cells": [
+            "" if a is None else (a.get("answer") or str(a.get("value"))) for a in answers]})
+    return rows
+
+
+def _results(record: dict[str, Any], directory: Path, experiment: str) -> pd.DataFrame | None:
+    entry = Facts(record).experiments.get(experiment)
+    if entry is None:
+        return None
+    path = directory / entry["results"]
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path)
+    return None if frame.empty else frame
+
+
+def _qd_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
+    tables = [(label, _results(record, directory, "qd-sweep")) for label, (record, directory) in zip(labels, runs,
+                                                                                                     strict=True)]
+    tables = [(label, t) for label, t in tables if t is not None and {"qd", "iops", "lat_mean_us"} <= set(t.columns)]
+    if not tables:
+        return None
+    fig, axes = plots.panels("4 KiB random read against queue depth", 1, 2, size=(12, 4.5))
+    for label, table in tables:
+        plots.line(axes[0], table["qd"], table["iops"], label=label)
+        plots.line(axes[1], table["qd"], table["lat_mean_us"], label=label)
+    for ax, ylabel in zip(axes, ("IOPS", "mean latency (us)"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("queue depth")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+    axes[1].set_yscale("log")
+    return plots.save(fig, out, "compare_qd_sweep"), "queue-depth sweep: IOPS and mean latency"
+
+
+def _bs_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
+    tables = [(label, _results(record, directory, "bs-sweep")) for label, (record, directory) in zip(labels, runs,
+                                                                                                     strict=True)]
+    tables = [(label, t) for label, t in tables if t is not None and {"size", "mb_s", "pattern"} <= set(t.columns)]
+    if not tables:
+        return None
+    fig, axes = plots.panels("Read MB/s against request size (QD 32)", 1, 2, size=(12, 4.5))
+    for ax, pattern in zip(axes, ("sequential", "random"), strict=True):
+        for label, table in tables:
+            rows = table[table["pattern"] == pattern].sort_values("size")
+            if not rows.empty:
+                plots.line(ax, rows["size"], rows["mb_s"], label=label)
+        ax.set_title(pattern)
+        plots.size_axis(ax)
+        ax.set_xlabel("request size")
+        ax.set_ylabel("MB/s")
+        ax.legend(fontsize=8)
+    return plots.save(fig, out, "compare_bs_sweep"), "block-size sweep: sequential and random read MB/s"
+
+
+def _write_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
+    fig = None
+    for label, (record, directory) in zip(labels, runs, strict=True):
+        table = _results(record, directory, "seq-write-over-time")
+        if table is None or not {"phase", "bytes", "mb_s"} <= set(table.columns):
+            continue
+        windows = table[table["phase"] == "window"].sort_values("window")
+        if windows.empty:
+            continue
+        if fig is None:
+            fig, ax = plots.figure("Sequential write from an empty drive: MB/s against bytes written",
+                                   "GB written", "MB/s", size=(12, 4.5))
+        ax.plot(windows["bytes"].cumsum() / 1e9, windows["mb_s"].rolling(5, min_periods=1).mean(), label=label,
+                linewidth=1.2)
+    if fig is None:
+        return None
+    ax.legend(fontsize=8)
+    return plots.save(fig, out, "compare_seq_write"), "sequential write over time (0.5 s rolling mean)"
+
+
+__all__ = ["anchor", "render_compare", "run_label"]

@@ -1,0 +1,251 @@
+"""Guidance: rules that turn findings into advice (seed 001 §3.4 and §5.4's practical recommendations,
+seed 000 §6.1's findings, seed 003 §5's Newt), each citing the numbers and figures it rests on.
+
+A rule whose evidence is missing (the experiment was not in the suite, or its analysis could not support the
+finding) says nothing: no advice is better than a guess. Every number a rule's text shows is an
+:class:`~.facts.Evidence` display string, so the text cannot drift from the findings it cites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .facts import Evidence, Facts, format_bytes, format_value
+
+
+@dataclass(frozen=True)
+class Advice:
+    rule: str
+    topic: str
+    text: str
+    evidence: tuple[Evidence, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "topic": self.topic, "text": self.text,
+                "evidence": [e.to_json() for e in self.evidence]}
+
+
+Rule = Callable[[Facts], Advice | None]
+
+
+def _present(*evidence: Evidence | None) -> bool:
+    return all(e is not None for e in evidence)
+
+
+def queue_depth_latency(f: Facts) -> Advice | None:
+    practical = f.finding("qd-sweep", "practical_knee_qd", "qd_scaling")
+    sla = f.finding("qd-sweep", "sla_max_qd", "qd_percentiles")
+    peak = f.finding("qd-sweep", "peak_iops", "qd_scaling")
+    if not _present(practical, peak):
+        return None
+    # The lower of the two limits: 90 % of the peak is reached there, and (if p99 was measured under 1 ms up
+    # to a depth) the tail is still under 1 ms.
+    limit = practical if sla is None or practical.value <= sla.value else sla
+    text = (f"Latency-sensitive work (databases, key-value stores): keep at most {limit.display} in flight — "
+            f"{practical.display} already gives 90 % of the peak {peak.display}")
+    cited = [practical, peak]
+    if sla is not None:
+        text += f", and p99 stays under 1 ms up to {sla.display}"
+        cited.append(sla)
+    return Advice("queue-depth-latency", "Queue depth", text + ".", tuple(cited))
+
+
+def queue_depth_throughput(f: Facts) -> Advice | None:
+    knee = f.finding("qd-sweep", "knee_qd", "qd_throughput_latency")
+    peak_qd = f.finding("qd-sweep", "peak_qd", "qd_scaling")
+    peak = f.finding("qd-sweep", "peak_iops", "qd_scaling")
+    if not _present(peak_qd, peak):
+        return None
+    if knee is None:
+        return Advice("queue-depth-throughput", "Queue depth",
+                      f"Throughput work: IOPS still grew at the deepest queue measured ({peak.display} at "
+                      f"{peak_qd.display}): submit as much as the application can at once (seed 000 §6.1).",
+                      (peak, peak_qd))
+    growth = f.finding("qd-sweep", "p99_growth", "qd_tail_bars")
+    text = (f"Throughput work (batch loads, backups): go up to {knee.display}, the knee — past it IOPS grow "
+            f"under 5 % per doubling while latency grows over 20 % (seed 001's rule; peak {peak.display} at "
+            f"{peak_qd.display}).")
+    cited = [knee, peak, peak_qd]
+    if growth is not None:
+        text += f" At the knee p99 is {growth.display} the p99 at QD 16."
+        cited.append(growth)
+    return Advice("queue-depth-throughput", "Queue depth", text, tuple(cited))
+
+
+def request_size(f: Facts) -> Advice | None:
+    sequential = f.finding("bs-sweep", "sequential_transition_bytes", "bs_sweep")
+    sequential_peak = f.finding("bs-sweep", "sequential_peak_mb_s", "bs_sweep")
+    random = f.finding("bs-sweep", "transition_bytes", "bs_sweep")
+    random_peak = f.finding("bs-sweep", "random_peak_mb_s", "bs_sweep")
+    parts, cited = [], []
+    if _present(sequential, sequential_peak):
+        parts.append(f"sequential reads of {sequential.display} already reach 80 % of the peak "
+                     f"{sequential_peak.display}; larger requests add little")
+        cited += [sequential, sequential_peak]
+    if _present(random, random_peak):
+        parts.append(f"random reads need {random.display} requests to reach 80 % of their peak "
+                     f"{random_peak.display} — below that they are bound by IOPS, not bandwidth, so read "
+                     f"what you need rather than padding small random reads")
+        cited += [random, random_peak]
+    if not parts:
+        return None
+    text = "At QD 32, " + "; ".join(parts) + "."
+    return Advice("request-size", "Request size", text, tuple(cited))
+
+
+def alignment(f: Facts) -> Advice | None:
+    aligned_from = f.finding("alignment", "aligned_from_bytes", "alignment")
+    penalty = f.finding("alignment", "misaligned_penalty_pct", "alignment")
+    worst = f.finding("alignment", "worst_penalty_pct", "alignment")
+    page = f.prop("P1")
+    cited: list[Evidence] = []
+    if _present(aligned_from, penalty) and penalty.value > 0:
+        text = (f"Align offsets to {aligned_from.display}: requests shifted by less cost "
+                f"{penalty.display} of their IOPS.")
+        cited += [aligned_from, penalty]
+    elif worst is not None:
+        text = (f"Alignment beyond the logical block hardly matters here: the worst misaligned offset cost "
+                f"{worst.display}.")
+        cited.append(worst)
+    else:
+        return None
+    if page is not None and isinstance(page.value, int | float):
+        text += f" The flash page is {page.display} (P1): file systems and databases should keep {page.display} blocks."
+        cited.append(page)
+    return Advice("alignment", "Alignment", text, tuple(cited))
+
+
+def read_sizes(f: Facts) -> Advice | None:
+    consistency = f.prop("P6")
+    page = f.prop("P1")
+    if consistency is None or not isinstance(consistency.value, dict):
+        return None
+    penalised = consistency.value.get("penalised_sizes") or []
+    if penalised:
+        ranges = ", ".join(f"{format_bytes(a)}-{format_bytes(b)}" for a, b in penalised)
+        text = (f"Read sizes to avoid: {ranges} cost more than their neighbours (P6, {consistency.display}); "
+                f"round such reads up past the range (Newt §5.1: a 20 KB read made 24 KB).")
+        return Advice("read-sizes", "Read sizes", text, (consistency,))
+    if page is None:
+        return None
+    text = (f"No read size is penalised ({consistency.display}, P6): any multiple of the {page.display} page "
+            f"(P1) reads at the cost its size predicts.")
+    return Advice("read-sizes", "Read sizes", text, (consistency, page))
+
+
+def write_cliff(f: Facts) -> Advice | None:
+    cliff = f.finding("seq-write-over-time", "cliff_bytes", "seq_write")
+    before = f.finding("seq-write-over-time", "throughput_before_mb_s", "seq_write")
+    after = f.finding("seq-write-over-time", "throughput_after_mb_s", "seq_write")
+    if not _present(cliff, before, after):
+        return None
+    cache = "write cache" if f.rotational else "fast write cache (the SLC cache of a flash drive)"
+    return Advice(
+        "write-cliff", "Sustained writes",
+        f"Bursts of up to {cliff.display} are written at full speed ({before.display}); after that writes run at "
+        f"{after.display} until the drive has emptied its {cache} in idle time. Keep bulk loads under "
+        f"{cliff.display} at a time, or plan for the slower rate.",
+        (cliff, before, after),
+    )
+
+
+def write_rate(f: Facts) -> Advice | None:
+    buffer = f.prop("P8")
+    window = f.prop("P10")
+    if buffer is None or not isinstance(buffer.value, int | float) or not buffer.value or window is None:
+        return None
+    if window.value is None:
+        return Advice("write-rate", "Write rate",
+                      f"Writes go through a {buffer.display} buffer (P8) that the drive does not drain in idle "
+                      f"time (P10): pauses do not avoid flush spikes; spread writes evenly instead.", (buffer, window))
+    rate = buffer.value / float(window.value) / 1e6
+    sustained = f.finding("seq-write-over-time", "throughput_before_mb_s", "seq_write") \
+        or f.finding("seq-write-over-time", "mb_s", "seq_write")
+    text = (f"Writes land in a {buffer.display} buffer (P8) that the drive drains within {window.display} of "
+            f"idle time (P10), about {format_value(rate, 'MB/s')} (buffer / window, Newt §5.2).")
+    cited = [buffer, window]
+    if sustained is not None and rate >= sustained.value:
+        text += (f" That is faster than sequential writes arrive ({sustained.display}), so no rate limit is "
+                 f"needed; latency-critical writes can avoid the flush spikes by pausing {window.display} after "
+                 f"every {buffer.display}.")
+        cited.append(sustained)
+    else:
+        text += (f" Writing below that rate, or pausing {window.display} after every {buffer.display}, avoids "
+                 f"the latency spikes of a full-buffer flush (Newt §5.2's rate limiter).")
+    return Advice("write-rate", "Write rate", text, tuple(cited))
+
+
+def write_sequentially(f: Facts) -> Advice | None:
+    slowdown = f.finding("random-fill", "slowdown_ratio", "random_fill")
+    amplification = f.finding("random-fill", "write_amplification", "random_fill")
+    reads_after = f.finding("parallelism", "random_to_sequential_fill_peak_ratio", "parallelism_mb_s")
+    parts, cited = [], []
+    if amplification is not None and isinstance(amplification.value, int | float):
+        parts.append(f"random 4 KiB writes over the full drive made the flash write {amplification.display} the "
+                     f"host's bytes (write amplification)")
+        cited.append(amplification)
+    if slowdown is not None:
+        parts.append(f"and ran {slowdown.display} slower at the end of the fill than at its start")
+        cited.append(slowdown)
+    if reads_after is not None:
+        effect = "slower" if reads_after.value < 0.95 else "no slower" if reads_after.value <= 1.05 else "faster"
+        parts.append(f"data written in random order reads {effect} at peak than sequentially written data "
+                     f"({reads_after.display} the throughput)")
+        cited.append(reads_after)
+    if not parts:
+        return None
+    worse = (amplification is not None and isinstance(amplification.value, int | float) and amplification.value > 1.5) \
+        or (slowdown is not None and slowdown.value > 1.2) or (reads_after is not None and reads_after.value < 0.95)
+    verdict = "Write sequentially where you can (log-structured, append-only layouts)" if worse else \
+        "The write order matters little on this drive"
+    return Advice("write-order", "Write order", f"{verdict}: " + "; ".join(parts) + ".", tuple(cited))
+
+
+def zeroes_and_trim(f: Facts) -> Advice | None:
+    parts, cited = [], []
+    for state in ("empty", "full"):
+        ratio = f.finding("data-dependence", f"write_zeroes_vs_zeros_{state}", "data_dependence")
+        if ratio is not None and isinstance(ratio.value, int | float):
+            verb = "beats" if ratio.value > 1.05 else "does not beat" if ratio.value >= 0.95 else "is slower than"
+            parts.append(f"on the {state} drive Write Zeroes {verb} writing zeroes ({ratio.display} the MB/s)")
+            cited.append(ratio)
+    speedup = f.finding("trim-before-overwrite", "overwrite_speedup", "trim")
+    saved = f.finding("trim-before-overwrite", "write_amplification_saved", "trim")
+    if speedup is not None:
+        parts.append(f"discarding a region before overwriting it made the overwrite {speedup.display} as fast")
+        cited.append(speedup)
+    if saved is not None and isinstance(saved.value, int | float):
+        parts.append(f"and saved {saved.display} of write amplification")
+        cited.append(saved)
+    if not parts:
+        return None
+    text = "Zeroing and discarding: " + "; ".join(parts) + "."
+    return Advice("zeroes-trim", "Write Zeroes and TRIM", text, tuple(cited))
+
+
+def sustained_random_writes(f: Facts) -> Advice | None:
+    burst = f.finding("burst-vs-steady", "burst_iops", "burst")
+    steady = f.finding("burst-vs-steady", "steady_iops", "burst")
+    drop = f.finding("burst-vs-steady", "drop_bytes", "burst")
+    if not _present(burst, steady):
+        return None
+    text = (f"Random 4 KiB writes at QD 32 start at {burst.display} and settle at {steady.display}: size a "
+            f"write-heavy service for the steady figure, not the datasheet's burst.")
+    cited = [burst, steady]
+    if drop is not None:
+        text += f" The burst lasted {drop.display}."
+        cited.append(drop)
+    return Advice("sustained-random-writes", "Sustained writes", text, tuple(cited))
+
+
+RULES: tuple[Rule, ...] = (
+    queue_depth_latency, queue_depth_throughput, request_size, alignment, read_sizes, write_cliff,
+    sustained_random_writes, write_rate, write_sequentially, zeroes_and_trim,
+)
+
+
+def build_guidance(record: dict[str, Any]) -> list[dict[str, Any]]:
+    facts = Facts(record)
+    return [advice.to_json() for rule in RULES if (advice := rule(facts)) is not None]

@@ -1,0 +1,127 @@
+"""One sentence of finding per experiment, for the report. Each experiment has templates tried in order; the
+first whose findings are all present is used (an analysis leaves out what the data cannot support, so a
+sentence never states a number that was not measured). Without a matching template the sentence lists the
+experiment's first findings."""
+
+from __future__ import annotations
+
+import string
+
+from .facts import Facts
+
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    "qd1-baseline": (
+        "At QD 1 a 4 KiB random read takes {random_read_lat_mean_us} on average (p99 {random_read_lat_p99_us}), "
+        "a 4 KiB random write {random_write_lat_mean_us}; 128 KiB sequential reads reach {sequential_read_mb_s} "
+        "and writes {sequential_write_mb_s}.",
+        "At QD 1 a 4 KiB random read takes {random_read_lat_mean_us} on average (p99 {random_read_lat_p99_us}).",
+    ),
+    "bs-sweep": (
+        "Sequential reads reach 80 % of their peak {sequential_peak_mb_s} from {sequential_transition_bytes} "
+        "requests; random reads reach 80 % of theirs ({random_peak_mb_s}) from {transition_bytes}.",
+        "Reads peak at {peak_mb_s}.",
+    ),
+    "bs-sweep-write": (
+        "Sequential writes reach 80 % of their peak {sequential_peak_mb_s} from {sequential_transition_bytes} "
+        "requests; random writes reach 80 % of theirs ({random_peak_mb_s}) from {transition_bytes}.",
+        "Writes peak at {peak_mb_s}.",
+    ),
+    "rw-mix": (
+        "4 KiB random I/O at QD 32 runs at {r100w0_iops} read-only, {r70w30_iops} at 70/30 and {r0w100_iops} "
+        "write-only; at 70/30 reads take {r70w30_read_slowdown} as long as alone.",
+        "4 KiB random I/O at QD 32 runs at {r100w0_iops} read-only.",
+    ),
+    "deep-queue": (
+        "From QD 64 to 1024 throughput gains {qd_throughput_gain_pct} while latency grows {qd_latency_growth}; "
+        "Little's law holds within {littles_law_error_pct}.",
+    ),
+    "qd-sweep": (
+        "4 KiB random reads peak at {peak_iops} at {peak_qd}; the knee (seed 001's rule) is at {knee_qd}, "
+        "90 % of the peak is reached at {practical_knee_qd}, and Little's law holds within "
+        "{littles_law_error_pct}.",
+        "4 KiB random reads peak at {peak_iops} at {peak_qd} (no knee within the depths measured); 90 % of the "
+        "peak is reached at {practical_knee_qd}.",
+    ),
+    "parallelism": (
+        "Sequential reads peak at {peak_mb_s_sequential_fill} after a sequential fill and "
+        "{peak_mb_s_random_fill} after a random one ({random_to_sequential_fill_peak_ratio}); more queues add "
+        "{multi_queue_gain_sequential_fill}.",
+        "Sequential reads peak at {peak_mb_s_sequential_fill}; more queues add {multi_queue_gain_sequential_fill}.",
+    ),
+    "locality": (
+        "Shuffled reads keep up with sequential ones from {shuffled_matches_sequential_from_bytes} requests; at "
+        "4 KiB sequential reads are {sequential_to_shuffled_ratio_4k} as fast.",
+        "At 4 KiB sequential reads are {sequential_to_shuffled_ratio_4k} as fast as shuffled ones.",
+    ),
+    "permuted-reads": (
+        "Reads shuffled within windows of 2, 4 and 8 run at {permuted_to_sequential_w2}, "
+        "{permuted_to_sequential_w4} and {permuted_to_sequential_w8} of sequential reads' IOPS.",
+    ),
+    "alignment": (
+        "Offsets aligned to {aligned_from_bytes} or more cost nothing; smaller shifts cost {misaligned_penalty_pct} "
+        "of the IOPS.",
+        "The worst misaligned offset cost {worst_penalty_pct} of the IOPS.",
+    ),
+    "seq-read-over-time": (
+        "A sequential read pass runs at {mb_s} and falls by {biggest_drop_ratio} at its biggest drop.",
+        "A sequential read pass runs at {mb_s}, every window between {window_mb_s_min} and {window_mb_s_max}.",
+    ),
+    "seq-write-over-time": (
+        "Sequential writes run at {throughput_before_mb_s} for {cliff_bytes} ({cliff_pct_of_capacity} of the "
+        "capacity), then fall to {throughput_after_mb_s}: the write cliff.",
+        "Sequential writes run at {mb_s} with no cliff in the bytes written.",
+    ),
+    "random-fill": (
+        "Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late "
+        "({slowdown_ratio} slower), with write amplification {write_amplification}.",
+        "Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late "
+        "({slowdown_ratio} slower).",
+        "Filling the drive with random 4 KiB writes runs at {mb_s}.",
+    ),
+    "data-dependence": (
+        "The written data changes the speed by at most {pattern_ratio_empty} (empty drive) and "
+        "{pattern_ratio_full} (full drive); Write Zeroes runs at {write_zeroes_vs_zeros_full} the rate of "
+        "writing zeroes.",
+        "The written data changes the speed by at most {pattern_ratio_empty} on the empty drive.",
+    ),
+    "working-set": (
+        "4 KiB random reads take {read_lat_mean_us_smallest} over the smallest working set and "
+        "{read_lat_mean_us_full} over the whole span; the mapping-cache step comes at {read_latency_step_bytes}.",
+        "4 KiB random reads take {read_lat_mean_us_smallest} over the smallest working set and "
+        "{read_lat_mean_us_full} over the whole span: no mapping-cache step.",
+    ),
+    "burst-vs-steady": (
+        "4 KiB random writes at QD 32 start at {burst_iops} and settle at {steady_iops} after {drop_bytes} "
+        "({burst_to_steady_ratio} the steady rate).",
+        "4 KiB random writes at QD 32 start at {burst_iops}.",
+    ),
+    "reset-behaviour": (
+        "After a power cycle recently written data reads {post_power_cycle_slowdown_recent} slower; after a "
+        "controller reset {post_reset_slowdown_recent}.",
+        "After a controller reset resident data reads {post_reset_slowdown} as fast as before.",
+    ),
+    "trim-before-overwrite": (
+        "Discarding a region before overwriting it makes the overwrite {overwrite_speedup} as fast and saves "
+        "{write_amplification_saved} of write amplification.",
+        "Discarding a region before overwriting it makes the overwrite {overwrite_speedup} as fast.",
+    ),
+    "interleaved-vs-grouped": (
+        "Interleaving reads and writes gives {interleaved_throughput_ratio_qd1} the throughput of grouping them "
+        "at QD 1 and {interleaved_throughput_ratio_qd32} at QD 32.",
+    ),
+}
+
+
+def sentence(facts: Facts, experiment: str) -> str | None:
+    entry = facts.experiments.get(experiment)
+    if entry is None:
+        return None
+    for template in TEMPLATES.get(experiment, ()):
+        names = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+        found = {name: facts.finding(experiment, name) for name in names}
+        if all(e is not None for e in found.values()):
+            return template.format(**{name: e.display for name, e in found.items()})
+    listed = [e for name in list(entry.get("findings") or {})[:3] if (e := facts.finding(experiment, name))]
+    if not listed:
+        return None
+    return "; ".join(f"{e.finding.replace('_', ' ')}: {e.display}" for e in listed) + "."

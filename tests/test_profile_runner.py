@@ -1,0 +1,83 @@
+"""The profile runner on small targets: an interrupted profile keeps what it measured and still gets its
+report; a regular file is profiled like any target; safety refusals come before anything is written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from simdevices import small_ssd
+
+import ftlscope.profile.runner as runner
+from ftlscope.errors import FtlscopeError
+from ftlscope.profile.suites import Step, Suite, get_suite
+from ftlscope.profile.target import hash_serial
+
+TINY = Suite("tiny", "two short experiments", probes=False, steps=(
+    Step("qd1-baseline", {"runtime": "100ms", "warmup": "0s", "random_size": "4KiB", "sequential_size": "64KiB"}),
+    Step("qd-sweep", {"runtime": "100ms", "warmup": "0s", "qds": "1,4,16"}),
+))
+
+
+def test_an_interrupted_profile_keeps_what_was_measured(tmp_path, monkeypatch):
+    calls = []
+    real = runner.run_experiment
+
+    def interrupt_second(*args, **kwargs):
+        calls.append(args[0].name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_experiment", interrupt_second)
+    outcome = runner.profile(small_ssd(tmp_path), suite=TINY, out=tmp_path / "run")
+    assert outcome.error is not None and outcome.error.exit_code == 130
+    runner.finish(outcome, db=tmp_path / "runs.sqlite")
+    record = json.loads((tmp_path / "run" / "profile.json").read_text())
+    assert record["completed"] is False and "interrupted" in record["stopped"]
+    assert [e["name"] for e in record["experiments"]] == ["qd1-baseline"]
+    assert record["experiments"][0]["findings"]["random_read_lat_mean_us"]["value"] > 0
+    assert "stopped" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_a_regular_file_is_profiled_and_reported(tmp_path, state_home):
+    target = tmp_path / "scratch.img"
+    outcome = runner.profile(str(target), suite=TINY, out=tmp_path / "run", size=64 << 20)
+    assert outcome.error is None
+    runner.finish(outcome, store=False)
+    record = outcome.record
+    assert record["target"]["kind"] == "file" and record["target"]["size_bytes"] == 64 << 20
+    assert record["experiments"][1]["findings"]["peak_iops"]["value"] > 0
+    assert (tmp_path / "run" / "report.html").stat().st_size > 0
+
+
+def test_an_existing_file_needs_destructive_before_anything_is_written(tmp_path, state_home):
+    target = tmp_path / "precious.img"
+    target.write_bytes(b"keep me" * 4096)
+    with pytest.raises(FtlscopeError) as err:
+        runner.profile(str(target), suite=TINY, out=tmp_path / "run")
+    assert "--destructive" in err.value.message
+    assert not (tmp_path / "run").exists()
+    assert target.read_bytes().startswith(b"keep me")
+
+
+def test_suites_and_span():
+    assert [s.experiment for s in get_suite("quick").steps] == [
+        "qd1-baseline", "bs-sweep", "qd-sweep", "alignment", "seq-write-over-time"]
+    full = get_suite("full")
+    assert len(full.steps) == 19 and full.probes
+    standard = {s.experiment for s in get_suite("standard").steps}
+    assert "random-fill" not in standard and "trim-before-overwrite" not in standard
+    from ftlscope.experiments import get
+
+    assert runner._params(get("qd-sweep"), {"span": "8GiB"}, 4 << 30, 256 * 10**9) == {"span": str(4 << 30)}
+    assert runner._params(get("qd-sweep"), {}, 4 << 30, 256 * 10**9) == {"span": str(4 << 30)}
+    assert runner._params(get("qd-sweep"), {"runtime": "1s"}, None, 256 * 10**9) == {"runtime": "1s"}
+    with pytest.raises(FtlscopeError):
+        get_suite("huge")
+
+
+def test_serial_hash_is_stable_and_hides_the_serial():
+    assert hash_serial("S4EWNX0R123456") == hash_serial("S4EWNX0R123456")
+    assert "S4EWNX0R" not in hash_serial("S4EWNX0R123456")
+    assert hash_serial("A") != hash_serial("B")

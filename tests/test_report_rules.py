@@ -1,0 +1,127 @@
+"""The report's rules on hand-made records: the datasheet check, guidance that stays silent without evidence,
+sentences that never state an unmeasured number, and the formatting every cited number goes through."""
+
+from __future__ import annotations
+
+import pytest
+
+from ftlscope.errors import UsageError
+from ftlscope.report.card import build_card, parse_spec
+from ftlscope.report.facts import Facts, format_bytes, format_value
+from ftlscope.report.guidance import build_guidance
+from ftlscope.report.sentences import sentence
+
+
+def finding(value, unit):
+    return {"value": value, "unit": unit, "evidence": "test"}
+
+
+def record(experiments=None, properties=None, spec=None, rotational=False):
+    return {
+        "target": {"name": "sim:test", "rotational": rotational},
+        "experiments": [{"name": name, "findings": found, "figures": [f"experiments/{name}/fig.png"]}
+                        for name, found in (experiments or {}).items()],
+        "probes": None if properties is None else {"properties": properties},
+        "spec": spec or {},
+    }
+
+
+QD_SWEEP = {"peak_iops": finding(500_000.0, "IOPS"), "peak_qd": finding(256, "QD"), "knee_qd": finding(64, "QD"),
+            "practical_knee_qd": finding(32, "QD"), "sla_max_qd": finding(128, "QD")}
+
+
+def test_spec_is_parsed_into_the_cards_units():
+    spec = parse_spec("seq_read=3500MB/s, seq_write=3.3GB/s,random_read_iops=500k,qd1_read_latency=80us,"
+                      "write_cliff=40GB,flush_window=50ms")
+    assert spec["seq_read"]["value"] == pytest.approx(3500)
+    assert spec["seq_write"]["value"] == pytest.approx(3300)
+    assert spec["random_read_iops"]["value"] == pytest.approx(500_000)
+    assert spec["qd1_read_latency"]["value"] == pytest.approx(80)
+    assert spec["write_cliff"]["value"] == 40e9
+    assert spec["flush_window"]["value"] == pytest.approx(0.05)
+    assert parse_spec(None) == {} and parse_spec("") == {}
+
+
+@pytest.mark.parametrize("text, named", [
+    ("seq_reed=3500MB/s", "seq_reed=3500MB/s"),
+    ("seq_read", "seq_read"),
+    ("seq_read=fast", "seq_read=3500MB/s"),
+    ("random_read_iops=lots", "random_read_iops=500k"),
+])
+def test_bad_spec_is_one_line_naming_the_item(text, named):
+    with pytest.raises(UsageError) as err:
+        parse_spec(text)
+    assert "--spec" in err.value.message and named in err.value.message
+
+
+def test_card_checks_the_datasheet_both_ways_with_a_tolerance():
+    experiments = {"qd-sweep": QD_SWEEP, "qd1-baseline": {"random_read_lat_mean_us": finding(85.0, "us")}}
+    spec = parse_spec("random_read_iops=540k,qd1_read_latency=70us")
+    card = {row["key"]: row for row in build_card(record(experiments, spec=spec))}
+    assert card["random_read_iops"]["meets_spec"] is True  # 500k is within 10 % of 540k
+    assert card["random_read_iops"]["detail"] == "at QD 256"
+    assert card["qd1_read_latency"]["meets_spec"] is False  # 85 us is more than 10 % over 70 us
+    assert card["seq_read"]["value"] is None and card["seq_read"]["display"] == "not measured in this suite"
+
+
+def test_card_says_why_a_figure_is_missing():
+    probes = {"P8": {"value": 0, "answer": "none"}, "P10": {"value": None, "answer": "never"}}
+    card = {row["key"]: row for row in build_card(record({"seq-write-over-time": {}}, probes))}
+    assert card["write_cliff"]["display"] == "none found in the bytes written"
+    assert card["flush_window"]["display"] == "does not flush when idle"
+    hdd = {row["key"]: row for row in build_card(record(rotational=True))}
+    assert hdd["page_size"]["display"] == "not applicable (a rotating disk)"
+
+
+def test_guidance_is_silent_without_evidence():
+    assert build_guidance(record()) == []
+    # A rule needs all its evidence: the practical knee alone gives no queue-depth advice.
+    assert build_guidance(record({"qd-sweep": {"practical_knee_qd": finding(32, "QD")}})) == []
+
+
+def test_guidance_cites_what_it_says():
+    advice = {a["rule"]: a for a in build_guidance(record({"qd-sweep": QD_SWEEP}))}
+    latency = advice["queue-depth-latency"]
+    assert "QD 32" in latency["text"] and "500,000 IOPS" in latency["text"]
+    assert {(e["finding"], e["value"]) for e in latency["evidence"]} == {
+        ("practical_knee_qd", 32), ("peak_iops", 500_000.0), ("sla_max_qd", 128)}
+    assert "QD 64" in advice["queue-depth-throughput"]["text"]
+    assert all(e["figure"] == "experiments/qd-sweep/fig.png" for e in latency["evidence"])
+
+
+def test_write_rate_follows_newt_and_compares_with_the_write_speed():
+    probes = {"P8": {"value": 12 * 2**20, "answer": "12 MiB"}, "P10": {"value": 0.2, "answer": "0.2 s"}}
+    slow_writes = {"seq-write-over-time": {"throughput_before_mb_s": finding(1000.0, "MB/s")}}
+    advice = {a["rule"]: a for a in build_guidance(record(slow_writes, probes))}
+    assert "about 62.9 MB/s" in advice["write-rate"]["text"]  # 12 MiB / 0.2 s (seed 003: 11.5 MB / 200 ms)
+    assert "Writing below that rate" in advice["write-rate"]["text"]
+    never = {"P8": {"value": 12 * 2**20, "answer": "12 MiB"}, "P10": {"value": None, "answer": "never"}}
+    text = build_guidance(record(properties=never))[0]["text"]
+    assert "does not drain in idle" in text
+
+
+def test_read_sizes_to_avoid_come_from_p6():
+    probes = {"P6": {"value": {"consistent": False, "penalised_sizes": [[17408, 20480]]},
+                     "answer": "inconsistent (17 KiB-20 KiB)"}}
+    advice = build_guidance(record(properties=probes))
+    assert advice[0]["rule"] == "read-sizes" and "17 KiB-20 KiB" in advice[0]["text"]
+
+
+def test_sentence_uses_the_first_template_whose_findings_exist():
+    facts = Facts(record({"qd-sweep": {k: v for k, v in QD_SWEEP.items() if k != "knee_qd"}}))
+    text = sentence(facts, "qd-sweep")
+    assert "no knee" in text and "500,000 IOPS" in text and "QD 256" in text
+    assert sentence(facts, "bs-sweep") is None
+    unknown = Facts(record({"custom": {"speed": finding(3.5, "MB/s")}}))
+    assert sentence(unknown, "custom") == "speed: 3.5 MB/s."
+
+
+def test_formatting():
+    assert format_bytes(16384) == "16 KiB"
+    assert format_bytes(13016760320.0) == "13 GB"
+    assert format_value(67.39, "us") == "67.4 µs"
+    assert format_value(2398.2, "us") == "2.4 ms"
+    assert format_value(0.032, "s") == "32 ms"
+    assert format_value(1500.37, "ratio") == "1,500x"
+    assert format_value(0.849, "ratio") == "0.849x"
+    assert format_value(True, "bool") == "True"
