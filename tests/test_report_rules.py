@@ -125,3 +125,19 @@ def test_formatting():
     assert format_value(1500.37, "ratio") == "1,500x"
     assert format_value(0.849, "ratio") == "0.849x"
     assert format_value(True, "bool") == "True"
+
+
+def test_docs_list_every_rule_and_suite_step():
+    from pathlib import Path
+
+    from ftlscope.profile.suites import get_suite
+    from ftlscope.report.guidance import RULES
+
+    docs = (Path(__file__).parent.parent / "docs" / "profile.md").read_text()
+    for rule in RULES:
+        advice_id = rule.__name__.replace("_", "-")
+        named = {"write-sequentially": "write-order", "zeroes-and-trim": "zeroes-trim"}.get(advice_id, advice_id)
+        assert f"`{named}`" in docs, named
+    for suite in ("quick", "standard"):
+        for step in get_suite(suite).steps:
+            assert step.experiment in docs, step.experiment

@@ -91,10 +91,18 @@ def _results(record: dict[str, Any], directory: Path, experiment: str) -> pd.Dat
     return None if frame.empty else frame
 
 
+def _tables(runs, labels, experiment: str, columns: set[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(label, results table) of every run that has ``experiment`` with ``columns``."""
+    found = []
+    for label, (record, directory) in zip(labels, runs, strict=True):
+        table = _results(record, directory, experiment)
+        if table is not None and columns <= set(table.columns):
+            found.append((label, table))
+    return found
+
+
 def _qd_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
-    tables = [(label, _results(record, directory, "qd-sweep")) for label, (record, directory) in zip(labels, runs,
-                                                                                                     strict=True)]
-    tables = [(label, t) for label, t in tables if t is not None and {"qd", "iops", "lat_mean_us"} <= set(t.columns)]
+    tables = _tables(runs, labels, "qd-sweep", {"qd", "iops", "lat_mean_us"})
     if not tables:
         return None
     fig, axes = plots.panels("4 KiB random read against queue depth", 1, 2, size=(12, 4.5))
@@ -112,9 +120,7 @@ def _qd_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
 
 
 def _bs_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
-    tables = [(label, _results(record, directory, "bs-sweep")) for label, (record, directory) in zip(labels, runs,
-                                                                                                     strict=True)]
-    tables = [(label, t) for label, t in tables if t is not None and {"size", "mb_s", "pattern"} <= set(t.columns)]
+    tables = _tables(runs, labels, "bs-sweep", {"size", "mb_s", "pattern"})
     if not tables:
         return None
     fig, axes = plots.panels("Read MB/s against request size (QD 32)", 1, 2, size=(12, 4.5))
@@ -133,10 +139,7 @@ def _bs_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
 
 def _write_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
     fig = None
-    for label, (record, directory) in zip(labels, runs, strict=True):
-        table = _results(record, directory, "seq-write-over-time")
-        if table is None or not {"phase", "bytes", "mb_s"} <= set(table.columns):
-            continue
+    for label, table in _tables(runs, labels, "seq-write-over-time", {"phase", "bytes", "mb_s", "window"}):
         windows = table[table["phase"] == "window"].sort_values("window")
         if windows.empty:
             continue
