@@ -61,6 +61,14 @@ def test_an_existing_file_needs_destructive_before_anything_is_written(tmp_path,
     assert target.read_bytes().startswith(b"keep me")
 
 
+def test_out_must_not_hold_another_profile(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "profile.json").write_text("{}")
+    with pytest.raises(FtlscopeError) as err:
+        runner.profile(small_ssd(tmp_path), suite=TINY, out=tmp_path / "run")
+    assert err.value.message.startswith("--out:")
+
+
 def test_suites_and_span():
     assert [s.experiment for s in get_suite("quick").steps] == [
         "qd1-baseline", "bs-sweep", "qd-sweep", "alignment", "seq-write-over-time"]

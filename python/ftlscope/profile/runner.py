@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..env import system_env
-from ..errors import FtlscopeError
+from ..errors import FtlscopeError, UsageError
 from ..experiments import get as get_experiment
 from ..experiments import run_experiment
 from ..experiments.context import Context, Interrupted
@@ -83,6 +83,9 @@ def profile(
     started = datetime.now(UTC)
     run_id = f"{started:%Y%m%d-%H%M%S}-{_slug(identity['identity'].removeprefix('sim:'))}"
     directory = Path(out) if out is not None else Path("ftlscope-profiles") / run_id
+    if (directory / "profile.json").exists():
+        # Mixing two runs' files in one directory would mislead the report and the store's file list.
+        raise UsageError(f"--out: {directory} already holds a profile; choose another directory or remove it")
     # The profile's own view of the target: the safety checks of a writing run happen here, before the
     # health read, the probes or any experiment touch the device (and a file target is created with --size).
     ctx = Context(subject, raw_dir=directory, writes=True, destructive=destructive, force=force, size=size,

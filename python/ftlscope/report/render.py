@@ -268,7 +268,15 @@ def _environment_rows(record: dict[str, Any]) -> list[tuple[str, str]]:
 def _engine_text(engine: Any) -> str | None:
     if not isinstance(engine, dict):
         return None if engine is None else str(engine)
-    parts = [engine.get("backend"), engine.get("reason") or engine.get("why")]
+    setup = engine.get("backend_setup") or {}
+    clock = engine.get("clock") or {}
+    parts = [
+        engine.get("backend_reason") or engine.get("backend"),
+        "registered file and buffers" if setup.get("registered_file") and setup.get("registered_buffers") else None,
+        f"pinned to CPU {', '.join(map(str, engine['pinned_cpus']))}" if engine.get("pinned_cpus") else None,
+        f"clock {clock['source']}" + (f" at {clock['tsc_hz'] / 1e9:.3f} GHz" if clock.get("tsc_hz") else "")
+        if clock.get("source") else None,
+    ]
     return ", ".join(str(p) for p in parts if p) or None
 
 
