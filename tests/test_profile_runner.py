@@ -89,3 +89,20 @@ def test_serial_hash_is_stable_and_hides_the_serial():
     assert hash_serial("S4EWNX0R123456") == hash_serial("S4EWNX0R123456")
     assert "S4EWNX0R" not in hash_serial("S4EWNX0R123456")
     assert hash_serial("A") != hash_serial("B")
+
+
+def test_a_block_device_needs_destructive_and_then_is_profiled(make_loop, tmp_path, state_home):
+    device, backing = make_loop(64 << 20)
+    with pytest.raises(FtlscopeError) as err:
+        runner.profile(device, suite=TINY, out=tmp_path / "refused")
+    assert "--destructive" in err.value.message and not (tmp_path / "refused").exists()
+    assert backing.stat().st_blocks == 0, "nothing may be written before the safety check"
+
+    outcome = runner.profile(device, suite=TINY, out=tmp_path / "run", destructive=device)
+    runner.finish(outcome, store=False)
+    record = outcome.record
+    assert outcome.error is None and record["target"]["kind"] == "block device"
+    assert record["target"]["size_bytes"] == 64 << 20 and record["target"]["scheduler"] is not None
+    assert record["env"]["engine"]["backend"] in ("io_uring", "psync")
+    assert record["experiments"][1]["findings"]["peak_iops"]["value"] > 0
+    assert "Device health" in (tmp_path / "run" / "report.html").read_text()

@@ -6,6 +6,7 @@ opens what it is handed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -194,9 +195,6 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
             handle.wait(None)
         return not interrupted
 
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     if stop.get("time_ns"):
         total, unit = stop["time_ns"] / 1e9 + workload.warmup.get("time_ns", 0) / 1e9, "s"
     elif stop.get("ops"):
@@ -205,18 +203,8 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
         total, unit = total_bytes, "bytes"
     else:
         total, unit = None, "ops"
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>5.1f}%"),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    ]
     last = (0.0, 0, 0)
-    # Progress goes to stderr: stdout keeps only results (tables), clean for a pipe or a file.
-    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+    with _bar() as bar:
         task = bar.add_task(label, total=total, rate="")
         try:
             while not handle.wait(0.2):
@@ -237,7 +225,57 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
             handle.stop()
             interrupted = True
             handle.wait(None)
+        finally:
+            bar.remove_task(task)
     return not interrupted
+
+
+# The bar of a longer job (a profile) that runs many workloads: each run's bar joins it below its own line.
+_outer_bar: Any = None
+
+
+def _new_bar():
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
+    # Progress goes to stderr: stdout keeps only results (tables), clean for a pipe or a file.
+    return Progress(*columns, transient=True, console=Console(stderr=True))
+
+
+@contextlib.contextmanager
+def _bar():
+    if _outer_bar is not None:
+        yield _outer_bar
+        return
+    with _new_bar() as bar:
+        yield bar
+
+
+@contextlib.contextmanager
+def job_progress(label: str, steps: int):
+    """A bar for a job of ``steps`` parts (rich shows one live display at a time, so the runs inside the job
+    add their bars to this one). Yields ``advance(description)``, and the bar's console for messages."""
+    global _outer_bar
+    with _new_bar() as bar:
+        task = bar.add_task(label, total=steps, rate="")
+
+        def advance(description: str, done: int) -> None:
+            bar.update(task, description=description, completed=done)
+
+        _outer_bar = bar
+        try:
+            yield advance, bar.console
+        finally:
+            _outer_bar = None
 
 
 def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: SimDevice | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ a device error) keeps everything measured so far and still gets its report.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from ..probes import NAMES
 from ..probes.runner import DEFAULT_SPAN as PROBE_SPAN
 from ..probes.runner import probe_device
 from ..probes.truth import describe
+from ..runner import job_progress
 from ..sim import SimDevice
 from ..units import parse_size
 from .suites import Suite, get_suite
@@ -118,29 +120,13 @@ def profile(
     device_start = ctx.device_time_ns
     error: FtlscopeError | None = None
     steps = [*([None] if chosen.probes else []), *chosen.steps]
+    bar = job_progress(f"{chosen.name} profile", len(steps)) if progress else contextlib.nullcontext((None, None))
     try:
-        for number, step in enumerate(steps, 1):
-            if step is None:
-                say(f"[{number}/{len(steps)}] probes P1-P10")
-                error = _run_probes(record, subject, directory, span, destructive, force, engine, progress)
-            else:
-                experiment = get_experiment(step.experiment)
-                say(f"[{number}/{len(steps)}] {experiment.name}: {experiment.summary}")
-                params = _params(experiment, step.params, span, ctx.capacity)
-                outcome = run_experiment(experiment, subject, out=directory / "experiments", params=params,
-                                         repeat=repeat, destructive=destructive, force=force, engine=engine,
-                                         progress=progress)
-                record["experiments"].append(_experiment_entry(outcome, directory))
-                error = outcome.error
-                if error is not None and not isinstance(error, Interrupted):
-                    # One experiment failing (a command the target lacks, a device error) does not void the
-                    # others: note it and go on; an interruption stops the profile.
-                    record["notes"].append(f"{experiment.name} stopped: {error.message}")
-                    error = None
-            if error is not None:
-                break
-            record["env"]["engine"] = record["env"].get("engine") or _engine(record)
-            _save(record, directory, wall_start, ctx, device_start)
+        with bar as (advance, bar_console):
+            error = _run_steps(record, steps, subject, directory, ctx, span, destructive, force, engine, repeat,
+                               progress, advance,
+                               say if bar_console is None else lambda text: bar_console.print(f"[bold]{text}[/bold]"),
+                               wall_start, device_start)
     except KeyboardInterrupt:
         error = Interrupted("interrupted; the results measured so far are kept")
     except FtlscopeError as exc:
@@ -153,6 +139,37 @@ def profile(
     if identity.get("serial_hash") and not show_serial:
         _redact_serial(directory, ctx, identity["serial_hash"])
     return ProfileOutcome(record, directory, error)
+
+
+def _run_steps(record, steps, subject, directory, ctx, span, destructive, force, engine, repeat, progress, advance,
+               say, wall_start, device_start) -> FtlscopeError | None:
+    """Run the probes and experiments in order; the error that stops the profile (an interruption), if any."""
+    for number, step in enumerate(steps, 1):
+        name = "probes P1-P10" if step is None else step.experiment
+        if advance is not None:
+            advance(f"profile {number}/{len(steps)}: {name}", number - 1)
+        if step is None:
+            say(f"[{number}/{len(steps)}] probes P1-P10")
+            error = _run_probes(record, subject, directory, span, destructive, force, engine, progress)
+        else:
+            experiment = get_experiment(step.experiment)
+            say(f"[{number}/{len(steps)}] {experiment.name}: {experiment.summary}")
+            params = _params(experiment, step.params, span, ctx.capacity)
+            outcome = run_experiment(experiment, subject, out=directory / "experiments", params=params,
+                                     repeat=repeat, destructive=destructive, force=force, engine=engine,
+                                     progress=progress)
+            record["experiments"].append(_experiment_entry(outcome, directory))
+            error = outcome.error
+            if error is not None and not isinstance(error, Interrupted):
+                # One experiment failing (a command the target lacks, a device error) does not void the
+                # others: note it and go on; an interruption stops the profile.
+                record["notes"].append(f"{experiment.name} stopped: {error.message}")
+                error = None
+        if error is not None:
+            return error
+        record["env"]["engine"] = record["env"].get("engine") or _engine(record)
+        _save(record, directory, wall_start, ctx, device_start)
+    return None
 
 
 def _params(experiment, given: dict[str, str], span: int | None, capacity: int) -> dict[str, str]:
