@@ -55,7 +55,7 @@ def test_profile_writes_report_record_and_parts(profiled):
         assert record["health_before"] is not None and record["health_after"]["host_bytes_written"] > 0
         assert set(record["probes"]["properties"]) == {f"P{i}" for i in range(1, 11)}
         assert [e["name"] for e in record["experiments"]] == [
-            "qd1-baseline", "bs-sweep", "qd-sweep", "alignment", "seq-write-over-time"]
+            "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "seq-write-over-time"]
         for entry in record["experiments"]:
             assert (directory / entry["results"]).is_file()
             assert (directory / entry["directory"] / "findings.json").is_file()

@@ -71,7 +71,7 @@ def test_out_must_not_hold_another_profile(tmp_path):
 
 def test_suites_and_span():
     assert [s.experiment for s in get_suite("quick").steps] == [
-        "qd1-baseline", "bs-sweep", "qd-sweep", "alignment", "seq-write-over-time"]
+        "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "seq-write-over-time"]
     full = get_suite("full")
     assert len(full.steps) == 19 and full.probes
     standard = {s.experiment for s in get_suite("standard").steps}

@@ -141,3 +141,19 @@ def test_docs_list_every_rule_and_suite_step():
     for suite in ("quick", "standard"):
         for step in get_suite(suite).steps:
             assert step.experiment in docs, step.experiment
+
+
+def test_write_order_and_zeroes_rules_read_the_whole_drive_experiments():
+    experiments = {
+        "random-fill": {"write_amplification": finding(7.56, "ratio"), "slowdown_ratio": finding(1.73, "ratio")},
+        "data-dependence": {"write_zeroes_vs_zeros_full": finding(0.5, "ratio")},
+        "trim-before-overwrite": {"overwrite_speedup": finding(2.65, "ratio"),
+                                  "write_amplification_overwrite": finding(6.71, "ratio"),
+                                  "write_amplification_trim_first": finding(3.08, "ratio")},
+    }
+    advice = {a["rule"]: a["text"] for a in build_guidance(record(experiments))}
+    assert advice["write-order"].startswith("Write sequentially") and "7.56x" in advice["write-order"]
+    assert "Write Zeroes is slower than writing zeroes (0.5x the MB/s)" in advice["zeroes-trim"]
+    assert "fell from 6.71x to 3.08x" in advice["zeroes-trim"]
+    calm = {"random-fill": {"write_amplification": finding(1.02, "ratio"), "slowdown_ratio": finding(1.0, "ratio")}}
+    assert build_guidance(record(calm))[0]["text"].startswith("The write order matters little")

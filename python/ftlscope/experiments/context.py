@@ -216,6 +216,13 @@ class Context:
             # A target without discard: say so; the experiment still runs on the data as it is.
             self.notes.append(f"purge (TRIM) failed, so the range was not erased first: {exc.message}")
 
+    def flush(self) -> None:
+        """Make the device write back what it holds in volatile caches (one flush command: fdatasync on real
+        targets) and wait for it, so the next measurement does not share the device with that write-back —
+        on a hard disk with scattered writes cached, minutes of seeking."""
+        workload = Workload(mix={"flush": 100}, sizes=[4096], queue_depth=1, stop={"ops": 1})
+        self.run(workload, "flush the write cache")
+
     def ensure_readable(self, span: int) -> None:
         """Before reads: on a simulated device, write the range once (a fresh one holds nothing, and reads
         of never-written pages would not touch flash). Files are filled when created; block devices are read

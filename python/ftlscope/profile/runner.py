@@ -90,7 +90,7 @@ def profile(
         raise UsageError(f"--out: {directory} already holds a profile; choose another directory or remove it")
     # The profile's own view of the target: the safety checks of a writing run happen here, before the
     # health read, the probes or any experiment touch the device (and a file target is created with --size).
-    ctx = Context(subject, raw_dir=directory, writes=True, destructive=destructive, force=force, size=size,
+    ctx = Context(subject, raw_dir=directory / "raw", writes=True, destructive=destructive, force=force, size=size,
                   engine=engine, progress=progress, label="profile")
     directory.mkdir(parents=True, exist_ok=True)
     identity["size_bytes"] = identity.get("size_bytes") or ctx.capacity
@@ -160,6 +160,8 @@ def _run_steps(record, steps, subject, directory, ctx, span, destructive, force,
                                      progress=progress)
             record["experiments"].append(_experiment_entry(outcome, directory))
             error = outcome.error
+            if experiment.writes and error is None:
+                _flush(ctx, record)
             if error is not None and not isinstance(error, Interrupted):
                 # One experiment failing (a command the target lacks, a device error) does not void the
                 # others: note it and go on; an interruption stops the profile.
@@ -239,6 +241,20 @@ def _experiment_entry(outcome, directory: Path) -> dict[str, Any]:
         "notes": conditions["notes"],
         "engine": conditions["env"].get("engine"),
     }
+
+
+def _flush(ctx: Context, record: dict[str, Any]) -> None:
+    """After an experiment that writes, the next one should find nothing pending in the device's caches."""
+    before = ctx.device_time_ns
+    try:
+        ctx.flush()
+    except Interrupted:
+        raise
+    except FtlscopeError as exc:
+        record["notes"].append(f"the write cache could not be flushed between experiments: {exc.message}")
+        return
+    record.setdefault("flushes", []).append({"after": record["experiments"][-1]["name"],
+                                             "device_time_s": (ctx.device_time_ns - before) / 1e9})
 
 
 def _engine(record: dict[str, Any]) -> Any:

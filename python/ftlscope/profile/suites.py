@@ -12,8 +12,9 @@ parameters.
 - ``full``: every experiment at the seeds' parameters, over the whole drive (random fill, trim before
   overwrite, burst vs steady state for 30 minutes, ...).
 
-Order matters because the drive keeps its state: read-only experiments run on the sequentially filled drive
-the probes leave, the destructive whole-range writes come last.
+Order matters because the drive keeps its state: the read-only experiments come first, on a sequentially
+filled range (a hard disk would otherwise still be writing back the scattered writes of the experiments before,
+and its sequential reads would measure that), then the experiments that write, whole-range writes last.
 """
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ QUICK = Suite(
     "probes P1-P10, QD 1 baseline, block-size and queue-depth sweeps, alignment, and the write cliff",
     probes=True,
     steps=(
-        Step("qd1-baseline", {"runtime": "2s", "warmup": "500ms", "span": _QUICK_SPAN}),
         Step("bs-sweep", {**_SHORT, "span": _QUICK_SPAN}),
         Step("qd-sweep", {**_SHORT, "span": _QUICK_SPAN}),
         Step("alignment", {"span": _QUICK_SPAN}),
+        Step("qd1-baseline", {"runtime": "2s", "warmup": "500ms", "span": _QUICK_SPAN}),
         Step("seq-write-over-time", {"runtime": "60s"}),
     ),
 )
@@ -65,16 +66,16 @@ STANDARD = Suite(
     "the probes and every experiment that does not need the whole drive, at shorter runtimes",
     probes=True,
     steps=(
-        Step("qd1-baseline", {"runtime": "5s", "warmup": "1s", "span": _STANDARD_SPAN}),
         Step("bs-sweep", {**_POINT, "span": _STANDARD_SPAN}),
-        Step("rw-mix", {**_POINT, "span": _STANDARD_SPAN}),
-        Step("deep-queue", {"runtime": "2s", "warmup": "500ms"}),
         Step("qd-sweep", {**_POINT, "span": _STANDARD_SPAN}),
-        Step("parallelism", {"span": _STANDARD_SPAN, "runtime": "2s"}),
         Step("locality", {}),
         Step("permuted-reads", {}),
         Step("alignment", {}),
         Step("seq-read-over-time", {"span": _STANDARD_SPAN}),
+        Step("qd1-baseline", {"runtime": "5s", "warmup": "1s", "span": _STANDARD_SPAN}),
+        Step("rw-mix", {**_POINT, "span": _STANDARD_SPAN}),
+        Step("deep-queue", {"runtime": "2s", "warmup": "500ms"}),
+        Step("parallelism", {"span": _STANDARD_SPAN, "runtime": "2s"}),
         Step("working-set", {"span": _STANDARD_SPAN, "runtime": "3s", "warmup": "1s"}),
         Step("reset-behaviour", {}),
         Step("interleaved-vs-grouped", {"span": _STANDARD_SPAN}),

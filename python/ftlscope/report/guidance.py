@@ -212,13 +212,15 @@ def zeroes_and_trim(f: Facts) -> Advice | None:
             parts.append(f"on the {state} drive Write Zeroes {verb} writing zeroes ({ratio.display} the MB/s)")
             cited.append(ratio)
     speedup = f.finding("trim-before-overwrite", "overwrite_speedup", "trim")
-    saved = f.finding("trim-before-overwrite", "write_amplification_saved", "trim")
+    without = f.finding("trim-before-overwrite", "write_amplification_overwrite", "trim")
+    with_trim = f.finding("trim-before-overwrite", "write_amplification_trim_first", "trim")
     if speedup is not None:
         parts.append(f"discarding a region before overwriting it made the overwrite {speedup.display} as fast")
         cited.append(speedup)
-    if saved is not None and isinstance(saved.value, int | float):
-        parts.append(f"and saved {saved.display} of write amplification")
-        cited.append(saved)
+    if _present(without, with_trim):
+        parts.append(f"write amplification {'fell' if with_trim.value < without.value else 'went'} from "
+                     f"{without.display} to {with_trim.display} with the discard")
+        cited += [without, with_trim]
     if not parts:
         return None
     text = "Zeroing and discarding: " + "; ".join(parts) + "."

@@ -101,8 +101,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "After a controller reset resident data reads {post_reset_slowdown} as fast as before.",
     ),
     "trim-before-overwrite": (
-        "Discarding a region before overwriting it makes the overwrite {overwrite_speedup} as fast and saves "
-        "{write_amplification_saved} of write amplification.",
+        "Discarding a region before overwriting it makes the overwrite {overwrite_speedup} as fast; write "
+        "amplification goes from {write_amplification_overwrite} to {write_amplification_trim_first}.",
         "Discarding a region before overwriting it makes the overwrite {overwrite_speedup} as fast.",
     ),
     "interleaved-vs-grouped": (
