@@ -31,7 +31,7 @@ ITEMS = (
     CardItem("random_read_iops", "Peak 4 KiB random read IOPS", "IOPS", True, (("qd-sweep", "peak_iops"),)),
     CardItem("seq_read", "Sequential read", "MB/s", True,
              (("bs-sweep", "sequential_peak_mb_s"), ("seq-read-over-time", "mb_s"))),
-    CardItem("seq_write", "Sequential write (before the cliff)", "MB/s", True,
+    CardItem("seq_write", "Sequential write", "MB/s", True,
              (("seq-write-over-time", "throughput_before_mb_s"), ("seq-write-over-time", "mb_s"),
               ("bs-sweep-write", "sequential_peak_mb_s"))),
     CardItem("write_cliff", "Write cliff (bytes at full speed)", "B", True,
@@ -104,6 +104,8 @@ def build_card(record: dict[str, Any]) -> list[dict[str, Any]]:
             if item.key == "random_read_iops":
                 qd = facts.finding("qd-sweep", "peak_qd")
                 row["detail"] = f"at {qd.display}" if qd else None
+            if item.key == "seq_write" and evidence.finding == "throughput_before_mb_s":
+                row["detail"] = "before the write cliff"
             if item.key == "write_cliff":
                 share = facts.finding("seq-write-over-time", "cliff_pct_of_capacity")
                 row["detail"] = f"{share.value:.3g} % of capacity" if share else None

@@ -11,7 +11,7 @@ pub mod ftl;
 
 use std::collections::VecDeque;
 
-use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig};
+use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig, PageType};
 use crate::device::{Counters, PageContent, SimDevice, SimOp, SimRequest};
 use crate::time::{Nanos, Rate, SimTime};
 use caches::{MappingCache, ReadBuffer};
@@ -196,8 +196,9 @@ impl SsdDevice {
     /// first page, then every unit's second, ...), as a controller drives its dies in parallel rather than
     /// finishing one die's chunk before starting the next.
     fn program_batch(&mut self, lpns: &[u64], at: SimTime) -> SimTime {
-        let mut per_unit = vec![0u32; self.ftl.stripe_width() as usize];
-        let mut placed = Vec::with_capacity(lpns.len());
+        // Each unit's pages in placement order; they are programmed round by round across the units (the
+        // k-th page of every unit before the (k+1)-th of any), as the controller interleaves them.
+        let mut per_unit: Vec<Vec<PageType>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
         // The buffered pages' map entries are scattered: start loading them well before they are needed.
         const AHEAD: usize = 16;
         for &lpn in lpns.iter().take(AHEAD) {
@@ -208,14 +209,17 @@ impl SsdDevice {
                 self.ftl.prefetch_entry(ahead);
             }
             if let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) {
-                placed.push((per_unit[unit as usize], unit, page_type));
-                per_unit[unit as usize] += 1;
+                per_unit[unit as usize].push(page_type);
             }
         }
-        placed.sort_unstable_by_key(|&(k, unit, _)| (k, unit));
+        let rounds = per_unit.iter().map(Vec::len).max().unwrap_or(0);
         let mut done = at;
-        for (_, unit, page_type) in placed {
-            done = done.max(self.flash.program(unit, page_type, at));
+        for k in 0..rounds {
+            for (unit, pages) in per_unit.iter().enumerate() {
+                if let Some(&page_type) = pages.get(k) {
+                    done = done.max(self.flash.program(unit as u32, page_type, at));
+                }
+            }
         }
         done
     }
