@@ -106,3 +106,15 @@ def test_a_block_device_needs_destructive_and_then_is_profiled(make_loop, tmp_pa
     assert record["env"]["engine"]["backend"] in ("io_uring", "psync")
     assert record["experiments"][1]["findings"]["peak_iops"]["value"] > 0
     assert "Device health" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_a_broken_store_or_spec_is_refused_before_the_device_is_touched(tmp_path, capsys):
+    from ftlscope.cli import main
+
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_text("hello")
+    assert main(["profile", "--db", str(bad), "--out", str(tmp_path / "a")]) == 2
+    assert main(["profile", "--spec", "seq_read=fast", "--out", str(tmp_path / "b"), "--no-store"]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].startswith("ftlscope: error: --db:") and errors[1].startswith("ftlscope: error: --spec:")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -435,6 +435,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .units import parse_size
 
     spec = parse_spec(args.spec)
+    if not args.no_store:
+        from .store import RunStore
+
+        RunStore(args.db)  # a store that cannot be used is refused before the device is touched
     if args.repeat < 1:
         raise UsageError(f"--repeat: give at least 1 (got {args.repeat})")
     outcome = profile(
