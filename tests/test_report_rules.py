@@ -157,3 +157,12 @@ def test_write_order_and_zeroes_rules_read_the_whole_drive_experiments():
     assert "fell from 6.71x to 3.08x" in advice["zeroes-trim"]
     calm = {"random-fill": {"write_amplification": finding(1.02, "ratio"), "slowdown_ratio": finding(1.0, "ratio")}}
     assert build_guidance(record(calm))[0]["text"].startswith("The write order matters little")
+
+
+def test_a_sentence_holds_only_for_the_values_it_fits():
+    costly = {"aligned_from_bytes": finding(4096, "B"), "misaligned_penalty_pct": finding(8.6, "%"),
+              "worst_penalty_pct": finding(11.1, "%")}
+    free = {**costly, "aligned_from_bytes": finding(512, "B"), "misaligned_penalty_pct": finding(0.0, "%"),
+            "worst_penalty_pct": finding(0.5, "%")}
+    assert sentence(Facts(record({"alignment": costly})), "alignment").startswith("Offsets aligned to 4 KiB")
+    assert sentence(Facts(record({"alignment": free})), "alignment").startswith("No misaligned offset costs")

@@ -1,15 +1,20 @@
 """One sentence of finding per experiment, for the report. Each experiment has templates tried in order; the
 first whose findings are all present is used (an analysis leaves out what the data cannot support, so a
-sentence never states a number that was not measured). Without a matching template the sentence lists the
-experiment's first findings."""
+sentence never states a number that was not measured); a template may also hold only for some values (no
+"smaller shifts cost 0 %"). Without a matching template the sentence lists the experiment's first findings."""
 
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
+from typing import Any
 
 from .facts import Facts
 
-TEMPLATES: dict[str, tuple[str, ...]] = {
+# A template, or (template, condition on the findings' values) where the wording holds only for some values.
+Template = str | tuple[str, Callable[[dict[str, Any]], bool]]
+
+TEMPLATES: dict[str, tuple[Template, ...]] = {
     "qd1-baseline": (
         "At QD 1 a 4 KiB random read takes {random_read_lat_mean_us} on average (p99 {random_read_lat_p99_us}), "
         "a 4 KiB random write {random_write_lat_mean_us}; 128 KiB sequential reads reach {sequential_read_mb_s} "
@@ -44,23 +49,24 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     ),
     "parallelism": (
         "Sequential reads peak at {peak_mb_s_sequential_fill} after a sequential fill and "
-        "{peak_mb_s_random_fill} after a random one ({random_to_sequential_fill_peak_ratio}); more queues add "
-        "{multi_queue_gain_sequential_fill}.",
-        "Sequential reads peak at {peak_mb_s_sequential_fill}; more queues add {multi_queue_gain_sequential_fill}.",
+        "{peak_mb_s_random_fill} after a random one ({random_to_sequential_fill_peak_ratio}); more queues give "
+        "{multi_queue_gain_sequential_fill} the best single-queue throughput.",
+        "Sequential reads peak at {peak_mb_s_sequential_fill}; more queues give {multi_queue_gain_sequential_fill} "
+        "the best single-queue throughput.",
     ),
     "locality": (
         "Shuffled reads keep up with sequential ones from {shuffled_matches_sequential_from_bytes} requests; at "
-        "4 KiB sequential reads are {sequential_to_shuffled_ratio_4k} as fast.",
-        "At 4 KiB sequential reads are {sequential_to_shuffled_ratio_4k} as fast as shuffled ones.",
+        "4 KiB sequential reads run {sequential_to_shuffled_ratio_4k} as fast as shuffled ones.",
+        "At 4 KiB sequential reads run {sequential_to_shuffled_ratio_4k} as fast as shuffled ones.",
     ),
     "permuted-reads": (
         "Reads shuffled within windows of 2, 4 and 8 run at {permuted_to_sequential_w2}, "
         "{permuted_to_sequential_w4} and {permuted_to_sequential_w8} of sequential reads' IOPS.",
     ),
     "alignment": (
-        "Offsets aligned to {aligned_from_bytes} or more cost nothing; smaller shifts cost {misaligned_penalty_pct} "
-        "of the IOPS.",
-        "The worst misaligned offset cost {worst_penalty_pct} of the IOPS.",
+        ("Offsets aligned to {aligned_from_bytes} or more cost nothing; smaller shifts cost "
+         "{misaligned_penalty_pct} of the IOPS.", lambda v: v["misaligned_penalty_pct"] > 0),
+        "No misaligned offset costs more than the tolerance; the worst cost {worst_penalty_pct} of the IOPS.",
     ),
     "seq-read-over-time": (
         "A sequential read pass runs at {mb_s} and falls by {biggest_drop_ratio} at its biggest drop.",
@@ -91,14 +97,14 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "{read_lat_mean_us_full} over the whole span: no mapping-cache step.",
     ),
     "burst-vs-steady": (
-        "4 KiB random writes at QD 32 start at {burst_iops} and settle at {steady_iops} after {drop_bytes} "
-        "({burst_to_steady_ratio} the steady rate).",
+        "4 KiB random writes at QD 32 start at {burst_iops} and settle at {steady_iops} after {drop_bytes}: the "
+        "burst runs at {burst_to_steady_ratio} the steady rate.",
         "4 KiB random writes at QD 32 start at {burst_iops}.",
     ),
     "reset-behaviour": (
-        "After a power cycle recently written data reads {post_power_cycle_slowdown_recent} slower; after a "
-        "controller reset {post_reset_slowdown_recent}.",
-        "After a controller reset resident data reads {post_reset_slowdown} as fast as before.",
+        "Reading recently written data takes {post_power_cycle_slowdown_recent} as long after a power cycle as "
+        "before it, and {post_reset_slowdown_recent} as long after a controller reset.",
+        "Reading resident data takes {post_reset_slowdown} as long after a controller reset as before it.",
     ),
     "trim-before-overwrite": (
         "Discarding a region before overwriting it makes the overwrite {overwrite_speedup} as fast; write "
@@ -116,10 +122,12 @@ def sentence(facts: Facts, experiment: str) -> str | None:
     entry = facts.experiments.get(experiment)
     if entry is None:
         return None
-    for template in TEMPLATES.get(experiment, ()):
+    for entry_template in TEMPLATES.get(experiment, ()):
+        template, applies = entry_template if isinstance(entry_template, tuple) else (entry_template, None)
         names = [field for _, field, _, _ in string.Formatter().parse(template) if field]
         found = {name: facts.finding(experiment, name) for name in names}
-        if all(e is not None for e in found.values()):
+        if all(e is not None for e in found.values()) and (
+                applies is None or applies({name: e.value for name, e in found.items()})):
             return template.format(**{name: e.display for name, e in found.items()})
     listed = [e for name in list(entry.get("findings") or {})[:3] if (e := facts.finding(experiment, name))]
     if not listed:
