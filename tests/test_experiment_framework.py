@@ -182,3 +182,14 @@ def test_the_documented_catalogue_matches_the_experiments():
 
     docs = (Path(__file__).parents[1] / "docs" / "experiments.md").read_text()
     assert markdown() in docs, "regenerate: python -m ftlscope.experiments._catalog, paste into docs/experiments.md"
+
+
+def test_parameters_are_shown_as_people_write_them():
+    from ftlscope.experiments import get
+
+    experiment = get("bs-sweep")
+    values = experiment.resolve_params({"span": "16GiB", "warmup": "200ms", "sizes": "4k,1m"})
+    shown = {p.name: p.show(values[p.name]) for p in experiment.params}
+    assert shown["span"] == "16 GiB" and shown["runtime"] == "30 s" and shown["warmup"] == "200 ms"
+    assert shown["sizes"] == "4 KiB, 1 MiB" and shown["qd"] == "32"
+    assert get("qd-sweep").params[0].show(0) == "0 (whole target)"

@@ -67,6 +67,25 @@ class Param:
     help: str
     shown: str = ""
 
+    def show(self, value: Any) -> str:
+        """A parsed value as a person writes it (``16 GiB``, ``3 s``, ``4 KiB, 16 KiB``), for reports."""
+        from ..units import format_size
+
+        if value is None:
+            return ""
+        if self.kind == "size":
+            return format_size(value) if value else "0 (whole target)" if self.name == "span" else "0"
+        if self.kind == "duration":
+            for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+                if value >= scale:
+                    return f"{value / scale:g} {unit}"
+            return f"{value} ns" if value else "0"
+        if self.kind == "sizes":
+            return ", ".join(format_size(v) for v in value)
+        if self.kind in ("ints", "strs"):
+            return ",".join(str(v) for v in value)
+        return str(value)
+
     def parse(self, text: str) -> Any:
         try:
             return KINDS[self.kind](text)

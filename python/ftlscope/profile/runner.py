@@ -230,6 +230,7 @@ def _experiment_entry(outcome, directory: Path) -> dict[str, Any]:
         "directory": rel,
         "keys": list(outcome.experiment.keys),
         "params": conditions["params"],
+        "params_shown": {p.name: p.show(conditions["params"].get(p.name)) for p in outcome.experiment.params},
         "completed": outcome.error is None,
         "stopped": conditions["stopped"],
         "device_time_s": conditions["device_time_s"],

@@ -106,7 +106,7 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
             "source": entry.get("source", ""), "sentence": sentence(facts, entry["name"]),
             "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or []),
             "results_path": _relative(directory / entry["results"], out), "completed": entry.get("completed", True),
-            "stopped": entry.get("stopped"), "params": _params(entry.get("params") or {}),
+            "stopped": entry.get("stopped"), "params": _shown_params(entry),
             "device_time": _seconds(entry.get("device_time_s")), "wall_time": _seconds(entry.get("wall_time_s")),
         })
 
@@ -155,6 +155,13 @@ def _seconds(value: float | None) -> str:
     if value >= 120:
         return f"{value / 60:.1f} min"
     return f"{value:.1f} s"
+
+
+def _shown_params(entry: dict[str, Any]) -> str:
+    """The parameters as the user writes them (``span=16 GiB``); records from before ``params_shown`` existed
+    fall back to the raw values."""
+    shown = entry.get("params_shown")
+    return ", ".join(f"{k}={v}" for k, v in shown.items()) if shown else _params(entry.get("params") or {})
 
 
 def _params(params: dict[str, Any]) -> str:
