@@ -265,11 +265,18 @@ def _environment_rows(record: dict[str, Any]) -> list[tuple[str, str]]:
         ("CPU", f"{env.get('cpu_model')} ({env.get('cpus')} CPUs, governor {env.get('cpu_governor')})"),
         ("memory", format_size(memory) if memory else None), ("clock source", env.get("clocksource")),
         ("engine", _engine_text(engine)),
-        ("options", _params(record.get("options") or {})),
+        ("options", _options(record.get("options") or {})),
         ("time", f"{_seconds(record.get('wall_time_s'))} wall, {_seconds(record.get('device_time_s'))} device"),
         ("completed", "yes" if record.get("completed") else f"no — {record.get('stopped')}"),
     ]
     return [(k, str(v)) for k, v in rows if v not in (None, "")]
+
+
+def _options(options: dict[str, Any]) -> str:
+    shown = dict(options)
+    if "span" in shown:
+        shown["span"] = format_size(shown["span"]) if shown["span"] else "whole target"
+    return _params(shown)
 
 
 def _engine_text(engine: Any) -> str | None:
