@@ -111,7 +111,7 @@ class Facts:
         value = answer.get("value")
         display = answer.get("answer") or str(value)
         if unit == "B" and isinstance(value, int | float) and value:
-            display = format_bytes(value)
+            display = format_size(value)  # binary, as the property table (and seed 003's Table 4) writes sizes
         elif pid == "P10" and isinstance(value, int | float):
             display = format_seconds(value)
         return Evidence(PROBES, pid, value, unit, display, figures[0] if figures else None)
