@@ -30,6 +30,13 @@ class Advice:
 Rule = Callable[[Facts], Advice | None]
 
 
+def _compose(rule: str, topic: str, lead: str, parts: list[str], cited: list[Evidence]) -> Advice | None:
+    """Advice made of the clauses whose evidence was there; none when no clause was."""
+    if not parts:
+        return None
+    return Advice(rule, topic, lead + "; ".join(parts) + ".", tuple(cited))
+
+
 def _present(*evidence: Evidence | None) -> bool:
     return all(e is not None for e in evidence)
 
@@ -89,10 +96,7 @@ def request_size(f: Facts) -> Advice | None:
                      f"{random_peak.display} — below that they are bound by IOPS, not bandwidth, so read "
                      f"what you need rather than padding small random reads")
         cited += [random, random_peak]
-    if not parts:
-        return None
-    text = "At QD 32, " + "; ".join(parts) + "."
-    return Advice("request-size", "Request size", text, tuple(cited))
+    return _compose("request-size", "Request size", "At QD 32, ", parts, cited)
 
 
 def alignment(f: Facts) -> Advice | None:
@@ -221,10 +225,7 @@ def zeroes_and_trim(f: Facts) -> Advice | None:
         parts.append(f"write amplification {'fell' if with_trim.value < without.value else 'went'} from "
                      f"{without.display} to {with_trim.display} with the discard")
         cited += [without, with_trim]
-    if not parts:
-        return None
-    text = "Zeroing and discarding: " + "; ".join(parts) + "."
-    return Advice("zeroes-trim", "Write Zeroes and TRIM", text, tuple(cited))
+    return _compose("zeroes-trim", "Write Zeroes and TRIM", "Zeroing and discarding: ", parts, cited)
 
 
 def sustained_random_writes(f: Facts) -> Advice | None:
