@@ -372,7 +372,7 @@ def findings_table(findings: dict, title: str) -> Table:
 def cmd_probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .experiments.suite import write_json
+    from .jsonable import write_json
     from .probes.runner import probe_device
     from .units import parse_size
 
@@ -475,6 +475,8 @@ def card_table(card: list[dict], title: str) -> Table:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from .report.facts import format_bytes
     from .store import RunStore
 
@@ -489,8 +491,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for row in runs.itertuples(index=False):
         table.add_row(
             row.run_id, str(row.created_at), str(row.suite), str(row.target_name), str(row.model or ""),
-            format_bytes(row.size_bytes) if row.size_bytes == row.size_bytes and row.size_bytes else "",
-            "yes" if row.completed else "no", f"{row.wall_time_s:.0f} s" if row.wall_time_s == row.wall_time_s else "",
+            format_bytes(row.size_bytes) if pd.notna(row.size_bytes) and row.size_bytes else "",
+            "yes" if row.completed else "no", f"{row.wall_time_s:.0f} s" if pd.notna(row.wall_time_s) else "",
             str(row.directory),
         )
     console.print(table)

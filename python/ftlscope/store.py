@@ -55,7 +55,6 @@ The schema's version is SQLite's ``PRAGMA user_version``.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sqlite3
@@ -70,6 +69,7 @@ import pandas as pd
 import platformdirs
 
 from .errors import UsageError
+from .jsonable import plain
 
 SCHEMA_VERSION = 1
 _RECORD_FILE = "profile.json"
@@ -334,13 +334,13 @@ class RunStore:
 
 def table_frame(table: str, runs: Sequence[StoredRun]) -> pd.DataFrame:
     """``table``'s rows (see the module docstring) for ``runs``, with the table's columns even when empty."""
-    rows = [row for run in runs for row in _BUILDERS[table](_plain(run.record), run.directory)]
+    rows = [row for run in runs for row in _BUILDERS[table](plain(run.record), run.directory)]
     return pd.DataFrame(rows, columns=list(COLUMNS[table]))
 
 
 def table_rows(record: dict[str, Any], directory: Path) -> dict[str, list[dict[str, Any]]]:
     """Every table's rows for one record whose relative paths start at ``directory``."""
-    record = _plain(record)
+    record = plain(record)
     return {table: build(record, directory) for table, build in _BUILDERS.items()}
 
 
@@ -515,21 +515,6 @@ def _read_directory(ref: str) -> StoredRun | None:
 
 
 # ---- values --------------------------------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: numpy scalars to Python numbers, NaN and infinities to None, tuples to lists, paths to text."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item") and not isinstance(value, str | bytes):  # numpy scalar
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _number(value: Any) -> float | None:

@@ -15,8 +15,6 @@ An interrupted or failed experiment still writes everything measured before it s
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +25,7 @@ import pandas as pd
 from ..analysis.stats import aggregate
 from ..env import system_env
 from ..errors import FtlscopeError, UsageError
+from ..jsonable import write_json
 from ..sim import SimDevice
 from .base import Experiment
 from .context import Context, Interrupted
@@ -45,32 +44,6 @@ class ExperimentOutcome:
     @property
     def completed(self) -> bool:
         return self.error is None
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    return str(value)
-
-
-def _clean(value: Any) -> Any:
-    """NaN and infinities are not JSON: write null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item"):
-        return _clean(value.item())
-    return value
-
-
-def write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(_clean(data), indent=2, default=_json_default) + "\n")
-    return path
 
 
 def run_experiment(

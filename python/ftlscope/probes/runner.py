@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..env import system_env
 from ..errors import FtlscopeError
-from ..experiments.suite import write_json
+from ..jsonable import write_json
 from ..sim import SimDevice
 from ..units import format_size
 from . import NAMES, PROBES, parse_properties

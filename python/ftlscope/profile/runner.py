@@ -24,7 +24,7 @@ from ..errors import FtlscopeError, UsageError
 from ..experiments import get as get_experiment
 from ..experiments import run_experiment
 from ..experiments.context import Context, Interrupted
-from ..experiments.suite import write_json
+from ..jsonable import write_json
 from ..probes import NAMES
 from ..probes.runner import DEFAULT_SPAN as PROBE_SPAN
 from ..probes.runner import probe_device
@@ -116,17 +116,15 @@ def profile(
         "wall_time_s": 0.0,
         "device_time_s": 0.0,
     }
-    wall_start = time.monotonic()
-    device_start = ctx.device_time_ns
-    error: FtlscopeError | None = None
+    run = _Run(record, directory, ctx, time.monotonic(), ctx.device_time_ns)
+    # What every probe and experiment is run with: the target's safety flags, the engine, progress bars.
+    io = {"destructive": destructive, "force": force, "engine": engine, "progress": progress}
     steps = [*([None] if chosen.probes else []), *chosen.steps]
     bar = job_progress(f"{chosen.name} profile", len(steps)) if progress else contextlib.nullcontext((None, None))
     try:
         with bar as (advance, bar_console):
-            error = _run_steps(record, steps, subject, directory, ctx, span, destructive, force, engine, repeat,
-                               progress, advance,
-                               say if bar_console is None else lambda text: bar_console.print(f"[bold]{text}[/bold]"),
-                               wall_start, device_start)
+            error = _run_steps(run, steps, subject, span, repeat, io, advance,
+                               say if bar_console is None else lambda text: bar_console.print(f"[bold]{text}[/bold]"))
     except KeyboardInterrupt:
         error = Interrupted("interrupted; the results measured so far are kept")
     except FtlscopeError as exc:
@@ -134,30 +132,46 @@ def profile(
     record["health_after"] = _health(ctx)
     record["completed"] = error is None
     record["stopped"] = None if error is None else error.message
-    record["env"]["engine"] = _engine(record)
-    _save(record, directory, wall_start, ctx, device_start)
+    run.save()
     if identity.get("serial_hash") and not show_serial:
         _redact_serial(directory, ctx, identity["serial_hash"])
     return ProfileOutcome(record, directory, error)
 
 
-def _run_steps(record, steps, subject, directory, ctx, span, destructive, force, engine, repeat, progress, advance,
-               say, wall_start, device_start) -> FtlscopeError | None:
+@dataclass
+class _Run:
+    """A profile in progress: its record, where it is written, and the clocks its times are taken from."""
+
+    record: dict[str, Any]
+    directory: Path
+    ctx: Context
+    wall_start: float
+    device_start: int
+
+    def save(self) -> None:
+        record = self.record
+        record["env"]["engine"] = _engine(record)
+        record["wall_time_s"] = time.monotonic() - self.wall_start
+        record["device_time_s"] = (self.ctx.device_time_ns - self.device_start) / 1e9
+        write_json(self.directory / "profile.json", record)
+
+
+def _run_steps(run: _Run, steps, subject, span, repeat, io, advance, say) -> FtlscopeError | None:
     """Run the probes and experiments in order; the error that stops the profile (an interruption), if any."""
+    record, directory, ctx = run.record, run.directory, run.ctx
     for number, step in enumerate(steps, 1):
         name = "probes P1-P10" if step is None else step.experiment
         if advance is not None:
             advance(f"profile {number}/{len(steps)}: {name}", number - 1)
         if step is None:
             say(f"[{number}/{len(steps)}] probes P1-P10")
-            error = _run_probes(record, subject, directory, span, destructive, force, engine, progress)
+            error = _run_probes(record, subject, directory, span, io)
         else:
             experiment = get_experiment(step.experiment)
             say(f"[{number}/{len(steps)}] {experiment.name}: {experiment.summary}")
             params = _params(experiment, step.params, span, ctx.capacity)
             outcome = run_experiment(experiment, subject, out=directory / "experiments", params=params,
-                                     repeat=repeat, destructive=destructive, force=force, engine=engine,
-                                     progress=progress)
+                                     repeat=repeat, **io)
             record["experiments"].append(_experiment_entry(outcome, directory))
             error = outcome.error
             if experiment.writes and error is None:
@@ -169,8 +183,7 @@ def _run_steps(record, steps, subject, directory, ctx, span, destructive, force,
                 error = None
         if error is not None:
             return error
-        record["env"]["engine"] = record["env"].get("engine") or _engine(record)
-        _save(record, directory, wall_start, ctx, device_start)
+        run.save()
     return None
 
 
@@ -184,12 +197,11 @@ def _params(experiment, given: dict[str, str], span: int | None, capacity: int) 
     return params
 
 
-def _run_probes(record, subject, directory, span, destructive, force, engine, progress) -> FtlscopeError | None:
+def _run_probes(record, subject, directory, span, io) -> FtlscopeError | None:
     if record["target"].get("rotational"):
         record["notes"].append("probes skipped: they infer flash internals, and this is a rotating disk")
         return None
-    report = probe_device(subject, out=directory / "probes", span=min(PROBE_SPAN, span or PROBE_SPAN),
-                          destructive=destructive, force=force, engine=engine, progress=progress)
+    report = probe_device(subject, out=directory / "probes", span=min(PROBE_SPAN, span or PROBE_SPAN), **io)
     properties = {}
     for pid, answer in report.answers.items():
         properties[pid] = {
@@ -270,12 +282,6 @@ def _health(ctx: Context) -> dict[str, Any] | None:
         return ctx.health()
     except Exception as exc:  # a health log the target cannot give is a gap in the report, not a failure
         return {"available": False, "reason": str(exc)}
-
-
-def _save(record, directory: Path, wall_start: float, ctx: Context, device_start: int) -> None:
-    record["wall_time_s"] = time.monotonic() - wall_start
-    record["device_time_s"] = (ctx.device_time_ns - device_start) / 1e9
-    write_json(directory / "profile.json", record)
 
 
 def _redact_serial(directory: Path, ctx: Context, serial_hash: str) -> None:

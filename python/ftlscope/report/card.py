@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..units import parse_duration_ns, parse_size
-from .facts import Evidence, Facts, format_value
+from .facts import Evidence, Facts
 
 # A measured figure within this share of the datasheet's "up to" figure meets it: datasheets round, and
 # the card should flag a drive that falls clearly short, not one 3 % under a marketing number.
@@ -111,7 +111,6 @@ def build_card(record: dict[str, Any]) -> list[dict[str, Any]]:
                 row["detail"] = f"{share.value:.3g} % of capacity" if share else None
             if given is not None and isinstance(evidence.value, int | float):
                 row["meets_spec"] = _meets(item, float(evidence.value), given["value"])
-                row["spec_display"] = format_value(given["value"], item.unit)
         else:
             row["display"] = _why_missing(facts, item)
         rows.append(row)

@@ -13,7 +13,7 @@ from matplotlib.ticker import ScalarFormatter
 from .. import plots
 from .card import build_card
 from .facts import Facts
-from .render import PROPERTY_ORDER, _environment, anchor, embed_figure
+from .render import PROPERTY_ORDER, embed_figure, write_pages
 
 
 def run_label(record: dict[str, Any]) -> str:
@@ -40,12 +40,7 @@ def render_compare(runs: list[tuple[dict[str, Any], Path]], out: Path) -> list[P
         "property_rows": _property_rows(runs),
         "figures": [{**embed_figure(path, out), "caption": caption} for path, caption in figures],
     }
-    env = _environment()
-    html = out / "compare.html"
-    html.write_text(env.get_template("compare.html.j2").render(**view))
-    md = out / "compare.md"
-    md.write_text(env.get_template("compare.md.j2").render(**view))
-    return [html, md, *(path for path, _ in figures)]
+    return [*write_pages("compare", view, out), *(path for path, _ in figures)]
 
 
 def _unique(labels: list[str]) -> list[str]:
@@ -153,5 +148,3 @@ def _write_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
     ax.legend(fontsize=8)
     return plots.save(fig, out, "compare_seq_write"), "sequential write over time (0.5 s rolling mean)"
 
-
-__all__ = ["anchor", "render_compare", "run_label"]

@@ -34,7 +34,6 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["anchor"] = anchor
     return env
 
 
@@ -42,18 +41,28 @@ def anchor(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
 
 
+def figure_id(path: str | None) -> str | None:
+    """The HTML id a figure is shown under, so the card, the guidance and the property table can link to it."""
+    return "fig-" + anchor(path) if path else None
+
+
 def render_report(record: dict[str, Any], directory: Path, out: Path | None = None) -> list[Path]:
     """Write ``report.html`` and ``report.md`` for ``record`` (whose files live in ``directory``) into ``out``
     (default: ``directory``). Returns the two paths."""
     out = Path(out) if out is not None else Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    view = build_view(record, Path(directory), out)
+    return write_pages("report", build_view(record, Path(directory), out), out)
+
+
+def write_pages(name: str, view: dict[str, Any], out: Path) -> list[Path]:
+    """Render ``templates/NAME.html.j2`` and ``NAME.md.j2`` with ``view`` into ``out/NAME.html`` and ``.md``."""
     env = _environment()
-    html = out / "report.html"
-    html.write_text(env.get_template("report.html.j2").render(**view, embed=True))
-    md = out / "report.md"
-    md.write_text(env.get_template("report.md.j2").render(**view, embed=False))
-    return [html, md]
+    pages = []
+    for suffix in ("html", "md"):
+        page = out / f"{name}.{suffix}"
+        page.write_text(env.get_template(f"{name}.{suffix}.j2").render(**view))
+        pages.append(page)
+    return pages
 
 
 def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, Any]:
@@ -69,15 +78,15 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         if not file.is_file():
             missing.append(path)
             return None
-        return {**embed_figure(file, out), "id": "fig-" + anchor(path), "caption": caption or Path(path).stem}
+        return {**embed_figure(file, out), "id": figure_id(path), "caption": caption or Path(path).stem}
 
     card = build_card(record)
     for row in card:
-        row["figure_id"] = "fig-" + anchor(row["figure"]) if row.get("figure") else None
+        row["figure_id"] = figure_id(row.get("figure"))
     guidance = build_guidance(record)
     for advice in guidance:
         for evidence in advice["evidence"]:
-            evidence["figure_id"] = "fig-" + anchor(evidence["figure"]) if evidence.get("figure") else None
+            evidence["figure_id"] = figure_id(evidence.get("figure"))
             evidence["figure_path"] = _relative(directory / evidence["figure"], out) if evidence.get("figure") else None
 
     properties = []
@@ -126,8 +135,6 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         "environment_rows": _environment_rows(record),
         "health_rows": _health_rows(record.get("health_before"), record.get("health_after")),
         "notes": list(record.get("notes") or []) + [f"figure missing from the run directory: {p}" for p in missing],
-        "wall_time": _seconds(record.get("wall_time_s")),
-        "device_time": _seconds(record.get("device_time_s")),
     }
 
 
