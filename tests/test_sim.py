@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+from simdevices import device_toml
+from simdevices import small_ssd as shared_small_ssd
 
 import ftlscope
 from ftlscope.errors import ConfigError
@@ -17,45 +19,10 @@ from ftlscope.sim import SimDevice, presets, show
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
-SMALL_SSD = """
-[device]
-name = "{name}"
-kind = "ssd"
-capacity = "{capacity}"
-over_provisioning = 0.15
-
-[geometry]
-channels = 4
-chips_per_channel = 2
-page_size = "4KiB"
-pages_per_block = 64
-
-[mapping]
-chunk_size = "8KiB"
-stripe_width = 8
-
-[nand]
-cell = "mlc"
-page_pattern = "1L 1H"
-read_latency = {{ L = "50us", M = "70us", H = "90us" }}
-program_latency = {{ L = "300us", M = "900us", H = "1500us" }}
-erase_latency = "3ms"
-channel_rate = "400MB/s"
-
-[write_buffer]
-capacity = "{buffer}"
-parallelism = 2
-idle_flush_window = "10ms"
-
-[slc_cache]
-capacity = "{slc}"
-"""
-
-
 def small_ssd(tmp_path, name="small", capacity="64MiB", buffer="512KiB", slc="0B") -> SimDevice:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(SMALL_SSD.format(name=name, capacity=capacity, buffer=buffer, slc=slc))
-    return SimDevice.open(str(path))
+    """The shared small SSD (tests/simdevices.py) with this module's three knobs."""
+    return shared_small_ssd(tmp_path, name, device={"capacity": capacity}, write_buffer={"capacity": buffer},
+                            slc_cache={"capacity": slc})
 
 
 def run(device, **flags):
@@ -78,7 +45,7 @@ def test_presets_are_listed_and_shown():
 
 def test_a_broken_device_file_is_refused_with_one_line_naming_the_key(tmp_path):
     path = tmp_path / "broken.toml"
-    path.write_text(SMALL_SSD.format(name="b", capacity="64MiB", buffer="16MiBs", slc="0B"))
+    path.write_text(device_toml(device={"name": "b"}, write_buffer={"capacity": "16MiBs"}))
     with pytest.raises(ConfigError) as err:
         SimDevice.open(str(path))
     message = str(err.value)
