@@ -1,4 +1,5 @@
-"""Helpers the experiments share: turning a run's summary into a table row, and workload shorthands."""
+"""Helpers the experiments share: turning a run's summary into a table row, workload shorthands, and the
+parameter checks several experiments make."""
 
 from __future__ import annotations
 
@@ -6,8 +7,25 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import UsageError
 from ..results import RunResult
 from ..workload import Workload
+
+
+def check_size(p: dict[str, Any]) -> None:
+    if p["size"] <= 0:
+        raise UsageError(f"--param size: give a request size above 0 (got {p['size']})")
+
+
+def check_qd(p: dict[str, Any]) -> None:
+    if p["qd"] < 1:
+        raise UsageError(f"--param qd: give a queue depth of at least 1 (got {p['qd']})")
+
+
+def check_window(p: dict[str, Any]) -> None:
+    if p["window"] < 10**6:
+        raise UsageError(f"--param window: give at least 1ms (got {p['window']} ns)")
+
 
 # Latency columns of every experiment's table, in microseconds: (summary key, column).
 LATENCY_COLUMNS = (

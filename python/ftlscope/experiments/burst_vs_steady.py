@@ -38,7 +38,7 @@ from .. import plots
 from ..analysis import steady_state
 from ..errors import UsageError
 from ..units import format_size
-from ._common import window_rows, workload
+from ._common import check_qd, check_window, window_rows, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -46,8 +46,7 @@ S = 10**9
 
 
 def _check(p: dict[str, Any]) -> None:
-    if p["window"] < 10**6:
-        raise UsageError(f"--param window: give at least 1ms (got {p['window']} ns)")
+    check_window(p)
     if p["round"] < p["window"] or p["round"] % p["window"]:
         raise UsageError(f"--param round: a round must be a whole number of windows ({p['window'] / S:g} s)")
     if p["rounds"] < 2:
@@ -56,8 +55,7 @@ def _check(p: dict[str, Any]) -> None:
         raise UsageError(f"--param runtime: run at least rounds x round = {p['rounds'] * p['round'] / S:g} s")
     if not 0 < p["drop"] < 1:
         raise UsageError(f"--param drop: give a fraction between 0 and 1 (got {p['drop']})")
-    if p["qd"] < 1:
-        raise UsageError(f"--param qd: give a queue depth of at least 1 (got {p['qd']})")
+    check_qd(p)
 
 
 def measure(ctx: Context, p: dict[str, Any]):

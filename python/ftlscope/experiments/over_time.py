@@ -34,7 +34,7 @@ from .. import plots
 from ..analysis import changepoint
 from ..errors import UsageError
 from ..units import format_size
-from ._common import device_seconds, op_metrics, window_rows, workload
+from ._common import check_qd, check_size, check_window, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -46,12 +46,9 @@ RUN_PERCENTILES = (("min", "lat_min_us"), ("50", "lat_p50_us"), ("90", "lat_p90_
 
 
 def _check(p: dict[str, Any]) -> None:
-    if p["size"] <= 0:
-        raise UsageError(f"--param size: give a request size above 0 (got {p['size']})")
-    if p["qd"] < 1:
-        raise UsageError(f"--param qd: give a queue depth of at least 1 (got {p['qd']})")
-    if p["window"] < 10**6:
-        raise UsageError(f"--param window: give at least 1ms (got {p['window']} ns)")
+    check_size(p)
+    check_qd(p)
+    check_window(p)
     if p["runtime"] < 0:
         raise UsageError("--param runtime: give 0 (the whole span) or a duration")
     if not 0 <= p["min_drop"] < 1:

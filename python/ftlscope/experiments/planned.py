@@ -64,7 +64,7 @@ import pandas as pd
 from .. import plots
 from ..errors import FtlscopeError, UsageError
 from ..units import format_size
-from ._common import device_seconds, op_metrics, window_rows, workload
+from ._common import check_qd, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
 from .context import Context, Interrupted
 
@@ -94,8 +94,7 @@ def check_trim(p: dict[str, Any]) -> None:
             raise UsageError(f"--param {name}: give a multiple of 512 bytes (got {value})")
     if not 0 < p["region_share"] <= 1:
         raise UsageError(f"--param region_share: give a share of the span in (0, 1] (got {p['region_share']})")
-    if p["qd"] < 1:
-        raise UsageError(f"--param qd: give a queue depth of at least 1 (got {p['qd']})")
+    check_qd(p)
 
 
 def _overwrite_region(ctx: Context, p: dict[str, Any]) -> tuple[int, int, int]:

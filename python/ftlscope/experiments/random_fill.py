@@ -35,7 +35,7 @@ from .. import plots
 from ..analysis import rolling
 from ..errors import UsageError
 from ..units import format_size
-from ._common import device_seconds, op_metrics, window_rows, workload
+from ._common import check_qd, check_size, check_window, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -43,12 +43,9 @@ S = 10**9
 
 
 def _check(p: dict[str, Any]) -> None:
-    if p["size"] <= 0:
-        raise UsageError(f"--param size: give a request size above 0 (got {p['size']})")
-    if p["qd"] < 1:
-        raise UsageError(f"--param qd: give a queue depth of at least 1 (got {p['qd']})")
-    if p["window"] < 10**6:
-        raise UsageError(f"--param window: give at least 1ms (got {p['window']} ns)")
+    check_size(p)
+    check_qd(p)
+    check_window(p)
     if p["runtime"] < 0:
         raise UsageError("--param runtime: give 0 (until every block is written) or a duration")
     if p["rolling"] < 1:

@@ -39,7 +39,7 @@ from .. import plots
 from ..analysis import littles_law, thresholds
 from ..errors import UsageError
 from ..units import format_size
-from ._common import op_metrics, workload
+from ._common import check_qd, op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -78,8 +78,7 @@ def _check(p: dict[str, Any]) -> None:
     unknown = [op for op in p["ops"] if op not in OPS]
     if unknown or not p["ops"]:
         raise UsageError(f"--param ops: use read, write or both (got {','.join(p['ops'])})")
-    if p["qd"] < 1:
-        raise UsageError(f"--param qd: give a queue depth of at least 1 (got {p['qd']})")
+    check_qd(p)
     if p["min_size"] < p["size"]:
         raise UsageError(f"--param min_size: give at least the request size {format_size(p['size'])}")
     if p["span"] > 0 and any(s > p["span"] for s in p["sizes"]):
