@@ -12,6 +12,12 @@ from ..results import RunResult
 from ..workload import Workload
 
 
+def finding_value(findings: dict[str, Any], key: str) -> Any:
+    """A finding's value for a figure (None when the analysis left it out)."""
+    found = findings.get(key)
+    return found.get("value") if isinstance(found, dict) else found
+
+
 def check_size(p: dict[str, Any]) -> None:
     if p["size"] <= 0:
         raise UsageError(f"--param size: give a request size above 0 (got {p['size']})")

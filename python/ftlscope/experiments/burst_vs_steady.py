@@ -38,7 +38,7 @@ from .. import plots
 from ..analysis import steady_state
 from ..errors import UsageError
 from ..units import format_size
-from ._common import check_qd, check_window, window_rows, workload
+from ._common import check_qd, check_window, finding_value, window_rows, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -187,11 +187,6 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
 
 # ---- figures ---------------------------------------------------------------------------------------------------
 
-def _value(findings: dict[str, Any], key: str):
-    f = findings.get(key)
-    return f.get("value") if isinstance(f, dict) else f
-
-
 def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], directory: Path) -> list[Path]:
     t = _complete(table)
     if t.empty:
@@ -200,10 +195,11 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     x = t["t_s"] - t["t_s"].iloc[0]
     round_s = p["round"] / S
     round_start, round_iops = steady_state.round_averages(x, t["duration_s"], t["ops"], round_s)
-    burst, steady = _value(findings, "burst_iops"), _value(findings, "steady_iops")
-    drop_s, drop_bytes = _value(findings, "drop_seconds"), _value(findings, "drop_bytes")
-    first, last = _value(findings, "steady_window_first_round"), _value(findings, "steady_window_last_round")
-    reached = _value(findings, "steady_state_reached")
+    burst, steady = finding_value(findings, "burst_iops"), finding_value(findings, "steady_iops")
+    drop_s, drop_bytes = finding_value(findings, "drop_seconds"), finding_value(findings, "drop_bytes")
+    first = finding_value(findings, "steady_window_first_round")
+    last = finding_value(findings, "steady_window_last_round")
+    reached = finding_value(findings, "steady_state_reached")
 
     title = f"{format_size(p['size'])} random write QD {p['qd']} from purged: IOPS over time"
     fig, ax = plots.figure(title, "time (s)", "IOPS")

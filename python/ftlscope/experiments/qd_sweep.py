@@ -32,7 +32,7 @@ from .. import plots
 from ..analysis import knee, littles_law, percentiles
 from ..errors import UsageError
 from ..units import format_size
-from ._common import op_metrics, workload
+from ._common import finding_value, op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -124,15 +124,10 @@ def _qd_axis(ax) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
 
-def _value(findings: dict[str, Any], key: str):
-    f = findings.get(key)
-    return f.get("value") if isinstance(f, dict) else f
-
-
 def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], directory: Path) -> list[Path]:
     t = table.sort_values("qd").reset_index(drop=True)
     qd = t["qd"].to_numpy()
-    knee_qd, practical = _value(findings, "knee_qd"), _value(findings, "practical_knee_qd")
+    knee_qd, practical = finding_value(findings, "knee_qd"), finding_value(findings, "practical_knee_qd")
     out = []
 
     # The seed's throughput-latency curve, every point labelled with its QD.

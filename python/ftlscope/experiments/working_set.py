@@ -39,7 +39,7 @@ from .. import plots
 from ..analysis import littles_law, thresholds
 from ..errors import UsageError
 from ..units import format_size
-from ._common import check_qd, op_metrics, workload
+from ._common import check_qd, finding_value, op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context
 
@@ -207,17 +207,12 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
 
 # ---- figures ---------------------------------------------------------------------------------------------------
 
-def _value(findings: dict[str, Any], key: str):
-    f = findings.get(key)
-    return f.get("value") if isinstance(f, dict) else f
-
-
 def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], directory: Path) -> list[Path]:
     ops = [op for op in OPS if op in set(table["op"])]
     if not ops:
         return []
-    step = _value(findings, "read_latency_step_bytes")
-    coverage = _value(findings, "mapping_cache_coverage_bytes")
+    step = finding_value(findings, "read_latency_step_bytes")
+    coverage = finding_value(findings, "mapping_cache_coverage_bytes")
     qd = int(table["qd"].iloc[0])
     fig, axes = plots.panels(f"{format_size(p['size'])} random I/O at QD {qd} against working-set size",
                              2, len(ops), size=(5.0 * len(ops), 7.0))
