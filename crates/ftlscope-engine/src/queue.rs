@@ -87,6 +87,19 @@ pub(crate) struct QueueContext {
     pub io_timeout_ns: u64,
 }
 
+/// Requests are chosen this many ahead of being issued (same order, same choices), so that a backend can
+/// be told what is coming: the simulator loads the mapping entries a request will need while it works
+/// on the ones before it, instead of stalling on each in turn.
+const LOOKAHEAD: usize = 4;
+
+/// A request chosen but not issued yet.
+#[derive(Clone, Copy)]
+struct Planned {
+    op: Op,
+    size: u64,
+    offset: u64,
+}
+
 #[derive(Clone, Copy, Default)]
 struct SlotState {
     submit_ns: u64,
@@ -109,6 +122,9 @@ pub(crate) struct QueueLoop<'a> {
     op_cumulative: [u64; 5],
     op_total: u64,
     single_op: Option<Op>,
+    /// The next requests, in the order they will be issued (a ring starting at `planned_head`).
+    planned: [Planned; LOOKAHEAD],
+    planned_head: usize,
     ops_budget: u64,
     bytes_budget: u64,
     warmup_ops: u64,
@@ -148,7 +164,7 @@ impl<'a> QueueLoop<'a> {
             op_cumulative[op as usize] = acc;
         }
         let w = &ctx.workload;
-        QueueLoop {
+        let mut queue_loop = QueueLoop {
             ctx,
             generator,
             producer,
@@ -158,6 +174,8 @@ impl<'a> QueueLoop<'a> {
             op_cumulative,
             op_total: acc,
             single_op,
+            planned: [Planned { op: Op::Read, size: 0, offset: 0 }; LOOKAHEAD],
+            planned_head: 0,
             ops_budget: share_of(w.stop.ops, w.queues, ctx.queue),
             bytes_budget: share_of(w.stop.bytes, w.queues, ctx.queue),
             warmup_ops: share_of(w.warmup.ops, w.queues, ctx.queue),
@@ -172,7 +190,20 @@ impl<'a> QueueLoop<'a> {
             limit_reached: false,
             local_stop: false,
             idle_due: false,
+        };
+        for i in 0..LOOKAHEAD {
+            queue_loop.planned[i] = queue_loop.choose();
         }
+        queue_loop
+    }
+
+    /// The next request of the workload: its operation, size and offset, drawn in that order.
+    #[inline]
+    fn choose(&mut self) -> Planned {
+        let op = self.pick_op();
+        let size = if op.has_range() { self.pick_size() } else { 0 };
+        let offset = if op.has_range() { self.generator.next_offset(size) } else { 0 };
+        Planned { op, size, offset }
     }
 
     #[inline]
@@ -228,16 +259,21 @@ impl<'a> QueueLoop<'a> {
                 return false;
             }
         }
-        let op = self.pick_op();
-        let size = if op.has_range() { self.pick_size() } else { 0 };
+        let Planned { op, size, offset } = self.planned[self.planned_head];
         if !warmup && self.bytes_budget > 0 && self.bytes_measured + size > self.bytes_budget {
             self.limit_reached = true;
             return false;
         }
-        let offset = if op.has_range() { self.generator.next_offset(size) } else { 0 };
         let Some(slot) = self.free.pop() else {
             return false;
         };
+        // Its place in the ring goes to the request LOOKAHEAD after it.
+        let next = self.choose();
+        self.planned[self.planned_head] = next;
+        self.planned_head = (self.planned_head + 1) % LOOKAHEAD;
+        if next.op.has_range() {
+            backend.coming(next.op, next.offset, next.size as u32);
+        }
         let addr = match op {
             Op::Write => buffers.write_buffer(slot, offset, size as usize),
             _ => buffers.read_buffer(slot),

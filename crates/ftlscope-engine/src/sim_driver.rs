@@ -99,6 +99,11 @@ impl Backend for SimPort<'_, '_> {
         self.unsubmitted.push((slot, request));
     }
 
+    fn coming(&mut self, op: Op, offset: u64, len: u32) {
+        let request = SimRequest { op: sim_op(op), offset, len: len as u64, fingerprint: 0 };
+        self.clockwork.device.prepare(&request);
+    }
+
     /// Submits at the current virtual instant; completions are delivered by the driver when their time
     /// comes, so this never waits.
     fn submit_and_wait<F: FnMut(Event)>(&mut self, _min: u32, _timeout: u64, mut on_event: F) -> io::Result<()> {

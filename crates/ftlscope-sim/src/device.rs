@@ -54,6 +54,9 @@ pub trait SimDevice: Send {
     fn logical_block(&self) -> u64;
     /// Submit `request` at `now` (never earlier than a previous submission); returns its completion time.
     fn submit(&mut self, now: SimTime, request: &SimRequest) -> SimTime;
+    /// A hint that `request` will be submitted soon: the model may start loading the state it will need
+    /// (a host-side cache prefetch). It must not change any result.
+    fn prepare(&self, _request: &SimRequest) {}
     /// What logical page `lpn` (in units of [`SimDevice::content_granularity`]) holds now.
     fn content(&self, lpn: u64) -> PageContent;
     /// The unit of [`SimDevice::content`]: the page size of an SSD, the logical block of an HDD.

@@ -32,6 +32,11 @@ pub trait Backend {
     /// "io_uring", "psync", ...
     fn name(&self) -> &'static str;
 
+    /// A hint: a request for `len` bytes at `offset` will be pushed a few requests from now. A backend
+    /// may start preparing for it; it must not change what any request does or measures.
+    #[inline]
+    fn coming(&mut self, _op: Op, _offset: u64, _len: u32) {}
+
     /// Queue the request for `slot`. Nothing reaches the target before [`Backend::submit_and_wait`].
     fn push(&mut self, slot: u32, request: Request);
 

@@ -19,7 +19,9 @@ const GAPS: usize = 8;
 pub struct Calendar {
     /// The bus is free from here on.
     free_at: u64,
-    /// Idle gaps `[start, end)` before `free_at`, unordered.
+    /// Idle gaps `[start, end)` before `free_at`, in time order. Gaps never overlap, so ordering them by
+    /// start orders them by end too: the first one that fits is the earliest, and the first one is the
+    /// one to forget when the calendar is full.
     gaps: [(u64, u64); GAPS],
     len: usize,
 }
@@ -31,56 +33,58 @@ impl Calendar {
         let (e, d) = (earliest.0, len.0);
         if e >= self.free_at {
             if e > self.free_at {
-                self.remember_gap(self.free_at, e);
+                // After every remembered gap: it goes last.
+                self.insert_gap(self.len, (self.free_at, e));
             }
             self.free_at = e + d;
             return SimTime(e + d);
         }
-        // Earliest fitting start among the remembered gaps.
-        let mut best: Option<(usize, u64)> = None;
-        for (i, &(gs, ge)) in self.gaps[..self.len].iter().enumerate() {
+        self.book_in_gap(e, d)
+    }
+
+    /// A booking that wants to start before `free_at`: the earliest remembered gap it fits in, or after
+    /// everything booked.
+    fn book_in_gap(&mut self, e: u64, d: u64) -> SimTime {
+        for i in 0..self.len {
+            let (gs, ge) = self.gaps[i];
             let start = gs.max(e);
-            if start + d <= ge && best.is_none_or(|(_, b)| start < b) {
-                best = Some((i, start));
+            if start + d <= ge {
+                // What is left of the gap on either side of the booking takes its place, in order.
+                match (start > gs, start + d < ge) {
+                    (true, true) => {
+                        self.gaps[i] = (gs, start);
+                        self.insert_gap(i + 1, (start + d, ge));
+                    }
+                    (true, false) => self.gaps[i] = (gs, start),
+                    (false, true) => self.gaps[i] = (start + d, ge),
+                    (false, false) => self.remove_gap(i),
+                }
+                return SimTime(start + d);
             }
         }
-        match best {
-            Some((i, start)) => {
-                let (gs, ge) = self.gaps[i];
-                self.forget_gap(i);
-                if start > gs {
-                    self.remember_gap(gs, start);
-                }
-                if start + d < ge {
-                    self.remember_gap(start + d, ge);
-                }
-                SimTime(start + d)
-            }
-            None => {
-                self.free_at += d;
-                SimTime(self.free_at)
-            }
-        }
+        self.free_at += d;
+        SimTime(self.free_at)
     }
 
-    /// Gaps that have passed need no pruning: a booking never starts before the submission that makes it,
-    /// so a passed gap can never fit, and a full calendar replaces the gap that ends first.
-    fn remember_gap(&mut self, start: u64, end: u64) {
-        if self.len < GAPS {
-            self.gaps[self.len] = (start, end);
-            self.len += 1;
-            return;
+    /// Put `gap` at position `at` (the caller keeps time order). Gaps that have passed need no pruning: a
+    /// booking never starts before the submission that makes it, so a passed gap can never fit, and a
+    /// full calendar forgets the gap that ends first (the oldest), which is always the first.
+    fn insert_gap(&mut self, mut at: usize, gap: (u64, u64)) {
+        if self.len == GAPS {
+            if at == 0 {
+                return; // it would end before every gap kept: it is the one forgotten
+            }
+            self.remove_gap(0);
+            at -= 1;
         }
-        // Full: replace the gap that ends first (the oldest), if the new one ends later.
-        let (oldest, _) = self.gaps.iter().enumerate().min_by_key(|(_, g)| g.1).expect("non-empty");
-        if end > self.gaps[oldest].1 {
-            self.gaps[oldest] = (start, end);
-        }
+        self.gaps.copy_within(at..self.len, at + 1);
+        self.gaps[at] = gap;
+        self.len += 1;
     }
 
-    fn forget_gap(&mut self, i: usize) {
+    fn remove_gap(&mut self, i: usize) {
+        self.gaps.copy_within(i + 1..self.len, i);
         self.len -= 1;
-        self.gaps[i] = self.gaps[self.len];
     }
 }
 

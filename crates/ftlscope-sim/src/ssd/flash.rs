@@ -11,8 +11,9 @@ pub struct Flash {
     unit_free: Vec<SimTime>,
     /// A bus carries transfers as their data becomes ready, whatever the order they were booked in.
     buses: Vec<Calendar>,
-    channels: u32,
-    channel_groups: u32,
+    /// The bus each unit's transfers use: its channel, or with channel groups the group its channel is in
+    /// (channels c and c' contend when c mod N == c' mod N). A table: looked up for every page moved.
+    bus_of_unit: Vec<u32>,
     page_transfer: Nanos,
     read_latency: PerType,
     program_latency: PerType,
@@ -26,8 +27,16 @@ impl Flash {
         Flash {
             unit_free: vec![SimTime::ZERO; units],
             buses: (0..buses).map(|_| Calendar::default()).collect(),
-            channels: cfg.geometry.channels,
-            channel_groups: cfg.mapping.channel_groups,
+            bus_of_unit: (0..units as u32)
+                .map(|unit| {
+                    let channel = unit % cfg.geometry.channels;
+                    if cfg.mapping.channel_groups > 0 {
+                        channel % cfg.mapping.channel_groups
+                    } else {
+                        channel
+                    }
+                })
+                .collect(),
             page_transfer: cfg.nand.channel_rate.time_for(cfg.geometry.page_size),
             read_latency: cfg.nand.read_latency.clone(),
             program_latency: cfg.nand.program_latency.clone(),
@@ -35,19 +44,14 @@ impl Flash {
         }
     }
 
-    /// The bus a unit's transfers use: its channel, or with channel groups the group its channel is in
-    /// (channels c and c' contend when c mod N == c' mod N).
+    #[inline]
     fn bus(&self, unit: u32) -> usize {
-        let channel = unit % self.channels;
-        if self.channel_groups > 0 {
-            (channel % self.channel_groups) as usize
-        } else {
-            channel as usize
-        }
+        self.bus_of_unit[unit as usize] as usize
     }
 
     /// Sense a page of type `page_type` on `unit` and move it over the bus, starting no earlier than `at`.
     /// Returns when the data is in the controller.
+    #[inline]
     pub fn read(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
         let u = unit as usize;
         let sensed = at.max(self.unit_free[u]) + self.read_latency.get(page_type);
@@ -59,6 +63,7 @@ impl Flash {
     }
 
     /// Move a page over the bus into `unit` and program it as `page_type`. Returns when it is durable.
+    #[inline]
     pub fn program(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
         let u = unit as usize;
         let bus = self.bus(unit);

@@ -3,8 +3,9 @@
 //!
 //! Memory: 4 bytes of logical-to-physical map per logical page and a bit-packed physical-to-logical map of
 //! just enough bits per physical page (26 for a 256 GB drive: 7.5 bytes per logical page in all at 7.4 %
-//! over-provisioning), plus a 4-byte content fingerprint per logical page for the integrity check. All three are allocated lazily in 64 Ki-entry
-//! chunks, so a 2 TB preset that is only probed costs almost nothing.
+//! over-provisioning), plus a 4-byte content fingerprint per logical page (stored beside its map entry) for
+//! the integrity check. Both arrays are allocated lazily in 2 Mi-entry chunks, so a 2 TB preset that is
+//! only probed costs almost nothing.
 
 use std::collections::VecDeque;
 
@@ -46,31 +47,35 @@ fn huge_chunk<T: Copy>(len: usize, fill: T) -> Box<[T]> {
     v.into_boxed_slice()
 }
 
-/// A `u32` array that allocates its chunks on first write.
-pub struct LazyArray {
-    chunks: Vec<Option<Box<[u32]>>>,
-    fill: u32,
+/// An array that allocates its chunks on first write.
+pub struct LazyArray<T> {
+    chunks: Vec<Option<Box<[T]>>>,
+    fill: T,
 }
 
-impl LazyArray {
-    pub fn new(len: u64, fill: u32) -> LazyArray {
+impl<T: Copy> LazyArray<T> {
+    pub fn new(len: u64, fill: T) -> LazyArray<T> {
         let chunks = len.div_ceil(1 << CHUNK_BITS) as usize;
         LazyArray { chunks: (0..chunks).map(|_| None).collect(), fill }
     }
 
     #[inline]
-    pub fn get(&self, i: u64) -> u32 {
+    pub fn get(&self, i: u64) -> T {
         match &self.chunks[(i >> CHUNK_BITS) as usize] {
             Some(chunk) => chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize],
             None => self.fill,
         }
     }
 
+    /// Entry `i`, to change (its chunk is allocated if this is the first write to it).
     #[inline]
-    pub fn set(&mut self, i: u64, value: u32) {
-        let fill = self.fill;
-        let chunk = self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| huge_chunk(1 << CHUNK_BITS, fill));
-        chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize] = value;
+    pub fn get_mut(&mut self, i: u64) -> &mut T {
+        let chunk = &mut self.chunks[(i >> CHUNK_BITS) as usize];
+        if chunk.is_none() {
+            *chunk = Some(huge_chunk(1 << CHUNK_BITS, self.fill));
+        }
+        let chunk = chunk.as_mut().expect("allocated above");
+        &mut chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize]
     }
 
     /// Ask the CPU to start loading entry `i` into cache (a hint; no effect on results).
@@ -80,7 +85,7 @@ impl LazyArray {
         if let Some(chunk) = &self.chunks[(i >> CHUNK_BITS) as usize] {
             let entry = &chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize];
             // SAFETY: prefetch is a hint on a valid address; it never faults.
-            unsafe { core::arch::x86_64::_mm_prefetch((entry as *const u32).cast(), core::arch::x86_64::_MM_HINT_T0) };
+            unsafe { core::arch::x86_64::_mm_prefetch((entry as *const T).cast(), core::arch::x86_64::_MM_HINT_T0) };
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;
@@ -88,8 +93,17 @@ impl LazyArray {
 
     /// Bytes allocated so far.
     pub fn allocated_bytes(&self) -> u64 {
-        self.chunks.iter().filter(|c| c.is_some()).count() as u64 * (4 << CHUNK_BITS)
+        self.chunks.iter().filter(|c| c.is_some()).count() as u64 * (std::mem::size_of::<T>() << CHUNK_BITS) as u64
     }
+}
+
+/// What the FTL keeps per logical page: where its data is (a physical page, or UNMAPPED, ZEROED,
+/// BUFFERED) and, for the integrity check, a fingerprint of what it holds. Side by side, so that a write's
+/// lookup and its fingerprint cost one cache miss (and one TLB miss) rather than two.
+#[derive(Clone, Copy)]
+pub struct LogicalPage {
+    ppn: u32,
+    fingerprint: u32,
 }
 
 /// An array of `width`-bit unsigned values (all ones = [`UNMAPPED`]), bit-packed into chunks allocated on
@@ -97,10 +111,12 @@ impl LazyArray {
 ///
 /// The physical-to-logical map needs only enough bits for a logical page number: 26 of them for a 256 GB
 /// drive at 4 KiB pages. Packing it keeps the whole mapping state (4-byte L2P + packed P2L over 7.4 %
-/// more physical pages) under 8 bytes per logical page. Written by hand: fixed-width packing with lazy
+/// more physical pages) under 8 bytes per logical page. Each value is read and written through one
+/// unaligned 8-byte word starting at its first byte (a value of at most 32 bits plus at most 7 bits of
+/// offset always fits), so no value needs two accesses. Written by hand: fixed-width packing with lazy
 /// chunks is a few shifts, and the bit-vector crates either pull in far more or store whole words.
 pub struct PackedArray {
-    chunks: Vec<Option<Box<[u64]>>>,
+    chunks: Vec<Option<Box<[u8]>>>,
     width: u32,
     mask: u64,
 }
@@ -113,16 +129,24 @@ impl PackedArray {
         PackedArray { chunks: (0..chunks).map(|_| None).collect(), width, mask: (1u64 << width) - 1 }
     }
 
+    /// Bytes of one chunk: its values, plus one word so that the last value's 8-byte access stays inside.
+    fn chunk_bytes(&self) -> usize {
+        ((self.width as usize) << (CHUNK_BITS - 3)) + 8
+    }
+
+    /// The byte where entry `i`'s word starts within its chunk, and the value's bit offset in that word.
+    #[inline]
+    fn position(&self, i: u64) -> (usize, u32) {
+        let bit = (i & ((1 << CHUNK_BITS) - 1)) * self.width as u64;
+        ((bit >> 3) as usize, (bit & 7) as u32)
+    }
+
     #[inline]
     pub fn get(&self, i: u64) -> u32 {
         let Some(chunk) = &self.chunks[(i >> CHUNK_BITS) as usize] else { return UNMAPPED };
-        let bit = (i & ((1 << CHUNK_BITS) - 1)) * self.width as u64;
-        let (word, offset) = ((bit >> 6) as usize, (bit & 63) as u32);
-        let mut value = chunk[word] >> offset;
-        if offset + self.width > 64 {
-            value |= chunk[word + 1] << (64 - offset);
-        }
-        let value = value & self.mask;
+        let (byte, shift) = self.position(i);
+        let word = u64::from_le_bytes(chunk[byte..byte + 8].try_into().expect("8 bytes"));
+        let value = (word >> shift) & self.mask;
         if value == self.mask {
             UNMAPPED
         } else {
@@ -132,24 +156,18 @@ impl PackedArray {
 
     #[inline]
     pub fn set(&mut self, i: u64, value: u32) {
-        let (width, mask) = (self.width, self.mask);
-        // Chunks start all ones: every entry UNMAPPED. A chunk holds 2^CHUNK_BITS entries of `width` bits, a
-        // whole number of words, so no entry straddles two chunks.
-        let chunk = self.chunks[(i >> CHUNK_BITS) as usize]
-            .get_or_insert_with(|| huge_chunk((width as usize) << (CHUNK_BITS - 6), u64::MAX));
-        let value = if value == UNMAPPED { mask } else { value as u64 & mask };
-        let bit = (i & ((1 << CHUNK_BITS) - 1)) * width as u64;
-        let (word, offset) = ((bit >> 6) as usize, (bit & 63) as u32);
-        chunk[word] = (chunk[word] & !(mask << offset)) | (value << offset);
-        if offset + width > 64 {
-            let spill = offset + width - 64;
-            let high_mask = (1u64 << spill) - 1;
-            chunk[word + 1] = (chunk[word + 1] & !high_mask) | (value >> (64 - offset));
-        }
+        let value = if value == UNMAPPED { self.mask } else { value as u64 & self.mask };
+        let (byte, shift) = self.position(i);
+        let (mask, bytes) = (self.mask, self.chunk_bytes());
+        // Chunks start all ones: every entry UNMAPPED.
+        let chunk = self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| huge_chunk(bytes, u8::MAX));
+        let place: &mut [u8; 8] = (&mut chunk[byte..byte + 8]).try_into().expect("8 bytes");
+        let word = u64::from_le_bytes(*place);
+        *place = ((word & !(mask << shift)) | (value << shift)).to_le_bytes();
     }
 
     pub fn allocated_bytes(&self) -> u64 {
-        self.chunks.iter().filter(|c| c.is_some()).count() as u64 * ((self.width as u64) << (CHUNK_BITS - 3))
+        self.chunks.iter().filter(|c| c.is_some()).count() as u64 * self.chunk_bytes() as u64
     }
 }
 
@@ -182,9 +200,8 @@ pub struct Ftl {
     /// The write frontier, kept incrementally: the unit it is on and the pages left in its chunk.
     frontier_unit: u32,
     frontier_left: u64,
-    l2p: LazyArray,
+    l2p: LazyArray<LogicalPage>,
     p2l: PackedArray,
-    fingerprints: LazyArray,
     valid: Vec<u16>,
     state: Vec<BlockState>,
     slc_block: Vec<bool>,
@@ -198,6 +215,9 @@ pub struct Ftl {
     gc_reserve: usize,
     gc_pending: Vec<u32>,
     in_gc: bool,
+    /// The pages of the block being collected that may hold data, with their logical pages (kept to
+    /// reuse the allocation).
+    victim_pages: Vec<(u32, u32)>,
     slc_capacity_pages: u64,
     slc_used_pages: u64,
     /// SLC-mode blocks in the order they were opened (folding converts the oldest first).
@@ -232,9 +252,8 @@ impl Ftl {
             page_types: (0..ppb).map(|i| cfg.nand.page_pattern.page_type(i)).collect(),
             frontier_unit: 0,
             frontier_left: (cfg.mapping.chunk_size / page).max(1),
-            l2p: LazyArray::new(logical_pages, UNMAPPED),
+            l2p: LazyArray::new(logical_pages, LogicalPage { ppn: UNMAPPED, fingerprint: 0 }),
             p2l: PackedArray::new(total_pages, logical_pages),
-            fingerprints: LazyArray::new(logical_pages, 0),
             valid: vec![0; blocks],
             state: vec![BlockState::Free; blocks],
             slc_block: vec![false; blocks],
@@ -247,6 +266,7 @@ impl Ftl {
             gc_reserve,
             gc_pending: Vec::new(),
             in_gc: false,
+            victim_pages: Vec::with_capacity(ppb as usize),
             slc_capacity_pages: cfg.slc_cache.capacity / page,
             slc_used_pages: 0,
             slc_blocks: VecDeque::new(),
@@ -262,7 +282,7 @@ impl Ftl {
 
     #[inline]
     pub fn lookup(&self, lpn: u64) -> u32 {
-        self.l2p.get(lpn)
+        self.l2p.get(lpn).ppn
     }
 
     /// Start loading `lpn`'s map entry into cache (a hint; no effect on results).
@@ -273,11 +293,12 @@ impl Ftl {
 
     #[inline]
     pub fn fingerprint(&self, lpn: u64) -> u32 {
-        self.fingerprints.get(lpn)
+        self.l2p.get(lpn).fingerprint
     }
 
     pub fn mapping_bytes(&self) -> u64 {
-        self.l2p.allocated_bytes() + self.p2l.allocated_bytes()
+        // The logical-to-physical half of each entry (the other half is the integrity check's fingerprint).
+        self.l2p.allocated_bytes() / 2 + self.p2l.allocated_bytes()
     }
 
     fn unit_of_block(&self, block: u32) -> u32 {
@@ -348,25 +369,25 @@ impl Ftl {
 
     /// Drop whatever `lpn` pointed to and point it at `target` (UNMAPPED, ZEROED or BUFFERED).
     pub fn unmap(&mut self, lpn: u64, target: u32, at: SimTime, flash: &mut Flash) {
-        let old = self.l2p.get(lpn);
+        let old = self.l2p.get(lpn).ppn;
         if old < BUFFERED {
             self.invalidate(old, at, flash);
         }
-        self.l2p.set(lpn, target);
+        self.l2p.get_mut(lpn).ppn = target;
     }
 
     /// Record new host data for `lpn` (kept in the write buffer until it is programmed).
     pub fn buffer_write(&mut self, lpn: u64, fingerprint: u32, at: SimTime, flash: &mut Flash) -> bool {
-        let already = self.l2p.get(lpn) == BUFFERED;
+        let already = self.l2p.get(lpn).ppn == BUFFERED;
         self.unmap(lpn, BUFFERED, at, flash);
-        self.fingerprints.set(lpn, fingerprint);
+        self.l2p.get_mut(lpn).fingerprint = fingerprint;
         already
     }
 
     /// Record new host data for `lpn` without a buffer (write-through devices): program it now.
     pub fn write_through(&mut self, lpn: u64, fingerprint: u32, at: SimTime, flash: &mut Flash) -> SimTime {
         self.unmap(lpn, BUFFERED, at, flash);
-        self.fingerprints.set(lpn, fingerprint);
+        self.l2p.get_mut(lpn).fingerprint = fingerprint;
         self.program(lpn, at, flash)
     }
 
@@ -374,7 +395,7 @@ impl Ftl {
     /// now; the caller reserves the program on the returned unit). None for a page trimmed or re-pointed
     /// since it was buffered. Garbage collection the placement made necessary runs here, from `at`.
     pub fn assign(&mut self, lpn: u64, at: SimTime, flash: &mut Flash) -> Option<(u32, PageType)> {
-        if self.l2p.get(lpn) != BUFFERED {
+        if self.l2p.get(lpn).ppn != BUFFERED {
             return None;
         }
         let placed = self.place(lpn);
@@ -391,6 +412,7 @@ impl Ftl {
     }
 
     /// The frontier: the n-th programmed page goes to unit (n / chunk_pages) mod stripe_width.
+    #[inline]
     fn place(&mut self, lpn: u64) -> (u32, PageType) {
         let unit = self.frontier_unit;
         self.frontier_left -= 1;
@@ -401,7 +423,7 @@ impl Ftl {
         let (block, page) = self.take_page(unit);
         let ppn = block * self.pages_per_block + page;
         let page_type = if self.slc_block[block as usize] { PageType::L } else { self.page_types[page as usize] };
-        self.l2p.set(lpn, ppn);
+        self.l2p.get_mut(lpn).ppn = ppn;
         self.p2l.set(ppn as u64, lpn as u32);
         self.valid[block as usize] += 1;
         self.counters.pages_programmed += 1;
@@ -417,29 +439,39 @@ impl Ftl {
         self.stripe_width
     }
 
+    #[inline]
     fn take_page(&mut self, unit: u32) -> (u32, u32) {
         let u = unit as usize;
-        let (mut block, mut page) = self.active[u];
-        if block == NONE || page == self.pages_per_block {
-            if block != NONE {
-                self.state[block as usize] = BlockState::Closed;
-                self.bucket_insert(block);
-            }
-            block = self.free[u].pop().expect("GC keeps free blocks in reserve");
-            self.state[block as usize] = BlockState::Active;
-            let slc = self.slc_used_pages + self.pages_per_block as u64 <= self.slc_capacity_pages;
-            self.slc_block[block as usize] = slc;
-            if slc {
-                self.slc_used_pages += self.pages_per_block as u64;
-                self.slc_blocks.push_back(block);
-            }
-            page = 0;
-            if self.free[u].len() < self.gc_reserve && !self.gc_pending.contains(&unit) {
-                self.gc_pending.push(unit);
-            }
+        let (block, page) = self.active[u];
+        if block != NONE && page < self.pages_per_block {
+            self.active[u] = (block, page + 1);
+            return (block, page);
         }
-        self.active[u] = (block, page + 1);
-        (block, page)
+        self.open_block(unit)
+    }
+
+    /// Close `unit`'s full block (if any) and open a free one; returns its first page.
+    #[cold]
+    fn open_block(&mut self, unit: u32) -> (u32, u32) {
+        let u = unit as usize;
+        let (full, _) = self.active[u];
+        if full != NONE {
+            self.state[full as usize] = BlockState::Closed;
+            self.bucket_insert(full);
+        }
+        let block = self.free[u].pop().expect("GC keeps free blocks in reserve");
+        self.state[block as usize] = BlockState::Active;
+        let slc = self.slc_used_pages + self.pages_per_block as u64 <= self.slc_capacity_pages;
+        self.slc_block[block as usize] = slc;
+        if slc {
+            self.slc_used_pages += self.pages_per_block as u64;
+            self.slc_blocks.push_back(block);
+        }
+        if self.free[u].len() < self.gc_reserve && !self.gc_pending.contains(&unit) {
+            self.gc_pending.push(unit);
+        }
+        self.active[u] = (block, 1);
+        (block, 0)
     }
 
     fn run_pending_gc(&mut self, at: SimTime, flash: &mut Flash) {
@@ -468,36 +500,33 @@ impl Ftl {
         self.bucket_remove(victim);
         self.state[victim as usize] = BlockState::Free; // out of the buckets while it is copied
         let first = victim * self.pages_per_block;
-        let mut last = at;
+        let slc = self.slc_block[victim as usize];
         // The map entries of a victim's pages are scattered over the whole logical space: each check is a
-        // cache miss. Prefetching a few pages ahead overlaps them (steady-state random writes: 570 K -> 844 K req/s).
-        const AHEAD: u32 = 24;
-        for page in 0..AHEAD.min(self.pages_per_block) {
+        // cache miss. So the pages that may hold data are listed first, and their entries requested all at
+        // once, letting the misses overlap; the copies then find them in cache.
+        let mut candidates = std::mem::take(&mut self.victim_pages);
+        candidates.clear();
+        for page in 0..self.pages_per_block {
             let lpn = self.p2l.get((first + page) as u64);
             if lpn != UNMAPPED {
                 self.l2p.prefetch(lpn as u64);
+                candidates.push((page, lpn));
             }
         }
-        for page in 0..self.pages_per_block {
-            if page + AHEAD < self.pages_per_block {
-                let ahead = self.p2l.get((first + page + AHEAD) as u64);
-                if ahead != UNMAPPED {
-                    self.l2p.prefetch(ahead as u64);
-                }
-            }
-            let ppn = first + page;
-            let lpn = self.p2l.get(ppn as u64);
-            if lpn == UNMAPPED || self.l2p.get(lpn as u64) != ppn {
-                continue;
-            }
-            let (_, page_type) = self.locate(ppn);
+        // Which of them still hold current data (not rewritten or trimmed since). A separate loop of
+        // independent loads, so that the processor overlaps the ones the prefetches have not brought in yet.
+        candidates.retain(|&(page, lpn)| self.l2p.get(lpn as u64).ppn == first + page);
+        self.valid[victim as usize] -= candidates.len() as u16;
+        self.counters.pages_read += candidates.len() as u64;
+        self.counters.gc_pages_copied += candidates.len() as u64;
+        let mut last = at;
+        for &(page, lpn) in &candidates {
+            let page_type = if slc { PageType::L } else { self.page_types[page as usize] };
             let read = flash.read(unit, page_type, at);
-            self.counters.pages_read += 1;
-            self.valid[victim as usize] -= 1;
             let done = self.program_page(lpn as u64, read, flash);
-            self.counters.gc_pages_copied += 1;
             last = last.max(done);
         }
+        self.victim_pages = candidates;
         self.erase_block(victim, last, flash);
         true
     }
