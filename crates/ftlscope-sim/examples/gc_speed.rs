@@ -1,7 +1,7 @@
 //! Steady-state garbage-collection speed of the simulated SSD alone (no engine): a random-order fill of
 //! the whole drive, then rounds of 4 KiB random writes at queue depth 32, each round timed.
 //!
-//!     cargo run --release -p ftlscope-sim --example gc_speed [PRESET|DEVICE.toml] [MILLIONS_PER_ROUND]
+//!     cargo run --release -p ftlscope-sim --example gc_speed [PRESET|DEVICE.toml] [MILLIONS_PER_ROUND] [ROUNDS]
 //!
 //! Instruction counts without a PMU (virtual machines often have none):
 //!     valgrind --tool=callgrind --collect-atstart=no --toggle-collect='gc_speed::steady_round' ...
@@ -95,7 +95,8 @@ fn main() {
     host.report("fill", pages, start, before);
     let mut rng = SmallRng::seed_from_u64(7);
     let n = (millions * 1e6) as u64;
-    for round in 0..4 {
+    let rounds: usize = args.next().map_or(4, |s| s.parse().expect("a number of rounds"));
+    for round in 0..rounds {
         let (start, before) = (Instant::now(), media(&host));
         steady_round(&mut host, &mut rng, pages, n);
         host.report(&format!("random{round}"), n, start, before);
