@@ -192,6 +192,38 @@ def test_batches_with_idle_gaps(shared_file, engine):
         assert gap >= 20 * MS - 50_000, f"idle gap of {gap} ns between batches, want 20 ms"
 
 
+def _most_in_flight(trace: pd.DataFrame) -> int:
+    """The largest number of requests outstanding at once in a trace."""
+    events = np.concatenate([np.stack([trace["submit_ns"], np.ones(len(trace))], axis=1),
+                             np.stack([trace["complete_ns"], -np.ones(len(trace))], axis=1)])
+    # at equal times completions come first: a request that ends as the next starts did not overlap it
+    order = np.lexsort((events[:, 1], events[:, 0]))
+    return int(np.cumsum(events[order, 1]).max())
+
+
+def test_psync_keeps_a_random_queue_depth_with_threads(shared_file):
+    result = run(shared_file, from_flags(rw="randread", qd=4, ops=400), engine="psync", trace=True)
+    assert result.summary["workload"]["queue_depth"] == 4, "the result states the workload asked for"
+    assert result.summary["read"]["ops"] == 400
+    assert any("queue depth 4 with 4 threads" in n for n in result.notices), result.notices
+    assert 2 <= _most_in_flight(result.trace) <= 4
+
+
+def test_psync_threads_share_a_sequential_stream(shared_file):
+    result = run(shared_file, from_flags(rw="read", qd=4, ops=200), engine="psync", trace=True)
+    assert any("queue depth 4 with 4 threads" in n for n in result.notices), result.notices
+    assert 2 <= _most_in_flight(result.trace) <= 4
+    # the four threads take turns along one stream: together they read the first 200 blocks, each once
+    assert sorted(result.trace["offset"]) == [i * 4096 for i in range(200)]
+
+
+def test_psync_runs_a_permutation_one_request_at_a_time(shared_file):
+    result = run(shared_file, from_flags(rw="randread", pattern="permutation", qd=4, ops=200), engine="psync",
+                 trace=True)
+    assert any("effective queue depth 1" in n for n in result.notices), result.notices
+    assert _most_in_flight(result.trace) == 1
+
+
 def test_warmup_ops_are_left_out(shared_file):
     result = run(shared_file, from_flags(rw="randread", ops=200, warmup_ops=50), trace=True)
     s = result.summary
@@ -423,7 +455,7 @@ def test_engine_choice_is_reported(shared_file, engine, backend):
     assert env["options"]["engine"] == engine
     assert result.summary["read"]["ops"] == 200
     if engine == "psync":
-        assert any("queue depth 1" in n for n in result.notices), result.notices
+        assert any("queue depth 4 with 4 threads" in n for n in result.notices), result.notices
 
 
 def test_auto_engine_on_a_disk_file_is_io_uring(shared_file):

@@ -15,7 +15,8 @@ use crate::clock::ClockInfo;
 use crate::health::{open_health_source, HealthReport, HealthSampler};
 use crate::queue::{QueueContext, Shared};
 use crate::real::{
-    allowed_cpus, choose_backend, pin_current_thread, queue_thread, shared_clock, BackendChoice, RealQueue,
+    allowed_cpus, choose_backend, pin_current_thread, psync_workload, queue_thread, shared_clock, BackendChoice,
+    RealQueue,
 };
 use crate::sim_driver::{drive, SimTarget};
 use crate::stats::{AggregateResult, Aggregator, Record};
@@ -247,15 +248,18 @@ fn start_aggregator(
     (producers, handle)
 }
 
+/// One context per queue; `lanes` consecutive queues share one sequential stream (see `psync_workload`).
 fn queue_contexts(
     workload: &Workload,
     target_size: u64,
     shared: &Arc<Shared>,
     options: &RunOptions,
+    lanes: u32,
 ) -> Vec<QueueContext> {
     (0..workload.queues)
         .map(|q| QueueContext {
             queue: q,
+            lanes,
             workload: workload.clone(),
             target_size,
             shared: Arc::clone(shared),
@@ -280,12 +284,16 @@ impl Run {
             // Say so whenever auto did not pick io_uring: the user may have expected it.
             notices.push(format!("engine: {backend_reason}"));
         }
-        if !use_uring && workload.inflight_per_queue() > 1 {
-            notices.push(format!(
-                "psync runs one request at a time per queue: effective queue depth 1, not {}",
-                workload.inflight_per_queue()
-            ));
-        }
+        // What the user asked for goes into the result; the queues run `workload`, which for psync may keep
+        // the queue depth with threads.
+        let requested = workload.clone();
+        let (workload, lanes) = if use_uring {
+            (workload, 1)
+        } else {
+            let plan = psync_workload(&workload);
+            notices.extend(plan.notice);
+            (plan.workload, plan.lanes)
+        };
         let queues = workload.queues;
         let shared = Arc::new(Shared::new(queues));
         let cpus = if options.pin && !worker_driven { allowed_cpus() } else { Vec::new() };
@@ -312,7 +320,8 @@ impl Run {
         let barrier = Arc::new(Barrier::new(queues as usize + 1));
         let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
-        for (ctx, producer) in queue_contexts(&workload, info.size_bytes, &shared, &options).into_iter().zip(producers)
+        for (ctx, producer) in
+            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes).into_iter().zip(producers)
         {
             let q = ctx.queue;
             let real = RealQueue {
@@ -375,7 +384,7 @@ impl Run {
             health,
             health_unavailable,
             target_info: info,
-            workload,
+            workload: requested,
             options,
             env,
             started: Instant::now(),
@@ -398,7 +407,7 @@ impl Run {
         workload.validate(info.size_bytes, info.logical_block_size)?;
         let shared = Arc::new(Shared::new(workload.queues));
         let (producers, aggregator) = start_aggregator(&workload, &options, t0, None);
-        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options);
+        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1);
         let worker_shared = Arc::clone(&shared);
         let health_interval = options.health_interval_ns;
         let worker = std::thread::Builder::new()

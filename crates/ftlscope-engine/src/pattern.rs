@@ -68,13 +68,34 @@ impl Permutation {
 }
 
 enum Walk {
-    Sequential { pos: u64 },
+    /// `lane` of `lanes` threads sharing one stream takes every `lanes`-th request of it.
+    Sequential {
+        pos: u64,
+        lane: u64,
+        lanes: u64,
+    },
     Random,
-    Permutation { perm: Permutation, pass: u64, seed: u64 },
-    PermutedWindows { window: u64, order: Vec<u64> },
-    Strided { stride: u64 },
-    HotSet { hot_first_slot: u64, hot_slots: u64, share: f64 },
-    Zipf { zipf: Zipf<f64>, scatter: Permutation },
+    Permutation {
+        perm: Permutation,
+        pass: u64,
+        seed: u64,
+    },
+    PermutedWindows {
+        window: u64,
+        order: Vec<u64>,
+    },
+    Strided {
+        stride: u64,
+    },
+    HotSet {
+        hot_first_slot: u64,
+        hot_slots: u64,
+        share: f64,
+    },
+    Zipf {
+        zipf: Zipf<f64>,
+        scatter: Permutation,
+    },
 }
 
 /// The offsets of one queue.
@@ -95,12 +116,25 @@ impl OffsetGenerator {
     /// The generator for `queue` of `workload` on a target of `target_size` bytes. The workload must have
     /// been validated against the target.
     pub fn new(workload: &Workload, target_size: u64, queue: u32) -> OffsetGenerator {
+        OffsetGenerator::for_thread(workload, target_size, queue, 1)
+    }
+
+    /// The generator for thread `thread` when every `lanes` consecutive threads share one queue's
+    /// sequential stream (psync keeping a queue depth with threads): the workload's queues are
+    /// `workload.queues / lanes`, and thread `thread` takes every `lanes`-th request of queue
+    /// `thread / lanes`'s stream. With `lanes` = 1 it is [`OffsetGenerator::new`].
+    pub fn for_thread(workload: &Workload, target_size: u64, thread: u32, lanes: u32) -> OffsetGenerator {
+        let lanes = lanes.max(1);
+        let (queue, lane) = (thread / lanes, (thread % lanes) as u64);
         let (range_start, range_end) = workload.resolved_range(target_size);
         let grain = workload.min_size();
         let usable_start = range_start + workload.align_offset;
         let usable_len = range_end.saturating_sub(usable_start);
-        let seed = mix64(workload.seed ^ (queue as u64).wrapping_mul(0xd6e8_feb8_6659_fd93));
-        let queues = workload.queues as u64;
+        let mut seed = mix64(workload.seed ^ (queue as u64).wrapping_mul(0xd6e8_feb8_6659_fd93));
+        if lanes > 1 {
+            seed = mix64(seed ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
+        let queues = (workload.queues / lanes).max(1) as u64;
         let splits = matches!(
             workload.pattern,
             Pattern::Sequential {}
@@ -117,7 +151,7 @@ impl OffsetGenerator {
         };
         let slots = (length / grain).max(1);
         let walk = match &workload.pattern {
-            Pattern::Sequential {} => Walk::Sequential { pos: 0 },
+            Pattern::Sequential {} => Walk::Sequential { pos: lane * grain, lane, lanes: lanes as u64 },
             Pattern::Random {} => Walk::Random,
             Pattern::Permutation {} => Walk::Permutation { perm: Permutation::new(slots, seed), pass: 0, seed },
             Pattern::PermutedWindows { window } => {
@@ -144,12 +178,13 @@ impl OffsetGenerator {
         let k = self.counter;
         self.counter += 1;
         let slot = match &mut self.walk {
-            Walk::Sequential { pos } => {
+            Walk::Sequential { pos, lane, lanes } => {
                 if *pos + size > self.length {
-                    *pos = 0;
+                    // Back to the start: this lane's first request (the first one, in a range that small).
+                    *pos = if (*lane + 1) * size <= self.length { *lane * size } else { 0 };
                 }
                 let offset = self.start + *pos;
-                *pos += size;
+                *pos += size * *lanes;
                 return offset;
             }
             Walk::Random => self.rng.random_range(0..self.slots),

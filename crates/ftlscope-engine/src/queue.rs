@@ -80,6 +80,8 @@ impl Shared {
 /// What one queue needs to know about its run.
 pub(crate) struct QueueContext {
     pub queue: u32,
+    /// How many consecutive queues share one sequential stream (1: each queue its own).
+    pub lanes: u32,
     pub workload: Workload,
     pub target_size: u64,
     pub shared: std::sync::Arc<Shared>,
@@ -538,6 +540,7 @@ mod tests {
     fn context(workload: Workload, on_error: OnError) -> QueueContext {
         QueueContext {
             queue: 0,
+            lanes: 1,
             workload,
             target_size: 1 << 20,
             shared: std::sync::Arc::new(Shared::new(1)),
