@@ -475,6 +475,9 @@ mod tests {
         inflight: Vec<(u32, Request, u64)>,
         submit_calls: Vec<usize>,
         idle_calls: Vec<u64>,
+        /// Every (op, offset, len) announced through `coming`, and every request pushed, in order.
+        announced: Vec<(Op, u64, u32)>,
+        pushed: Vec<(Op, u64, u32)>,
     }
 
     impl ScriptedBackend {
@@ -488,6 +491,8 @@ mod tests {
                 inflight: Vec::new(),
                 submit_calls: Vec::new(),
                 idle_calls: Vec::new(),
+                announced: Vec::new(),
+                pushed: Vec::new(),
             }
         }
     }
@@ -497,7 +502,11 @@ mod tests {
             "scripted"
         }
         fn push(&mut self, slot: u32, request: Request) {
+            self.pushed.push((request.op, request.offset, request.len));
             self.pending.push((slot, request));
+        }
+        fn coming(&mut self, op: Op, offset: u64, len: u32) {
+            self.announced.push((op, offset, len));
         }
         fn submit_and_wait<F: FnMut(Event)>(
             &mut self,
@@ -576,6 +585,32 @@ mod tests {
         assert_eq!(records.len(), 100);
         assert!(records.iter().all(|r| r.latency_ns() >= 10_000));
         assert_eq!(*ctx.shared.reason.lock().unwrap(), Some(StopReason::Completed));
+    }
+
+    #[test]
+    fn requests_are_announced_lookahead_ahead_and_drawn_as_without_it() {
+        let ctx = context(
+            workload(
+                r#"{"mix":{"read":70,"write":30},"sizes":[4096,8192],"pattern":{"kind":"random"},"queue_depth":4,"stop":{"ops":200}}"#,
+            ),
+            OnError::Stop,
+        );
+        let mut backend = ScriptedBackend::new(10_000);
+        drive(&ctx, &mut backend);
+        assert_eq!(backend.pushed.len(), 200);
+        // The k-th announcement is the request pushed LOOKAHEAD + k-th (the first LOOKAHEAD are chosen
+        // before there is a backend to tell).
+        assert_eq!(backend.announced.len(), 200);
+        assert_eq!(backend.announced[..200 - LOOKAHEAD], backend.pushed[LOOKAHEAD..]);
+        // Choosing ahead changes nothing: the same draws, in the same order, as one request at a time.
+        let mut generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, 0);
+        let ops = [Op::Read, Op::Write];
+        for &(op, offset, len) in &backend.pushed {
+            let r = generator.pick(100);
+            assert_eq!(op, ops[usize::from(r >= 70)]);
+            let size = [4096u64, 8192][generator.pick(2) as usize];
+            assert_eq!((len as u64, offset), (size, generator.next_offset(size)));
+        }
     }
 
     #[test]
