@@ -135,14 +135,7 @@ impl OffsetGenerator {
             seed = mix64(seed ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         }
         let queues = (workload.queues / lanes).max(1) as u64;
-        let splits = matches!(
-            workload.pattern,
-            Pattern::Sequential {}
-                | Pattern::Permutation {}
-                | Pattern::PermutedWindows { .. }
-                | Pattern::Strided { .. }
-        );
-        let (start, length) = if splits {
+        let (start, length) = if workload.pattern.splits_range() {
             // Each queue gets an equal, grain-aligned share of the range.
             let share = (usable_len / queues) / grain * grain;
             (usable_start + share * queue as u64, share)

@@ -113,7 +113,7 @@ pub(crate) fn psync_workload(workload: &Workload) -> PsyncPlan {
     if depth <= 1 {
         return unchanged(None);
     }
-    let independent = matches!(workload.pattern, Pattern::Random {} | Pattern::HotSet { .. } | Pattern::Zipf { .. });
+    let independent = !workload.pattern.splits_range();
     let shared_stream = matches!(workload.pattern, Pattern::Sequential {}) && workload.sizes.len() == 1;
     let threads = workload.queues.saturating_mul(depth);
     if (independent || shared_stream) && workload.batch.is_none() && threads <= PSYNC_MAX_THREADS {

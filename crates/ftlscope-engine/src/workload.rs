@@ -113,6 +113,20 @@ pub enum Pattern {
     Zipf { theta: f64 },
 }
 
+impl Pattern {
+    /// Whether each queue walks its own share of the range (sequential, permuted and strided walks), rather
+    /// than drawing offsets over the whole range independently of the other queues.
+    pub fn splits_range(&self) -> bool {
+        matches!(
+            self,
+            Pattern::Sequential {}
+                | Pattern::Permutation {}
+                | Pattern::PermutedWindows { .. }
+                | Pattern::Strided { .. }
+        )
+    }
+}
+
 impl Default for Pattern {
     fn default() -> Self {
         Pattern::Sequential {}

@@ -70,11 +70,8 @@ impl<T: Copy> LazyArray<T> {
     /// Entry `i`, to change (its chunk is allocated if this is the first write to it).
     #[inline]
     pub fn get_mut(&mut self, i: u64) -> &mut T {
-        let chunk = &mut self.chunks[(i >> CHUNK_BITS) as usize];
-        if chunk.is_none() {
-            *chunk = Some(huge_chunk(1 << CHUNK_BITS, self.fill));
-        }
-        let chunk = chunk.as_mut().expect("allocated above");
+        let fill = self.fill;
+        let chunk = self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| huge_chunk(1 << CHUNK_BITS, fill));
         &mut chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize]
     }
 
@@ -309,8 +306,17 @@ impl Ftl {
     #[inline]
     pub fn locate(&self, ppn: u32) -> (u32, PageType) {
         let (block, page) = StrengthReducedU32::div_rem(ppn, self.ppb_div);
-        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.page_types[page as usize] };
-        (self.unit_of_block(block), page_type)
+        (self.unit_of_block(block), self.page_type(block, page))
+    }
+
+    /// The type of page `page` of `block`: L in an SLC-mode block, else the cell pattern's.
+    #[inline]
+    fn page_type(&self, block: u32, page: u32) -> PageType {
+        if self.slc_block[block as usize] {
+            PageType::L
+        } else {
+            self.page_types[page as usize]
+        }
     }
 
     // --- bucket lists of closed blocks by valid count (greedy victim selection in O(1) per update) ---
@@ -422,7 +428,7 @@ impl Ftl {
         }
         let (block, page) = self.take_page(unit);
         let ppn = block * self.pages_per_block + page;
-        let page_type = if self.slc_block[block as usize] { PageType::L } else { self.page_types[page as usize] };
+        let page_type = self.page_type(block, page);
         self.l2p.get_mut(lpn).ppn = ppn;
         self.p2l.set(ppn as u64, lpn as u32);
         self.valid[block as usize] += 1;
@@ -500,7 +506,6 @@ impl Ftl {
         self.bucket_remove(victim);
         self.state[victim as usize] = BlockState::Free; // out of the buckets while it is copied
         let first = victim * self.pages_per_block;
-        let slc = self.slc_block[victim as usize];
         // The map entries of a victim's pages are scattered over the whole logical space: each check is a
         // cache miss. So the pages that may hold data are listed first, and their entries requested all at
         // once, letting the misses overlap; the copies then find them in cache.
@@ -521,8 +526,7 @@ impl Ftl {
         self.counters.gc_pages_copied += candidates.len() as u64;
         let mut last = at;
         for &(page, lpn) in &candidates {
-            let page_type = if slc { PageType::L } else { self.page_types[page as usize] };
-            let read = flash.read(unit, page_type, at);
+            let read = flash.read(unit, self.page_type(victim, page), at);
             let done = self.program_page(lpn as u64, read, flash);
             last = last.max(done);
         }
