@@ -7,8 +7,9 @@ table of the IOPS ratio against fio's best engine at that point, the p50 ratio, 
 Goal: IOPS ratio >= 1.0 at every point and p50 within 5 %.
 
 fio's psync has one request in flight whatever the depth: it runs at QD 1 (marked in the table), and it is
-still a candidate for "fio's best engine" (on zram it usually is). Our psync backend keeps a random
-workload's depth with one thread per request in flight, and runs a sequential walk at QD 1 (marked).
+still a candidate for "fio's best engine" (on zram it usually is). Our psync backend keeps the depth of
+these points with one thread per request in flight (README, "Engines"); where it cannot, it runs at QD 1
+(marked).
 
 CPU time per I/O: fio's usr+sys of its jobs; ours ``getrusage(RUSAGE_SELF)`` around ``ftlscope.run`` (the
 whole process: queue threads, aggregator, Python), divided by the I/Os.

@@ -206,6 +206,7 @@ def test_psync_keeps_a_random_queue_depth_with_threads(shared_file):
     assert result.summary["workload"]["queue_depth"] == 4, "the result states the workload asked for"
     assert result.summary["read"]["ops"] == 400
     assert any("queue depth 4 with 4 threads" in n for n in result.notices), result.notices
+    assert result.summary["env"]["engine"]["queue_depth"] == 4
     assert 2 <= _most_in_flight(result.trace) <= 4
 
 
@@ -221,6 +222,7 @@ def test_psync_runs_a_permutation_one_request_at_a_time(shared_file):
     result = run(shared_file, from_flags(rw="randread", pattern="permutation", qd=4, ops=200), engine="psync",
                  trace=True)
     assert any("effective queue depth 1" in n for n in result.notices), result.notices
+    assert result.summary["env"]["engine"]["queue_depth"] == 1
     assert _most_in_flight(result.trace) == 1
 
 

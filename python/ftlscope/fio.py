@@ -606,9 +606,8 @@ def fio_check(
                 ops = sum(int((summary.get(op) or {}).get("ops", 0)) for op in
                           ("read", "write", "trim", "write_zeroes", "flush"))
                 backend = _backend(summary)
-                # Our psync keeps a random workload's depth with threads; other walks it runs one at a time.
-                one_at_a_time = any("effective queue depth 1" in notice for notice in result.notices)
-                qd = 1 if one_at_a_time else inflight
+                # The depth the engine kept (psync runs some walks one request at a time).
+                qd = int(summary["env"]["engine"].get("queue_depth", inflight))
                 base = {"round": r, "seq": seq, "tool": "ftlscope", "engine": our_engine, "backend": backend,
                         "qd": qd, "queues": int(workload.queues), "clamped": qd < inflight}
                 rows += _rows(summary, base, cpu_s * 1e9 / ops if ops else None)

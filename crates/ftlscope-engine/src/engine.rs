@@ -182,6 +182,9 @@ pub struct EngineEnv {
     pub clock: ClockInfo,
     pub pinned_cpus: Vec<usize>,
     pub aggregator_cpu: Option<usize>,
+    /// Requests kept in flight per requested queue: the workload's depth, or 1 where psync runs them one at
+    /// a time (see `psync_workload`).
+    pub queue_depth: u32,
     pub notices: Vec<String>,
 }
 
@@ -287,12 +290,13 @@ impl Run {
         // What the user asked for goes into the result; the queues run `workload`, which for psync may keep
         // the queue depth with threads.
         let requested = workload.clone();
-        let (workload, lanes) = if use_uring {
-            (workload, 1)
+        let (workload, lanes, queue_depth) = if use_uring {
+            let depth = workload.inflight_per_queue();
+            (workload, 1, depth)
         } else {
             let plan = psync_workload(&workload);
             notices.extend(plan.notice);
-            (plan.workload, plan.lanes)
+            (plan.workload, plan.lanes, plan.queue_depth)
         };
         let queues = workload.queues;
         let shared = Arc::new(Shared::new(queues));
@@ -375,6 +379,7 @@ impl Run {
             clock: clock_info,
             pinned_cpus: (0..queues as usize).filter_map(queue_cpu).collect(),
             aggregator_cpu,
+            queue_depth,
             notices,
         };
         Ok(Run {
@@ -429,6 +434,7 @@ impl Run {
             clock: ClockInfo { source: "virtual", tsc_hz: None, calibration_ns: 0, check_error_ns: None },
             pinned_cpus: Vec::new(),
             aggregator_cpu: None,
+            queue_depth: workload.inflight_per_queue(),
             notices: Vec::new(),
         };
         Ok(Run {

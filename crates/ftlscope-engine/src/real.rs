@@ -97,6 +97,8 @@ pub(crate) fn choose_backend(choice: EngineChoice, target: &Target) -> Result<Ba
 pub(crate) struct PsyncPlan {
     pub workload: Workload,
     pub lanes: u32,
+    /// Requests in flight per requested queue: the workload's depth, or 1.
+    pub queue_depth: u32,
     pub notice: Option<String>,
 }
 
@@ -109,7 +111,7 @@ pub(crate) struct PsyncPlan {
 /// notice says so.
 pub(crate) fn psync_workload(workload: &Workload) -> PsyncPlan {
     let depth = workload.inflight_per_queue();
-    let unchanged = |notice| PsyncPlan { workload: workload.clone(), lanes: 1, notice };
+    let unchanged = |notice| PsyncPlan { workload: workload.clone(), lanes: 1, queue_depth: 1, notice };
     if depth <= 1 {
         return unchanged(None);
     }
@@ -121,7 +123,8 @@ pub(crate) fn psync_workload(workload: &Workload) -> PsyncPlan {
         threaded.queues = threads;
         threaded.queue_depth = 1;
         let notice = format!("psync keeps queue depth {depth} with {depth} threads per queue, one request each");
-        return PsyncPlan { workload: threaded, lanes: if independent { 1 } else { depth }, notice: Some(notice) };
+        let lanes = if independent { 1 } else { depth };
+        return PsyncPlan { workload: threaded, lanes, queue_depth: depth, notice: Some(notice) };
     }
     let why = if workload.batch.is_some() {
         "batch mode issues one batch at a time"
@@ -199,7 +202,7 @@ mod tests {
     #[test]
     fn psync_keeps_a_random_workload_s_depth_with_threads() {
         let plan = psync_workload(&Workload { queues: 2, ..random_at_depth(8) });
-        assert_eq!((plan.workload.queues, plan.workload.queue_depth, plan.lanes), (16, 1, 1));
+        assert_eq!((plan.workload.queues, plan.workload.queue_depth, plan.lanes, plan.queue_depth), (16, 1, 1, 8));
         assert!(plan.notice.expect("a notice").contains("queue depth 8 with 8 threads per queue"));
         let plan = psync_workload(&random_at_depth(1));
         assert_eq!((plan.workload.queues, plan.workload.queue_depth, plan.notice), (1, 1, None));
@@ -208,7 +211,7 @@ mod tests {
     #[test]
     fn psync_threads_share_a_sequential_stream() {
         let plan = psync_workload(&Workload { pattern: Pattern::Sequential {}, queues: 2, ..random_at_depth(4) });
-        assert_eq!((plan.workload.queues, plan.workload.queue_depth, plan.lanes), (8, 1, 4));
+        assert_eq!((plan.workload.queues, plan.workload.queue_depth, plan.lanes, plan.queue_depth), (8, 1, 4, 4));
         // Threads 0-3 take turns along queue 0's half of the range, threads 4-7 along queue 1's.
         let size = 1 << 20;
         let offsets = |thread| {
@@ -234,6 +237,7 @@ mod tests {
         ] {
             let plan = psync_workload(&workload);
             assert_eq!((plan.workload.queues, plan.workload.queue_depth), (workload.queues, workload.queue_depth));
+            assert_eq!(plan.queue_depth, 1);
             let notice = plan.notice.expect("a notice");
             assert!(notice.contains(why) && notice.contains("effective queue depth 1"), "{notice}");
         }
