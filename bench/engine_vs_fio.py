@@ -6,10 +6,10 @@ alternating ours and fio (each of fio's io_uring, libaio and psync engines) for 
 table of the IOPS ratio against fio's best engine at that point, the p50 ratio, and CPU time per I/O.
 Goal: IOPS ratio >= 1.0 at every point and p50 within 5 %.
 
-fio's psync has one request in flight whatever the depth: it runs at QD 1 (marked in the table), and it is
-still a candidate for "fio's best engine" (on zram it usually is). Our psync backend keeps the depth of
-these points with one thread per request in flight (README, "Engines"); where it cannot, it runs at QD 1
-(marked).
+Both psync engines keep the depth with one thread per request in flight: fio with one job each
+(``--numjobs``, threads), ours the same way (README, "Engines"); at the sequential point both split one walk
+the same way (thread j reads requests j, j+N, ...), so every engine, fio's and ours, is compared at the same
+depth, latency included. Where a psync cannot keep the depth it runs at QD 1 (marked in the table).
 
 CPU time per I/O: fio's usr+sys of its jobs; ours ``getrusage(RUSAGE_SELF)`` around ``ftlscope.run`` (the
 whole process: queue threads, aggregator, Python), divided by the I/Os.
@@ -226,7 +226,7 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
     table.caption = (f"× = ours / fio's best engine at that point (medians over rounds); paired × = geometric "
                      f"mean of the per-round ratios (back-to-back runs) with its 95 % interval. Goal: IOPS × >= "
                      f"{IOPS_GOAL:.1f}, p50 × <= {P50_GOAL:.2f}; 'within noise' = the interval spans the goal. "
-                     f"fio psync runs at QD 1; our psync at QD 1 where marked.")
+                     f"psync keeps the depth with one thread per request; (QD 1) marks where it cannot.")
     return table
 
 
@@ -241,7 +241,8 @@ def markdown(df: pd.DataFrame, title: str) -> str:
                  _fmt_ns(r["fio_cpu_ns_per_io"]), r["verdict"]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", f"Ratios are ours / fio's best engine at that point (medians over rounds). Goal: IOPS ratio >= "
-                  f"{IOPS_GOAL:.1f} and p50 ratio <= {P50_GOAL:.2f}. fio's psync runs at QD 1; ours where marked.", ""]
+                  f"{IOPS_GOAL:.1f} and p50 ratio <= {P50_GOAL:.2f}. Both psync engines keep the depth with one thread "
+                  f"per request in flight; (QD 1) marks where one cannot.", ""]
     return "\n".join(lines)
 
 

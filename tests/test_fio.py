@@ -241,14 +241,45 @@ def test_engines():
     f = flags(cmd(w, "libaio"))
     assert (f["ioengine"], f["iodepth"]) == ("libaio", "32")
     assert "fixedbufs" not in f
-    with pytest.raises(UsageError, match="psync"):
-        cmd(w, "psync")
-    f = flags(cmd(w, "psync", sync_at_qd1=True))
-    assert (f["ioengine"], f["iodepth"]) == ("psync", "1")
-    assert "registerfiles" not in f
     assert flags(cmd(from_flags(qd=1, runtime="1s"), "psync"))["iodepth"] == "1"
     with pytest.raises(UsageError, match="unknown fio engine"):
         cmd(w, "spdk")
+
+
+def test_psync_keeps_a_random_depth_with_one_job_per_request():
+    f = flags(cmd(from_flags(qd=32, queues=2, ops=6400), "psync"))
+    assert (f["ioengine"], f["iodepth"], f["numjobs"]) == ("psync", "1", "64")
+    assert "thread" in f and "registerfiles" not in f
+    assert f["number_ios"] == "100"  # the ops are shared by the 64 jobs
+    assert (f["rw"], f["offset"], f["size"]) == ("randread", "0", str(SIZE))  # each job draws over the range
+
+
+def test_psync_threads_take_turns_along_one_sequential_walk():
+    f = flags(cmd(from_flags(rw="read", bs="128k", qd=4, runtime="1s"), "psync"))
+    assert (f["numjobs"], f["iodepth"]) == ("4", "1")
+    # job j starts j requests in and skips the other three jobs' requests after each of its own
+    assert (f["rw"], f["offset"], f["offset_increment"]) == (f"read:{3 * 128 * 1024}", "0", str(128 * 1024))
+    assert f["size"] == str(SIZE - 3 * 128 * 1024)
+
+
+@pytest.mark.parametrize("flag_set", [
+    {"rw": "randread", "pattern": "permutation"},  # an ordered walk: one stream
+    {"rw": "read", "queues": 2},  # offset_increment cannot also step between the queues' shares
+    {"rw": "read", "bs": "4k,8k"},  # mixed sizes: job j's requests do not start at fixed steps
+    {"rw": "randread", "batch": 4},
+])
+def test_psync_without_a_thread_plan_is_refused_or_runs_at_qd1(flag_set):
+    w = from_flags(**{"qd": 4, "runtime": "1s", **flag_set})
+    with pytest.raises(UsageError, match="psync engine has one request in flight per job"):
+        cmd(w, "psync")
+    f = flags(cmd(w, "psync", sync_at_qd1=True))
+    assert (f["iodepth"], f["numjobs"]) == ("1", str(w.queues))
+    assert "thread" not in f
+
+
+def test_psync_beyond_256_threads_runs_at_qd1():
+    f = flags(cmd(from_flags(qd=128, queues=4, runtime="1s"), "psync", sync_at_qd1=True))
+    assert (f["iodepth"], f["numjobs"]) == ("1", "4")
 
 
 def test_written_data():
@@ -441,30 +472,36 @@ def _direct_dir(tmp_path: Path) -> Path:
     pytest.skip("no directory here supports O_DIRECT")
 
 
-def test_fio_check_end_to_end(tmp_path):
+def _needs_fio_and_engine():
     if fio_available() is None:
         pytest.skip("fio is not installed (apt-get install fio)")
     try:
         import ftlscope._native  # noqa: F401
     except ImportError:
         pytest.skip("the native engine is not built (maturin develop)")
+
+
+def test_fio_check_end_to_end(tmp_path):
+    _needs_fio_and_engine()
     base = _direct_dir(tmp_path)
     target = str(base / "target.img")
     try:
         df = fiomod.fio_check(target, from_flags(rw="randread", bs="4k", qd=4, runtime="1s"), rounds=2,
-                              run_kwargs={"size": "64MiB"})
+                              engines=("io_uring", "psync"), run_kwargs={"size": "64MiB"})
     finally:
         if base != tmp_path:
             shutil.rmtree(base, ignore_errors=True)
-    assert list(df["tool"]) == ["fio", "ftlscope", "fio", "ftlscope"]
-    assert list(df["round"]) == [1, 1, 2, 2]
+    assert list(df["tool"]) == ["fio", "ftlscope", "fio"] * 2
+    assert list(df["round"]) == [1, 1, 1, 2, 2, 2]
     assert set(df["op"]) == {"read"}
     assert (df["ops"] > 100).all()
     assert (df["p50"] > 0).all() and (df["cpu_ns_per_io"] > 0).all()
-    assert set(df.loc[df["tool"] == "fio", "backend"]) == {"io_uring"}
+    assert list(df.loc[df["tool"] == "fio", "backend"]) == ["io_uring", "psync"] * 2
+    # fio's psync kept the depth with four jobs: every row ran at QD 4
+    assert (df["qd"] == 4).all() and not df["clamped"].any()
     comp = comparison_frame(df)
     ours = comp[comp["tool"] == "ftlscope"].iloc[0]
-    assert ours["reference"] == "io_uring"
+    assert ours["reference"] in ("io_uring", "psync")
     assert 0.1 < ours["iops_ratio"] < 10
 
 
@@ -474,3 +511,27 @@ def test_fio_check_refuses_a_simulated_device(capsys):
     assert main(["fio-check", "sim:consumer-tlc-dram", "--runtime", "1s"]) == 2
     err = capsys.readouterr().err
     assert "simulated device" in err and err.count("\n") == 1
+
+
+def test_fio_psync_threads_read_what_our_psync_threads_read(tmp_path):
+    """The sequential thread plan on both sides: fio's four psync jobs (from its I/O log) and our four psync
+    threads (from the trace) read the same blocks, each once."""
+    from ftlscope import run
+
+    _needs_fio_and_engine()
+    base = _direct_dir(tmp_path)
+    target = base / "target.img"
+    try:
+        workload = from_flags(rw="read", bs="4k", qd=4, ops=64)
+        ours = run(str(target), workload, engine="psync", size="1MiB", trace=True)
+        log = base / "fio.iolog"
+        command = fio_command(str(target), workload, "psync") + [f"--write_iolog={log}"]
+        fio_json = run_fio(command, timeout_s=60)
+        fio_offsets = [int(line.split()[3]) for line in log.read_text().splitlines()
+                       if len(line.split()) == 5 and line.split()[2] == "read"]
+    finally:
+        if base != tmp_path:
+            shutil.rmtree(base, ignore_errors=True)
+    assert fio_summary(fio_json)["engine"] == {"backend": "psync", "iodepth": 1, "numjobs": 4}
+    assert ours.summary["env"]["engine"]["queue_depth"] == 4
+    assert sorted(fio_offsets) == sorted(ours.trace["offset"]) == [i * 4096 for i in range(64)]

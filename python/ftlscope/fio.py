@@ -42,6 +42,8 @@ LAT_KEYS = ("mean", "stddev", "min", "max", *(f"p{p}" for p in PERCENTILES))
 FIO_OPS = ("read", "write", "trim")
 # Patterns whose offsets walk the range in order: the engine gives each queue its own share of the range.
 SPLIT_PATTERNS = ("sequential", "permutation", "permuted_windows", "strided")
+# As the engine's psync backend: more threads than this and the workload stays at QD 1.
+PSYNC_MAX_THREADS = 256
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -167,6 +169,22 @@ def _hotset_zones(pattern: dict[str, Any], length: int) -> str:
     return "zoned_abs:" + ":".join(f"{pct}/{size}" for pct, size in zones if size > 0)
 
 
+def sync_threads(workload: Workload) -> int | None:
+    """How many fio jobs of one request each give fio's psync engine the workload's depth, or None where that
+    would not be the same workload. The same rule as our psync backend (``real::psync_workload``): offsets
+    drawn at random, or one sequential walk of a single size taken in turns (fio: job j starts j requests in
+    and skips the other jobs' requests, ``--rw=read:GAP`` with ``--offset_increment``; one queue only, as
+    fio's offset_increment cannot also step between queues' shares); no batch mode; at most 256 threads."""
+    depth = _inflight(workload)
+    kind = dict(workload.pattern).get("kind", "sequential")
+    queues = int(workload.queues)
+    if depth <= 1 or workload.batch or queues * depth > PSYNC_MAX_THREADS:
+        return None
+    independent = kind not in SPLIT_PATTERNS
+    shared_walk = kind == "sequential" and len(workload.sizes) == 1 and queues == 1
+    return queues * depth if independent or shared_walk else None
+
+
 def fio_command(
     target: str,
     workload: Workload,
@@ -182,8 +200,9 @@ def fio_command(
 
     ``runtime_ns`` replaces the workload's time limit. ``target_size_bytes`` is needed when the range runs to
     the end of the target (length 0); without it the target is opened to find its size. fio's psync engine
-    has one request in flight: a deeper workload is refused unless ``sync_at_qd1`` (then it runs at QD 1).
-    Raises UsageError naming whatever fio cannot express.
+    has one request in flight per job: a deeper workload runs as that many jobs (threads) where that is the
+    same workload (:func:`sync_threads`); otherwise it is refused unless ``sync_at_qd1`` (then it runs at
+    QD 1). Raises UsageError naming whatever fio cannot express.
     """
     if engine not in FIO_ENGINES:
         raise UsageError(f"--fio-engines: unknown fio engine '{engine}'; use {', '.join(FIO_ENGINES)}")
@@ -254,12 +273,26 @@ def fio_command(
 
     # depth and batches
     batch = workload.batch
-    inflight = int(batch["size"]) if batch else int(workload.queue_depth)
-    if engine in SYNC_ENGINES and inflight > 1 and not sync_at_qd1:
-        raise UsageError(
-            f"fio's {engine} engine has one request in flight; it cannot run QD {inflight}. "
-            "Use io_uring or libaio, or --qd 1"
-        )
+    inflight = _inflight(workload)
+    jobs = queues
+    thread_flags: list[str] = []
+    if engine in SYNC_ENGINES and inflight > 1:
+        threads = sync_threads(workload)
+        if threads is None and not sync_at_qd1:
+            raise UsageError(
+                f"fio's {engine} engine has one request in flight per job, and this workload cannot be split "
+                f"into {inflight} jobs (batch mode, or an ordered walk); use io_uring or libaio, or --qd 1"
+            )
+        if threads is not None:
+            jobs = threads
+            thread_flags = ["--thread"]
+            if kind == "sequential":
+                # Job j reads requests j, j+N, j+2N, ... of the one walk: it starts j requests in and skips
+                # the N-1 requests of the other jobs after each of its own.
+                step = sizes[0]
+                rw = f"{base}:{(inflight - 1) * step}"
+                region = (usable - (inflight - 1) * step) // step * step
+                range_flags = [f"--offset={first}", f"--size={region}", f"--offset_increment={step}"]
     depth = 1 if engine in SYNC_ENGINES else inflight
     batch_flags: list[str] = []
     if batch and engine not in SYNC_ENGINES:
@@ -276,8 +309,8 @@ def fio_command(
     if ops or nbytes:
         # number_ios alone never goes past one pass over --size; io_size lets fio wrap around.
         if ops:
-            stop_flags.append(f"--number_ios={_per_job(ops, queues)}")
-        io_size = _per_job(nbytes, queues) if nbytes else _per_job(ops, queues) * largest
+            stop_flags.append(f"--number_ios={_per_job(ops, jobs)}")
+        io_size = _per_job(nbytes, jobs) if nbytes else _per_job(ops, jobs) * largest
         stop_flags.append(f"--io_size={io_size}")
         if time_ns:
             stop_flags.append(f"--runtime={_fio_time(time_ns)}")
@@ -320,7 +353,8 @@ def fio_command(
         *_size_flags(sizes),
         f"--iodepth={depth}",
         *batch_flags,
-        f"--numjobs={queues}",
+        f"--numjobs={jobs}",
+        *thread_flags,
         "--group_reporting",
         *range_flags,
         *random_flags,
@@ -526,8 +560,10 @@ def fio_check(
     for ``rounds`` rounds; one row per (round, tool, engine, operation).
 
     ``engines`` are fio's engines; ``ours_engine`` is one of ours (auto, uring, psync) or several. In each
-    round fio's engines and ours take turns (fio e1, ours o1, fio e2, ours o2, ...). fio's psync runs at QD 1
-    whatever the workload's depth (its rows have ``clamped`` set). ``run_kwargs`` go to :func:`ftlscope.run`
+    round fio's engines and ours take turns (fio e1, ours o1, fio e2, ours o2, ...). fio's psync keeps the
+    depth with one job per request in flight where :func:`sync_threads` allows, and runs at QD 1 otherwise
+    (its rows then have ``clamped`` set, as do ours where our psync does the same). ``run_kwargs`` go to
+    :func:`ftlscope.run`
     (``destructive``, ``force``, ``size``, ``direct``, ``pin``, ...); the same safety rules cover fio's
     writes, and a file target is created and filled (``size``) before the first round. CPU time per I/O is
     fio's usr+sys of its jobs, and ours ``getrusage(RUSAGE_SELF)`` around the run (the whole process).
@@ -584,7 +620,9 @@ def fio_check(
                 if on_progress:
                     on_progress(f"round {r}/{rounds}: fio {fio_engine}")
                 summary = fio_summary(run_fio(commands[fio_engine], timeout))
-                qd = summary["engine"]["iodepth"]
+                # Requests in flight per queue: psync's depth is its jobs (threads), not its iodepth.
+                engine_info = summary["engine"]
+                qd = engine_info["iodepth"] * engine_info["numjobs"] // max(1, int(workload.queues))
                 base = {"round": r, "seq": seq, "tool": "fio", "engine": fio_engine, "backend": fio_engine,
                         "qd": qd, "queues": int(workload.queues), "clamped": qd < inflight}
                 rows += _rows(summary, base, summary["cpu"]["ns_per_io"])
@@ -619,7 +657,7 @@ RATIO_KEYS = ("iops", "mean", "p50", "p99", "p99.9", "cpu_ns_per_io")
 
 def comparison_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Medians over rounds per (tool, engine, backend, op), and each row's ratios to fio's best engine for
-    that op (highest median IOPS, psync at QD 1 included: it is what a fio user would pick where it wins):
+    that op (highest median IOPS, psync included, even where it ran at QD 1: a fio user would pick it where it wins):
     ``iops_ratio``, ``p50_ratio``, ... (ours/fio: IOPS above 1 and latency below 1 are better).
     ``reference`` names that fio engine; ``clamped`` marks rows that ran at QD 1 below the workload's depth."""
     if df.empty:
