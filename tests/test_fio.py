@@ -26,6 +26,7 @@ from ftlscope.fio import (
     parse_engines,
     parse_fio_output,
     require_fio,
+    round_schedule,
     run_fio,
 )
 from ftlscope.workload import Workload, from_flags
@@ -392,6 +393,20 @@ def test_missing_fio_is_a_clear_error(monkeypatch):
         fiomod.fio_check("/nonexistent", from_flags(runtime="1s"))
 
 
+def test_rounds_take_turns_and_every_other_round_runs_backwards():
+    assert round_schedule(2, ["io_uring", "psync"], ["auto"]) == [
+        (1, "fio", "io_uring"), (1, "ftlscope", "auto"), (1, "fio", "psync"),
+        (2, "fio", "psync"), (2, "ftlscope", "auto"), (2, "fio", "io_uring"),
+    ]
+    schedule = round_schedule(4, ["io_uring"], ["auto", "psync"])
+    assert [(tool, engine) for r, tool, engine in schedule if r == 1] == [
+        ("fio", "io_uring"), ("ftlscope", "auto"), ("ftlscope", "psync")]
+    assert [(tool, engine) for r, tool, engine in schedule if r == 2] == [
+        ("ftlscope", "psync"), ("ftlscope", "auto"), ("fio", "io_uring")]
+    # over each pair of rounds, each run comes as often before as after each other run
+    assert [r for r, _, _ in schedule] == [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]
+
+
 def test_engine_list():
     assert parse_engines("io_uring, libaio,psync") == ["io_uring", "libaio", "psync"]
     with pytest.raises(UsageError, match="posixaio"):
@@ -493,10 +508,11 @@ def test_fio_check_end_to_end(tmp_path):
             shutil.rmtree(base, ignore_errors=True)
     assert list(df["tool"]) == ["fio", "ftlscope", "fio"] * 2
     assert list(df["round"]) == [1, 1, 1, 2, 2, 2]
+    assert list(df["seq"]) == [1, 2, 3, 4, 5, 6]
     assert set(df["op"]) == {"read"}
     assert (df["ops"] > 100).all()
     assert (df["p50"] > 0).all() and (df["cpu_ns_per_io"] > 0).all()
-    assert list(df.loc[df["tool"] == "fio", "backend"]) == ["io_uring", "psync"] * 2
+    assert list(df.loc[df["tool"] == "fio", "backend"]) == ["io_uring", "psync", "psync", "io_uring"]
     # fio's psync kept the depth with four jobs: every row ran at QD 4
     assert (df["qd"] == 4).all() and not df["clamped"].any()
     comp = comparison_frame(df)

@@ -544,6 +544,23 @@ def _inflight(workload: Workload) -> int:
     return int(workload.batch["size"]) if workload.batch else int(workload.queue_depth)
 
 
+def round_schedule(rounds: int, fio_engines: Sequence[str], ours: Sequence[str]) -> list[tuple[int, str, str]]:
+    """The order of the runs, as (round, tool, engine): fio's engines and ours take turns (fio e1, ours o1,
+    fio e2, ours o2, ...), and every other round runs backwards (..., ours o2, fio e2, ours o1, fio e1).
+    Counterbalanced (ABBA), so a target that drifts, or warms up after a run, favours neither tool."""
+    forward: list[tuple[str, str]] = []
+    for fio_engine, our_engine in zip_longest(fio_engines, ours):
+        if fio_engine is not None:
+            forward.append(("fio", fio_engine))
+        if our_engine is not None:
+            forward.append(("ftlscope", our_engine))
+    schedule = []
+    for r in range(1, rounds + 1):
+        order = forward if r % 2 else forward[::-1]
+        schedule += [(r, tool, engine) for tool, engine in order]
+    return schedule
+
+
 def fio_check(
     target: str,
     workload: Workload,
@@ -560,11 +577,11 @@ def fio_check(
     for ``rounds`` rounds; one row per (round, tool, engine, operation).
 
     ``engines`` are fio's engines; ``ours_engine`` is one of ours (auto, uring, psync) or several. In each
-    round fio's engines and ours take turns (fio e1, ours o1, fio e2, ours o2, ...). fio's psync keeps the
-    depth with one job per request in flight where :func:`sync_threads` allows, and runs at QD 1 otherwise
-    (its rows then have ``clamped`` set, as do ours where our psync does the same). ``run_kwargs`` go to
-    :func:`ftlscope.run`
-    (``destructive``, ``force``, ``size``, ``direct``, ``pin``, ...); the same safety rules cover fio's
+    round fio's engines and ours take turns, every other round backwards (:func:`round_schedule`). fio's
+    psync keeps the depth with one job per request in flight where :func:`sync_threads` allows, and runs at
+    QD 1 otherwise (its rows then have ``clamped`` set, as do ours where our psync does the same).
+    ``run_kwargs`` go to :func:`ftlscope.run` (``destructive``, ``force``, ``size``, ``direct``, ``pin``,
+    ...); the same safety rules cover fio's
     writes, and a file target is created and filled (``size``) before the first round. CPU time per I/O is
     fio's usr+sys of its jobs, and ours ``getrusage(RUSAGE_SELF)`` around the run (the whole process).
     """
@@ -612,43 +629,35 @@ def fio_check(
     timeout = timeout_s if timeout_s is not None else _default_timeout_s(workload)
     inflight = _inflight(workload)
     rows: list[dict[str, Any]] = []
-    seq = 0
-    for r in range(1, rounds + 1):
-        for fio_engine, our_engine in zip_longest(fio_engines, ours):
-            if fio_engine is not None:
-                seq += 1
-                if on_progress:
-                    on_progress(f"round {r}/{rounds}: fio {fio_engine}")
-                summary = fio_summary(run_fio(commands[fio_engine], timeout))
-                # Requests in flight per queue: psync's depth is its jobs (threads), not its iodepth.
-                engine_info = summary["engine"]
-                qd = engine_info["iodepth"] * engine_info["numjobs"] // max(1, int(workload.queues))
-                base = {"round": r, "seq": seq, "tool": "fio", "engine": fio_engine, "backend": fio_engine,
-                        "qd": qd, "queues": int(workload.queues), "clamped": qd < inflight}
-                rows += _rows(summary, base, summary["cpu"]["ns_per_io"])
-            if our_engine is not None:
-                seq += 1
-                if on_progress:
-                    on_progress(f"round {r}/{rounds}: ftlscope {our_engine}")
-                before = _cpu_seconds()
-                result = _run_ours(target, workload, our_engine, kwargs)
-                cpu_s = _cpu_seconds() - before
-                summary = result.summary
-                stop = (summary.get("run") or {}).get("stop") or {}
-                if stop.get("reason", "completed") not in ("completed",):
-                    from .runner import check_outcome
+    for seq, (r, tool, engine) in enumerate(round_schedule(rounds, fio_engines, ours), start=1):
+        if on_progress:
+            on_progress(f"round {r}/{rounds}: {tool} {engine}")
+        base = {"round": r, "seq": seq, "tool": tool, "engine": engine, "queues": int(workload.queues)}
+        if tool == "fio":
+            summary = fio_summary(run_fio(commands[engine], timeout))
+            # Requests in flight per queue: psync's depth is its jobs (threads), not its iodepth.
+            engine_info = summary["engine"]
+            qd = engine_info["iodepth"] * engine_info["numjobs"] // max(1, int(workload.queues))
+            base |= {"backend": engine, "qd": qd, "clamped": qd < inflight}
+            rows += _rows(summary, base, summary["cpu"]["ns_per_io"])
+        else:
+            before = _cpu_seconds()
+            result = _run_ours(target, workload, engine, kwargs)
+            cpu_s = _cpu_seconds() - before
+            summary = result.summary
+            stop = (summary.get("run") or {}).get("stop") or {}
+            if stop.get("reason", "completed") not in ("completed",):
+                from .runner import check_outcome
 
-                    check_outcome(result)
-                    if stop.get("reason") == "interrupted":
-                        raise KeyboardInterrupt
-                ops = sum(int((summary.get(op) or {}).get("ops", 0)) for op in
-                          ("read", "write", "trim", "write_zeroes", "flush"))
-                backend = _backend(summary)
-                # The depth the engine kept (psync runs some walks one request at a time).
-                qd = int(summary["env"]["engine"].get("queue_depth", inflight))
-                base = {"round": r, "seq": seq, "tool": "ftlscope", "engine": our_engine, "backend": backend,
-                        "qd": qd, "queues": int(workload.queues), "clamped": qd < inflight}
-                rows += _rows(summary, base, cpu_s * 1e9 / ops if ops else None)
+                check_outcome(result)
+                if stop.get("reason") == "interrupted":
+                    raise KeyboardInterrupt
+            ops = sum(int((summary.get(op) or {}).get("ops", 0)) for op in
+                      ("read", "write", "trim", "write_zeroes", "flush"))
+            # The depth the engine kept (psync runs some walks one request at a time).
+            qd = int(summary["env"]["engine"].get("queue_depth", inflight))
+            base |= {"backend": _backend(summary), "qd": qd, "clamped": qd < inflight}
+            rows += _rows(summary, base, cpu_s * 1e9 / ops if ops else None)
     return pd.DataFrame(rows)
 
 
