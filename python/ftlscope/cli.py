@@ -150,6 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{args.target} — {args.rw} {'/'.join(format_size(s) for s in wl['sizes'])} QD {wl['queue_depth']}"
         f" x {wl['queues']} queue(s), {env['backend']}, {run_info['measured_ns'] / 1e9:.2f} s measured"
     )
+    if "mean_in_flight" in run_info and (wl["queue_depth"] > 1 or wl["queues"] > 1):
+        # Little's law: a queue depth the engine could not keep shows here, not only in a lower IOPS.
+        title += f", {run_info['mean_in_flight']:.1f} in flight on average"
     console.print(summary_table(result.summary, title))
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")

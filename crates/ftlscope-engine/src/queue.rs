@@ -379,8 +379,18 @@ impl<'a> QueueLoop<'a> {
             }
             None => {
                 let depth = self.ctx.workload.queue_depth;
+                let submit_each = backend.submits_each();
                 while self.inflight < depth {
                     if !self.issue(backend, buffers) {
+                        break;
+                    }
+                    // Send it now unless it is the last to go: that one goes with the wait, in one call.
+                    // (A failed submission stays queued; the wait that follows tries again and ends the run
+                    // if it fails too.)
+                    if submit_each
+                        && self.inflight < depth
+                        && backend.submit_and_wait(0, 0, |event| self.on_event(event)).is_err()
+                    {
                         break;
                     }
                 }
@@ -473,11 +483,15 @@ mod tests {
         hang: bool,
         pending: Vec<(u32, Request)>,
         inflight: Vec<(u32, Request, u64)>,
-        submit_calls: Vec<usize>,
         idle_calls: Vec<u64>,
         /// Every (op, offset, len) announced through `coming`, and every request pushed, in order.
         announced: Vec<(Op, u64, u32)>,
         pushed: Vec<(Op, u64, u32)>,
+        /// What `submits_each` answers, and the time each submit_and_wait call takes.
+        submit_each: bool,
+        submit_cost_ns: u64,
+        /// (requests submitted, min_complete) of every submit_and_wait call.
+        calls: Vec<(usize, u32)>,
     }
 
     impl ScriptedBackend {
@@ -489,10 +503,12 @@ mod tests {
                 hang: false,
                 pending: Vec::new(),
                 inflight: Vec::new(),
-                submit_calls: Vec::new(),
                 idle_calls: Vec::new(),
                 announced: Vec::new(),
                 pushed: Vec::new(),
+                submit_each: false,
+                submit_cost_ns: 0,
+                calls: Vec::new(),
             }
         }
     }
@@ -508,13 +524,17 @@ mod tests {
         fn coming(&mut self, op: Op, offset: u64, len: u32) {
             self.announced.push((op, offset, len));
         }
+        fn submits_each(&self) -> bool {
+            self.submit_each
+        }
         fn submit_and_wait<F: FnMut(Event)>(
             &mut self,
             min: u32,
             timeout_ns: u64,
             mut on_event: F,
         ) -> std::io::Result<()> {
-            self.submit_calls.push(self.pending.len());
+            self.calls.push((self.pending.len(), min));
+            self.now += self.submit_cost_ns;
             for (slot, req) in self.pending.drain(..) {
                 on_event(Event::Submitted { slot, at_ns: self.now });
                 self.inflight.push((slot, req, self.now + self.latency_ns));
@@ -614,6 +634,36 @@ mod tests {
     }
 
     #[test]
+    fn a_backend_that_submits_each_request_gets_them_one_per_call() {
+        let ctx = context(workload(r#"{"queue_depth":4,"stop":{"ops":40}}"#), OnError::Stop);
+        let mut backend = ScriptedBackend::new(10_000);
+        backend.submit_each = true;
+        backend.submit_cost_ns = 1_000;
+        let (report, records) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 40);
+        // Filling the queue: three requests on their own, the fourth with the wait for a completion.
+        assert_eq!(backend.calls[..4], [(1, 0), (1, 0), (1, 0), (1, 1)]);
+        // Every call carries at most one request, and each request is stamped at its own call: the four
+        // first submissions are a microsecond apart, not one stamp for all.
+        assert!(backend.calls.iter().all(|&(n, _)| n <= 1));
+        let submits: Vec<u64> = records[..4].iter().map(|r| r.submit_ns).collect();
+        assert_eq!(submits, [2_000, 3_000, 4_000, 5_000]);
+
+        let mut batched = ScriptedBackend::new(10_000);
+        drive(&ctx, &mut batched);
+        assert_eq!(batched.calls[0], (4, 1), "by default the free slots go in one call");
+    }
+
+    #[test]
+    fn batch_mode_submits_its_batch_in_one_call_even_so() {
+        let ctx = context(workload(r#"{"batch":{"size":8},"stop":{"ops":32}}"#), OnError::Stop);
+        let mut backend = ScriptedBackend::new(10_000);
+        backend.submit_each = true;
+        drive(&ctx, &mut backend);
+        assert_eq!(backend.calls, [(8, 8), (8, 8), (8, 8), (8, 8)]);
+    }
+
+    #[test]
     fn an_io_error_stops_the_run_and_names_the_offset() {
         let ctx = context(workload(r#"{"queue_depth":1,"stop":{"ops":100}}"#), OnError::Stop);
         let mut backend = ScriptedBackend::new(1_000);
@@ -666,7 +716,7 @@ mod tests {
         let mut backend = ScriptedBackend::new(1_000);
         let (report, records) = drive(&ctx, &mut backend);
         assert_eq!(report.completed, 32);
-        assert_eq!(backend.submit_calls, vec![8, 8, 8, 8]);
+        assert_eq!(backend.calls, [(8, 8); 4]);
         assert_eq!(backend.idle_calls, vec![50_000; 3], "idle between batches, not before the first");
         // All eight of a batch are submitted at the same instant.
         assert!(records[..8].iter().all(|r| r.submit_ns == records[0].submit_ns));

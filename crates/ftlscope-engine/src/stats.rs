@@ -411,6 +411,19 @@ pub struct AggregateResult {
     pub first_submit_ns: Option<u64>,
 }
 
+impl AggregateResult {
+    /// Requests in flight on average over the measured time (Little's law: the measured requests' summed
+    /// latency over the time). Below the queue depth when the queue cannot refill as fast as requests
+    /// complete: a submitting thread at full load, or a target that completes in bursts.
+    pub fn mean_in_flight(&self) -> f64 {
+        if self.measured_ns == 0 {
+            return 0.0;
+        }
+        let busy_ns: f64 = self.per_op.values().map(|s| s.ops as f64 * s.lat_ns.mean).sum();
+        busy_ns / self.measured_ns as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,6 +467,18 @@ mod tests {
         assert!((read.bw_bytes - 4096.0 * 1000.0 / seconds).abs() < 1e-3);
         // 1..=1000 us: none is over 1 ms, the last is exactly 1 ms.
         assert_eq!(read.ops_over_1ms, 0);
+    }
+
+    #[test]
+    fn mean_in_flight_is_the_summed_latency_over_the_measured_time() {
+        let mut agg = Aggregator::new(0, 100_000_000, 1, None, &[]);
+        // From 0 to 100 us: two reads of 100 us side by side, then a write of 50 us alongside one of them.
+        agg.add(&rec(Op::Read, 0, 100_000, 0));
+        agg.add(&rec(Op::Read, 0, 100_000, 0));
+        agg.add(&rec(Op::Write, 50_000, 50_000, 0));
+        let result = agg.finish();
+        assert_eq!(result.measured_ns, 100_000);
+        assert!((result.mean_in_flight() - 2.5).abs() < 1e-9, "{}", result.mean_in_flight());
     }
 
     #[test]

@@ -182,6 +182,7 @@ fn summary_json(result: &RunResult) -> Value {
             "measured_ns": result.stats.measured_ns,
             "wall_ns": result.wall_ns,
             "virtual_ns": result.virtual_ns,
+            "mean_in_flight": result.stats.mean_in_flight(),
             "warmup_ops": result.stats.warmup_ops,
             "errors": result.stats.error_count,
             "error_samples": result.stats.errors,

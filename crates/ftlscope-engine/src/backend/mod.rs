@@ -40,6 +40,16 @@ pub trait Backend {
     /// Queue the request for `slot`. Nothing reaches the target before [`Backend::submit_and_wait`].
     fn push(&mut self, slot: u32, request: Request);
 
+    /// Whether the queue should submit each request as soon as it is pushed (`submit_and_wait(0, ..)`)
+    /// rather than all the free slots' requests in one call. Where the kernel issues a submission's
+    /// requests one after another in the caller's context (io_uring), a call carrying 32 requests hands
+    /// the last one to the device tens of microseconds after its submit stamp, and the queue sees no
+    /// completion meanwhile; one request per call keeps every stamp right at its submission.
+    #[inline]
+    fn submits_each(&self) -> bool {
+        false
+    }
+
     /// Submit what was pushed, then wait until at least `min_complete` requests have completed or
     /// `timeout_ns` has passed; report every submission and completion through `on_event`, with
     /// timestamps taken right at submission and right when the completion is seen.
