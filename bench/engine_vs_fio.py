@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Engine vs fio: is ftlscope's engine at least as fast as fio, with the same latency?
 
-On a file target and on zram: 4 KiB random read at QD 1 and QD 32, and 128 KiB sequential read at QD 32,
+On a file target and on zram (and, with --targets ramfile, a file on ext4 on a loop device in RAM: an
+asynchronous target like the file, whose "device" is the loop driver's worker on the same CPUs, so it needs no
+disk at all): 4 KiB random read at QD 1 and QD 32, and 128 KiB sequential read at QD 32,
 alternating ours and fio (each of fio's io_uring, libaio and psync engines) for N rounds each. Prints a
 table of the IOPS ratio against fio's best engine at that point, the p50 ratio, and CPU time per I/O.
 Goal: IOPS ratio >= 1.0 at every point and p50 within 5 %. Each round runs the engines in turn, every other
@@ -19,7 +21,7 @@ whole process: queue threads, aggregator, Python), divided by the I/Os.
 
 zram (/dev/zram0) needs root: the script resets it, sizes it (--zram-size), fills it with random data so
 reads hit stored pages, and resets it again at the end. It refuses a zram0 that is set up already or in use
-unless --zram-reset.
+unless --zram-reset. ramfile needs root too (mount, losetup, mkfs.ext4) and undoes all of it at the end.
 
     python bench/engine_vs_fio.py --rounds 5 --runtime 3s --out bench/results
 """
@@ -130,6 +132,67 @@ def reset_zram(previous_disksize: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# ramfile: a file on ext4 on a loop device backed by RAM
+
+
+class RamFile:
+    """A file on ext4 on a loop device whose backing file lives on tmpfs: an asynchronous target (the loop
+    driver completes requests from its own worker thread) that needs no disk. Not a quiet one: the worker
+    shares the CPUs with the tools, so where the scheduler puts it moves QD 1 by up to 2x between runs.
+    Needs root, losetup and mkfs.ext4; ``path`` is None (and the reason logged) where it cannot be set up.
+    Everything is undone by ``close``."""
+
+    def __init__(self, size: int):
+        import tempfile
+
+        self.path: str | None = None
+        self._steps: list[list[str]] = []  # the commands that undo the set-up, last first
+        if os.geteuid() != 0:
+            log("skipping ramfile: a loop device needs root")
+            return
+        base = Path(tempfile.mkdtemp(prefix="ftlscope-ramfile-"))
+        ram, mnt = base / "ram", base / "ext4"
+        ram.mkdir()
+        mnt.mkdir()
+        self._base = base
+        image = ram / "disk.img"
+        try:
+            self._do(["mount", "-t", "tmpfs", "-o", f"size={size + (size >> 2) + (128 << 20)}", "tmpfs", str(ram)],
+                     ["umount", str(ram)])
+            with open(image, "wb") as backing:
+                backing.truncate(size + (size >> 3) + (64 << 20))  # room for ext4's metadata
+            loop = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True,
+                                  text=True).stdout.strip()
+            self._steps.append(["losetup", "-d", loop])
+            self._do(["mkfs.ext4", "-q", loop], None)
+            self._do(["mount", loop, str(mnt)], ["umount", str(mnt)])
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", None) or exc
+            log(f"skipping ramfile: cannot set up a loop device on tmpfs: {str(detail).strip()}")
+            self.close()
+            return
+        self.path = str(mnt / "target.img")
+        log(f"ramfile: {self.path} (ext4 on {loop}, backed by tmpfs)")
+
+    def _do(self, command: list[str], undo: list[str] | None) -> None:
+        subprocess.run(command, check=True, capture_output=True, text=True)
+        if undo:
+            self._steps.append(undo)
+
+    def close(self) -> None:
+        for command in reversed(self._steps):
+            subprocess.run(command, capture_output=True)
+        self._steps.clear()
+        base = getattr(self, "_base", None)
+        if base is not None:
+            for sub in ("ext4", "ram"):
+                if (base / sub).exists():
+                    (base / sub).rmdir()
+            base.rmdir()
+            self._base = None
+
+
+# ---------------------------------------------------------------------------------------------------------
 # the table
 
 
@@ -195,6 +258,8 @@ def summary_rows(comp: pd.DataFrame, target: str, point: str, rounds: pd.DataFra
             "p50_ratio": p50_ratio,
             "cpu_ns_per_io": ours["cpu_ns_per_io"],
             "fio_cpu_ns_per_io": ref["cpu_ns_per_io"],
+            "in_flight": ours["in_flight"],
+            "fio_in_flight": ref["in_flight"],
             **{f"fio_{engine}_iops": iops for engine, iops in fio_iops.items()},
             "paired_ratio": paired,
             "paired_ratio_low": low,
@@ -212,6 +277,11 @@ def _interval(r) -> str:
     return f"{r['paired_ratio']:.2f} ({r['paired_ratio_low']:.2f}-{r['paired_ratio_high']:.2f})"
 
 
+def _in_flight(r) -> str:
+    """Ours / fio's requests in flight on average (IOPS x mean latency, each by its own stamps)."""
+    return f"{r['in_flight']:.1f} / {r['fio_in_flight']:.1f}"
+
+
 def _fmt_ns(value: float) -> str:
     return "-" if value is None or math.isnan(value) else format_ns(value)
 
@@ -219,7 +289,7 @@ def _fmt_ns(value: float) -> str:
 def rich_table(df: pd.DataFrame, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     columns = ["target", "point", "ours", "IOPS", "fio best", "fio IOPS", "IOPS ×", "paired × (95 % CI)", "p50",
-               "fio p50", "p50 ×", "CPU/IO", "fio CPU/IO", "goal"]
+               "fio p50", "p50 ×", "in flight", "CPU/IO", "fio CPU/IO", "goal"]
     for col in columns:
         table.add_column(col, justify="left" if col in ("target", "point", "ours", "fio best", "goal") else "right")
     for _, r in df.iterrows():
@@ -229,25 +299,27 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
         table.add_row(
             r["target"], r["point"], ours, f"{r['iops']:,.0f}", r["fio_best"], f"{r['fio_best_iops']:,.0f}",
             f"[{ratio_style}]{r['iops_ratio']:.2f}[/{ratio_style}]", _interval(r), _fmt_ns(r["p50"]),
-            _fmt_ns(r["fio_p50"]), f"[{p50_style}]{r['p50_ratio']:.2f}[/{p50_style}]", _fmt_ns(r["cpu_ns_per_io"]),
-            _fmt_ns(r["fio_cpu_ns_per_io"]), r["verdict"],
+            _fmt_ns(r["fio_p50"]), f"[{p50_style}]{r['p50_ratio']:.2f}[/{p50_style}]", _in_flight(r),
+            _fmt_ns(r["cpu_ns_per_io"]), _fmt_ns(r["fio_cpu_ns_per_io"]), r["verdict"],
         )
     table.caption = (f"× = ours / fio's best engine at that point (medians over rounds); paired × = geometric "
                      f"mean of the per-round ratios (back-to-back runs) with its 95 % interval. Goal: IOPS × >= "
                      f"{IOPS_GOAL:.1f}, p50 × <= {P50_GOAL:.2f}; 'at parity' = the interval holds 1.0 and lies above "
-                     f"{PARITY_LOW:.2f}; 'within noise' = it reaches lower. "
+                     f"{PARITY_LOW:.2f}; 'within noise' = it reaches lower. in flight = IOPS x mean latency, ours "
+                     f"/ fio's best (the depth each kept, by its own stamps). "
                      f"psync keeps the depth with one thread per request; (QD 1) marks where it cannot.")
     return table
 
 
 def markdown(df: pd.DataFrame, title: str) -> str:
     header = ["target", "point", "ours", "backend", "IOPS", "fio best", "fio IOPS", "IOPS ×",
-              "paired × (95 % CI)", "p50", "fio p50", "p50 ×", "CPU/IO", "fio CPU/IO", "goal"]
+              "paired × (95 % CI)", "p50", "fio p50", "p50 ×", "in flight (ours / fio)", "CPU/IO", "fio CPU/IO",
+              "goal"]
     lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, r in df.iterrows():
         cells = [r["target"], r["point"], r["ours"], r["backend"], f"{r['iops']:,.0f}", r["fio_best"],
                  f"{r['fio_best_iops']:,.0f}", f"{r['iops_ratio']:.2f}", _interval(r), _fmt_ns(r["p50"]),
-                 _fmt_ns(r["fio_p50"]), f"{r['p50_ratio']:.2f}", _fmt_ns(r["cpu_ns_per_io"]),
+                 _fmt_ns(r["fio_p50"]), f"{r['p50_ratio']:.2f}", _in_flight(r), _fmt_ns(r["cpu_ns_per_io"]),
                  _fmt_ns(r["fio_cpu_ns_per_io"]), r["verdict"]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", f"Ratios are ours / fio's best engine at that point (medians over rounds). Goal: IOPS ratio >= "
@@ -268,7 +340,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds per tool and engine (default 5)")
     p.add_argument("--runtime", default="3s", help="length of each run (default 3s)")
     p.add_argument("--file-size", default="1GiB", help="size of the file target (default 1GiB)")
-    p.add_argument("--targets", default="file,zram", help="file, zram or both (default file,zram)")
+    p.add_argument("--targets", default="file,zram",
+                   help="any of file (in --dir), zram, ramfile (a file on ext4 on a loop device in RAM) "
+                        "(default file,zram)")
     p.add_argument("--engines", default="auto,uring,psync", help="our engines (default auto,uring,psync)")
     p.add_argument("--fio-engines", default="io_uring,libaio,psync",
                    help="fio's engines (default io_uring,libaio,psync)")
@@ -291,9 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         ours = [e.strip() for e in args.engines.split(",") if e.strip()]
         fio_engines = parse_engines(args.fio_engines)
         targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-        unknown = set(targets) - {"file", "zram"}
+        unknown = set(targets) - {"file", "zram", "ramfile"}
         if unknown:
-            raise UsageError(f"--targets: unknown target(s) {sorted(unknown)}; use file, zram")
+            raise UsageError(f"--targets: unknown target(s) {sorted(unknown)}; use file, zram, ramfile")
         points = POINTS
         if args.points:
             wanted = [p.strip() for p in args.points.split(",")]
@@ -311,8 +385,15 @@ def main(argv: list[str] | None = None) -> int:
         for target_name in targets:
             run_kwargs: dict = {}
             previous_disksize = 0
+            ramfile = None
             if target_name == "file":
                 path = str(file_path)
+                run_kwargs["size"] = file_size
+            elif target_name == "ramfile":
+                ramfile = RamFile(file_size)
+                if ramfile.path is None:
+                    continue
+                path = ramfile.path
                 run_kwargs["size"] = file_size
             else:
                 zram = setup_zram(zram_size, args.zram_reset)
@@ -332,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 if target_name == "zram":
                     reset_zram(previous_disksize)
+                if ramfile is not None:
+                    ramfile.close()
     except FtlscopeError as exc:
         print(f"engine_vs_fio: error: {exc}", file=sys.stderr)
         return exc.exit_code

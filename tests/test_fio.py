@@ -421,7 +421,8 @@ def _row(rnd, tool, engine, backend, iops, p50, cpu, clamped=False):
     return {"round": rnd, "seq": 0, "tool": tool, "engine": engine, "backend": backend, "qd": 1 if clamped else 32,
             "queues": 1, "clamped": clamped, "op": "read", "ops": int(iops), "iops": iops, "bw_bytes": iops * 4096,
             "mean": p50, "stddev": 1.0, "min": 1.0, "max": 1.0, "p50": p50, "p90": p50, "p95": p50,
-            "p99": 2 * p50, "p99.9": 3 * p50, "p99.99": 4 * p50, "cpu_ns_per_io": cpu, "measured_ns": 10**9}
+            "p99": 2 * p50, "p99.9": 3 * p50, "p99.99": 4 * p50, "cpu_ns_per_io": cpu, "measured_ns": 10**9,
+            "in_flight": iops * p50 / 1e9}
 
 
 def _frame():
@@ -448,6 +449,7 @@ def test_comparison_uses_medians_and_fios_best_engine():
     assert ours["p50_ratio"] == pytest.approx(290_000 / 305_000)
     assert ours["cpu_ns_per_io_ratio"] == pytest.approx(3000 / 5000)
     assert comp.loc[("fio", "io_uring"), "iops_ratio"] == pytest.approx(1.0)
+    assert ours["in_flight"] == pytest.approx(110_000 * 290_000 / 1e9)  # the median of the rounds' depths
 
 
 def test_the_table_marks_the_reference_and_qd1():
@@ -457,6 +459,7 @@ def test_the_table_marks_the_reference_and_qd1():
     assert "ref" in text
     assert "psync (QD 1)" in text
     assert "auto → io_uring" in text
+    assert "in flight" in text and "31.9" in text  # ours: 110 K IOPS x 290 us
     assert "1.10" in text  # the IOPS ratio
 
 
@@ -515,6 +518,8 @@ def test_fio_check_end_to_end(tmp_path):
     assert list(df.loc[df["tool"] == "fio", "backend"]) == ["io_uring", "psync", "psync", "io_uring"]
     # fio's psync kept the depth with four jobs: every row ran at QD 4
     assert (df["qd"] == 4).all() and not df["clamped"].any()
+    # Little's law on each run's own figures: never more in flight than the depth asked for
+    assert ((df["in_flight"] > 0.5) & (df["in_flight"] <= 4.4)).all(), df["in_flight"]
     comp = comparison_frame(df)
     ours = comp[comp["tool"] == "ftlscope"].iloc[0]
     assert ours["reference"] in ("io_uring", "psync")

@@ -518,6 +518,8 @@ def _rows(summary: dict[str, Any], base: dict[str, Any], cpu_ns_per_io: float | 
             **{key: float(lat.get(key, math.nan)) for key in LAT_KEYS},
             "cpu_ns_per_io": math.nan if cpu_ns_per_io is None else float(cpu_ns_per_io),
             "measured_ns": int(summary.get("run", {}).get("measured_ns", 0)),
+            # Little's law on each tool's own stamps: the depth it kept, as its latencies count it.
+            "in_flight": float(s["iops"]) * float(lat.get("mean", math.nan)) / 1e9,
         })
     return rows
 
@@ -672,7 +674,7 @@ def comparison_frame(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df.copy()
     keys = ["tool", "engine", "backend", "op"]
-    numeric = ["ops", "iops", "bw_bytes", *LAT_KEYS, "cpu_ns_per_io"]
+    numeric = ["ops", "iops", "bw_bytes", *LAT_KEYS, "cpu_ns_per_io", "in_flight"]
     med = df.groupby(keys, sort=False)[numeric].median().reset_index()
     extra = df.groupby(keys, sort=False).agg(rounds=("round", "nunique"), qd=("qd", "first"),
                                              clamped=("clamped", "first")).reset_index()
@@ -712,13 +714,17 @@ def _ratio(value: float) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
+def _depth(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+
+
 def format_comparison(df: pd.DataFrame, title: str | None = None) -> Table:
     """A rich table of :func:`comparison_frame` (given the raw :func:`fio_check` frame or the comparison):
     tool, engine, op, IOPS, mean, p50, p99, p99.9, CPU/IO, and ours/fio ratios of IOPS, p50, p99 and CPU."""
     comp = comparison_frame(df) if "round" in df.columns else df
     rounds = int(comp["rounds"].max()) if "rounds" in comp.columns and not comp.empty else 0
     table = Table(title=title or f"fio vs ftlscope (medians of {rounds} round(s))", title_justify="left")
-    for col in ("tool", "engine", "op", "IOPS", "mean", "p50", "p99", "p99.9", "CPU/IO",
+    for col in ("tool", "engine", "op", "IOPS", "in flight", "mean", "p50", "p99", "p99.9", "CPU/IO",
                 "IOPS ×", "p50 ×", "p99 ×", "CPU ×"):
         table.add_column(col, justify="left" if col in ("tool", "engine", "op") else "right")
     for _, row in comp.iterrows():
@@ -728,10 +734,12 @@ def format_comparison(df: pd.DataFrame, title: str | None = None) -> Table:
             ratios = [_ratio(row["iops_ratio"]), _ratio(row["p50_ratio"]), _ratio(row["p99_ratio"]),
                       _ratio(row["cpu_ns_per_io_ratio"])]
         table.add_row(
-            str(row["tool"]), _engine_label(row), str(row["op"]), f"{row['iops']:,.0f}", _ns(row["mean"]),
+            str(row["tool"]), _engine_label(row), str(row["op"]), f"{row['iops']:,.0f}",
+            _depth(row.get("in_flight", math.nan)), _ns(row["mean"]),
             _ns(row["p50"]), _ns(row["p99"]), _ns(row["p99.9"]), _ns(row["cpu_ns_per_io"]), *ratios,
         )
-    table.caption = "× = ours / fio's best engine at this point (IOPS: higher is better; latency, CPU: lower)"
+    table.caption = ("× = ours / fio's best engine at this point (IOPS: higher is better; latency, CPU: lower). "
+                     "in flight = IOPS x mean latency: the depth each tool kept, by its own timestamps")
     return table
 
 
