@@ -251,7 +251,7 @@ impl Backend for UringBackend {
     }
 
     /// Yes: the kernel issues a submission's requests one after another in this thread, so one call for
-    /// 32 requests stamped them all at its start while the last reached the device 100-200 us later (a
+    /// 32 requests stamped them all at its start while the last reached the device about 100 us later (a
     /// virtio disk here), and no completion was seen meanwhile. 4 KiB random reads at QD 32 against fio's
     /// io_uring, one per call: 1.13x on a virtio file, 1.15x on a file on a RAM-backed loop device (batched:
     /// 0.93x and 0.88x). No difference at QD 1, where a call carries one request anyway, nor on zram.
