@@ -147,6 +147,7 @@ class RamFile:
 
         self.path: str | None = None
         self._steps: list[list[str]] = []  # the commands that undo the set-up, last first
+        self._base: Path | None = None  # the temporary directory holding both mount points
         if os.geteuid() != 0:
             log("skipping ramfile: a loop device needs root")
             return
@@ -183,12 +184,11 @@ class RamFile:
         for command in reversed(self._steps):
             subprocess.run(command, capture_output=True)
         self._steps.clear()
-        base = getattr(self, "_base", None)
-        if base is not None:
+        if self._base is not None:
             for sub in ("ext4", "ram"):
-                if (base / sub).exists():
-                    (base / sub).rmdir()
-            base.rmdir()
+                if (self._base / sub).exists():
+                    (self._base / sub).rmdir()
+            self._base.rmdir()
             self._base = None
 
 

@@ -583,9 +583,9 @@ def fio_check(
     psync keeps the depth with one job per request in flight where :func:`sync_threads` allows, and runs at
     QD 1 otherwise (its rows then have ``clamped`` set, as do ours where our psync does the same).
     ``run_kwargs`` go to :func:`ftlscope.run` (``destructive``, ``force``, ``size``, ``direct``, ``pin``,
-    ...); the same safety rules cover fio's
-    writes, and a file target is created and filled (``size``) before the first round. CPU time per I/O is
-    fio's usr+sys of its jobs, and ours ``getrusage(RUSAGE_SELF)`` around the run (the whole process).
+    ...); the same safety rules cover fio's writes, and a file target is created and filled (``size``) before
+    the first round. CPU time per I/O is fio's usr+sys of its jobs, and ours ``getrusage(RUSAGE_SELF)`` around
+    the run (the whole process).
     """
     from .runner import prepare_target
     from .units import parse_size

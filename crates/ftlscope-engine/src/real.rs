@@ -127,13 +127,13 @@ pub(crate) fn psync_workload(workload: &Workload) -> PsyncPlan {
         return PsyncPlan { workload: threaded, lanes, queue_depth: depth, notice: Some(notice) };
     }
     let why = if workload.batch.is_some() {
-        "batch mode issues one batch at a time"
+        "batch mode issues one batch at a time".to_string()
     } else if matches!(workload.pattern, Pattern::Sequential {}) {
-        "a sequential walk of mixed sizes is one stream per queue"
+        "a sequential walk of mixed sizes is one stream per queue".to_string()
     } else if !independent {
-        "this offset pattern is one stream per queue"
+        "this offset pattern is one stream per queue".to_string()
     } else {
-        "that would take more than 256 threads"
+        format!("that would take more than {PSYNC_MAX_THREADS} threads")
     };
     unchanged(Some(format!("psync runs one request at a time per queue ({why}): effective queue depth 1, not {depth}")))
 }
