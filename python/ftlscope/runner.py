@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from . import _native, safety
 from .devices import resolve_block_device
 from .env import system_env
 from .errors import RunError, TargetError, UsageError
+from .progress import format_eta, job_fraction, run_fraction, seconds_left, step_weights
 from .results import RunResult, trace_frame, windows_frame
 from .sim import SimDevice
 from .units import format_size, parse_duration_ns, parse_size
@@ -195,17 +196,15 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
             handle.wait(None)
         return not interrupted
 
-    if stop.get("time_ns"):
-        total, unit = stop["time_ns"] / 1e9 + workload.warmup.get("time_ns", 0) / 1e9, "s"
-    elif stop.get("ops"):
-        total, unit = stop["ops"] + workload.warmup.get("ops", 0), "ops"
-    elif total_bytes:
-        total, unit = total_bytes, "bytes"
-    else:
-        total, unit = None, "ops"
+    sizes = workload.sizes or [0]
+    mean_request = sum(sizes) / len(sizes)
+
+    def fraction(p: dict) -> float | None:
+        return run_fraction(stop, workload.warmup, p, total_bytes=total_bytes, mean_request=mean_request)
+
     last = (0.0, 0, 0)
     with _bar() as bar:
-        task = bar.add_task(label, total=total, rate="")
+        task = bar.add_task(label, total=1.0, rate="", eta=format_eta(None))
         try:
             while not handle.wait(0.2):
                 p = json.loads(handle.progress())
@@ -215,9 +214,10 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
                 iops = (p["ops"] - last[1]) / dt
                 mbps = (p["bytes"] - last[2]) / dt / 1e6
                 last = (now, p["ops"], p["bytes"])
-                done = {"s": now, "ops": p["ops"], "bytes": p["bytes"]}[unit]
+                done = fraction(p)
                 errors = f"  [red]{p['errors']} errors" if p["errors"] else ""
-                bar.update(task, completed=done, rate=f"{iops:,.0f} IOPS  {mbps:,.1f} MB/s{errors}")
+                bar.update(task, completed=done or 0.0, rate=f"{iops:,.0f} IOPS  {mbps:,.1f} MB/s{errors}",
+                           eta=format_eta(seconds_left(done, p["elapsed_ns"] / 1e9)))
                 if on_progress:
                     on_progress(p)
         except KeyboardInterrupt:
@@ -226,6 +226,13 @@ def _drive(handle, workload: Workload, *, progress: bool, label: str, total_byte
             interrupted = True
             handle.wait(None)
         finally:
+            # Show where the run ended (100 % for one that ran to its limit) before the bar goes: polling every
+            # 0.2 s would otherwise leave the last sample, which on a fast simulated run is far from the end.
+            p = json.loads(handle.progress())
+            done = fraction(p)
+            bar.update(task, completed=1.0 if p.get("finished") and not interrupted else done or 0.0,
+                       eta=format_eta(0.0))
+            bar.refresh()
             bar.remove_task(task)
     return not interrupted
 
@@ -236,7 +243,7 @@ _outer_bar: Any = None
 
 def _new_bar():
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = [
         TextColumn("[bold]{task.description}"),
@@ -244,8 +251,7 @@ def _new_bar():
         TextColumn("{task.percentage:>5.1f}%"),
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
     ]
     # Progress goes to stderr: stdout keeps only results (tables), clean for a pipe or a file.
     return Progress(*columns, transient=True, console=Console(stderr=True))
@@ -261,15 +267,20 @@ def _bar():
 
 
 @contextlib.contextmanager
-def job_progress(label: str, steps: int):
-    """A bar for a job of ``steps`` parts (rich shows one live display at a time, so the runs inside the job
-    add their bars to this one). Yields ``advance(description)``, and the bar's console for messages."""
+def job_progress(label: str, steps: Sequence[str]):
+    """A bar for a job of named ``steps`` (``probes`` or experiment names), each weighed by its expected time
+    (rich shows one live display at a time, so the runs inside the job add their bars to this one). Yields
+    ``advance(description, done)`` (``done`` steps finished), and the bar's console for messages."""
     global _outer_bar
+    weights = step_weights(steps)
+    started = time.monotonic()
     with _new_bar() as bar:
-        task = bar.add_task(label, total=steps, rate="")
+        task = bar.add_task(label, total=1.0, rate="", eta=format_eta(None))
 
         def advance(description: str, done: int) -> None:
-            bar.update(task, description=description, completed=done)
+            fraction = job_fraction(weights, done)
+            bar.update(task, description=description, completed=fraction,
+                       eta=format_eta(seconds_left(fraction, time.monotonic() - started)))
 
         _outer_bar = bar
         try:

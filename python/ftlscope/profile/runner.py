@@ -120,7 +120,8 @@ def profile(
     # What every probe and experiment is run with: the target's safety flags, the engine, progress bars.
     io = {"destructive": destructive, "force": force, "engine": engine, "progress": progress}
     steps = [*([None] if chosen.probes else []), *chosen.steps]
-    bar = job_progress(f"{chosen.name} profile", len(steps)) if progress else contextlib.nullcontext((None, None))
+    names = ["probes" if step is None else step.experiment for step in steps]
+    bar = job_progress(f"{chosen.name} profile", names) if progress else contextlib.nullcontext((None, None))
     try:
         with bar as (advance, bar_console):
             error = _run_steps(run, steps, subject, span, repeat, io, advance,
