@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .errors import FtlscopeError, UsageError
 from .units import format_ns, format_size
@@ -109,31 +110,122 @@ def _run_kwargs(args: argparse.Namespace) -> dict:
     )
 
 
-def summary_table(summary: dict, title: str) -> Table:
-    """The end-of-run table: one row per operation."""
+_SUMMARY_COLUMNS = ("op", "ops", "IOPS", "MB/s", "errors", "mean", "p50", "p99", "p99.9", "p99.99", "max")
+
+
+def _summary_rows(summary: dict) -> list[list[str]]:
     from .workload import OPS
 
-    table = Table(title=title, title_justify="left")
-    for col in ("op", "ops", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "p99.99", "max", "errors"):
-        table.add_column(col, justify="left" if col == "op" else "right")
+    rows = []
     for op in OPS:
         s = summary.get(op)
         if not s:
             continue
         lat = s["lat_ns"]
-        table.add_row(
-            op, f"{s['ops']:,}", f"{s['iops']:,.0f}", f"{s['bw_bytes'] / 1e6:,.1f}", format_ns(lat["mean"]),
-            format_ns(lat["p50"]), format_ns(lat["p99"]), format_ns(lat["p99.9"]), format_ns(lat["p99.99"]),
-            format_ns(lat["max"]), str(s.get("errors", 0)),
-        )
+        rows.append([
+            op, f"{s['ops']:,}", f"{s['iops']:,.0f}", f"{s['bw_bytes'] / 1e6:,.1f}", str(s.get("errors", 0)),
+            *(format_ns(lat[k]) for k in ("mean", "p50", "p99", "p99.9", "p99.99", "max")),
+        ])
+    return rows
+
+
+def _table(title: str | None, columns: Sequence[str], rows: list[list[str]], picks: Sequence[int]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for i in picks:
+        # no_wrap: a number is never split over lines nor cut; tables are split instead (summary_tables).
+        table.add_column(columns[i], justify="left" if i == 0 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(row[i] for i in picks))
     return table
+
+
+def summary_tables(summary: dict, title: str, width: int) -> list[Table | Text]:
+    """The end-of-run table, one row per operation; on a screen too narrow for it (an 80-column terminal),
+    stacked tables that each repeat the op column: counts and throughput, then latency."""
+    from rich.console import Console as _Console
+
+    rows = _summary_rows(summary)
+    measure = _Console(width=10_000)
+
+    def fits(picks: list[int]) -> bool:
+        return measure.measure(_table(None, _SUMMARY_COLUMNS, rows, picks)).maximum <= width
+
+    everything = list(range(len(_SUMMARY_COLUMNS)))
+    if fits(everything):
+        return [_table(title, _SUMMARY_COLUMNS, rows, everything)]
+    groups: list[list[int]] = []
+    # Split where the meaning changes (counts | latency), and further only if a part is still too wide.
+    for part in (everything[1:5], everything[5:]):
+        current = [0]
+        for i in part:
+            if len(current) > 1 and not fits([*current, i]):
+                groups.append(current)
+                current = [0]
+            current.append(i)
+        groups.append(current)
+    # The title goes above the stack on its own, wrapped to the screen rather than to the narrower first table.
+    return [Text(title), *(_table(None, _SUMMARY_COLUMNS, rows, picks) for picks in groups)]
+
+
+def summary_table(summary: dict, title: str) -> Table:
+    """The end-of-run table in one piece (for a wide screen or a file)."""
+    return _table(title, _SUMMARY_COLUMNS, _summary_rows(summary), range(len(_SUMMARY_COLUMNS)))
+
+
+def describe_workload(workload: dict) -> str:
+    """The workload as a reader names it: "random read 4 KiB", or by its mix for a mixed run
+    ("read 70 % / write 30 %, random 4 KiB")."""
+    mix = {op: w for op, w in workload["mix"].items() if w > 0}
+    total = sum(mix.values()) or 1
+    kind = workload["pattern"]["kind"]
+    sizes = "/".join(format_size(s) for s in workload["sizes"])
+    if len(mix) == 1:
+        return f"{kind} {next(iter(mix)).replace('_', ' ')} {sizes}"
+    shares = " / ".join(f"{op.replace('_', ' ')} {w * 100 / total:.3g} %" for op, w in mix.items())
+    return f"{shares}, {kind} {sizes}"
+
+
+def _precondition_text(run_info: dict) -> str:
+    done = run_info.get("precondition")
+    if not done:
+        return ""
+    if done["kind"] == "sequential-fill":
+        return f", range filled first ({format_size(done['bytes'])} written)"
+    if done["kind"] == "already-filled":
+        return ", range already written"
+    if done.get("reason", "").startswith("left out"):
+        return ", fresh drive: never-written range, not filled (--no-precondition)"
+    return ""
+
+
+def run_title(summary: dict, target: str) -> str:
+    env = summary["env"]["engine"]
+    run_info = summary["run"]
+    wl = summary["workload"]
+    title = (
+        f"{target} — {describe_workload(wl)} QD {wl['queue_depth']} x {wl['queues']} queue(s), {env['backend']}, "
+        f"{run_info['measured_ns'] / 1e9:.2f} s measured{_precondition_text(run_info)}"
+    )
+    if "mean_in_flight" in run_info and (wl["queue_depth"] > 1 or wl["queues"] > 1):
+        # Little's law: a queue depth the engine could not keep shows here, not only in a lower IOPS.
+        title += f", {run_info['mean_in_flight']:.1f} in flight on average"
+    return title
+
+
+def _write_plots(result, directory: str) -> str:
+    from .run_plots import write_run_plots
+
+    paths = write_run_plots(result, directory)
+    return f"{directory}/ ({', '.join(p.name for p in paths)})"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .runner import check_outcome, run
 
     workload = _workload_from_args(args)
-    result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
+    # The figures need every request's latency: the trace is kept in memory for them even without --trace.
+    result = run(args.target, workload, trace=bool(args.trace or args.plots), progress=not args.quiet,
+                 precondition=not args.no_precondition, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     saved = []
@@ -143,17 +235,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         saved.append(str(result.save_trace(args.trace)))
     if args.windows:
         saved.append(str(result.save_windows(args.windows)))
-    env = result.summary["env"]["engine"]
-    run_info = result.summary["run"]
-    wl = result.summary["workload"]
-    title = (
-        f"{args.target} — {args.rw} {'/'.join(format_size(s) for s in wl['sizes'])} QD {wl['queue_depth']}"
-        f" x {wl['queues']} queue(s), {env['backend']}, {run_info['measured_ns'] / 1e9:.2f} s measured"
-    )
-    if "mean_in_flight" in run_info and (wl["queue_depth"] > 1 or wl["queues"] > 1):
-        # Little's law: a queue depth the engine could not keep shows here, not only in a lower IOPS.
-        title += f", {run_info['mean_in_flight']:.1f} in flight on average"
-    console.print(summary_table(result.summary, title))
+    if args.plots:
+        saved.append(_write_plots(result, args.plots))
+    for table in summary_tables(result.summary, run_title(result.summary, args.target), console.width):
+        console.print(table)
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
     if result.stop_reason == "interrupted":
@@ -228,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", help="write the summary JSON here")
     g.add_argument("--trace", help="write the per-request trace (Parquet) here")
     g.add_argument("--windows", help="write the time-window table (CSV) here")
+    g.add_argument("--plots", metavar="DIR",
+                   help="write figures here, per operation: latency histogram, latency CDF with p50/p99/p99.9, "
+                        "IOPS and latency over time (PNG)")
+    g.add_argument("--no-precondition", action="store_true",
+                   help="on a simulated drive, read the range as it is: by default a read workload first writes "
+                        "it once, since never-written pages are answered without touching flash")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
 

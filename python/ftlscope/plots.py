@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from .units import format_size  # noqa: E402
 
@@ -56,6 +56,29 @@ def size_axis(ax, axis: str = "x", base: int = 2) -> None:
     else:
         ax.set_yscale("log", base=base)
         ax.yaxis.set_major_formatter(formatter)
+
+
+def format_number(value: float) -> str:
+    """A tick label: thousands separators from 1,000 up, three significant digits below, no e-notation."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 0.001 else f"{value:.1e}"
+
+
+def number_axis(ax, axis: str = "y") -> None:
+    """Plain numbers with thousands separators on an axis; on a log axis, as many labelled ticks per decade as
+    fit without colliding (1-2-5 over one to three decades, every integer multiple within one, powers of ten
+    beyond), and no labels on the minor ticks, which matplotlib would otherwise print over one another."""
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    if (ax.get_xscale() if axis == "x" else ax.get_yscale()) == "log":
+        low, high = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+        decades = np.log10(high / low) if low > 0 else 99
+        subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 1 else tuple(float(i) for i in range(1, 10))
+        target.set_major_locator(LogLocator(base=10, subs=subs))
+        target.set_minor_formatter(NullFormatter())
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: format_number(v)))
 
 
 def microseconds(ns):

@@ -92,8 +92,17 @@ def prepare_target(
         raise UsageError(f"--size: {target} does not exist; give --size to create it (e.g. --size 1GiB)")
     if wanted == 0:
         raise UsageError(f"--size: {target} is empty; give --size to make it that large (e.g. --size 1GiB)")
+    if size is None and wanted < 4096:
+        # No --size was given: the file itself is what is wrong, so name it and its size, not the flag.
+        raise UsageError(f"{target} is {wanted:,} B, smaller than the 4 KiB a run needs; give --size to extend it "
+                         "(e.g. --size 1GiB) or choose a larger file")
+    if size is None and wanted % 4096:
+        rounded = -(-wanted // 4096) * 4096
+        raise UsageError(f"{target} is {wanted:,} B, not a multiple of 4 KiB; give --size {rounded} to extend it "
+                         "to whole 4 KiB blocks")
     if wanted % 4096:
-        raise UsageError(f"--size: {wanted} B is not a multiple of 4 KiB; round it (e.g. {wanted // 4096 * 4096})")
+        raise UsageError(f"--size: {wanted} B is not a multiple of 4 KiB; round it "
+                         f"(e.g. {wanted // 4096 * 4096 or 4096})")
     grows = wanted > current
     safety.check_write_allowed(
         target, writes=workload.writes or grows, destructive=destructive, force=force
@@ -131,6 +140,47 @@ def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bo
     if not completed:
         # Ctrl-C during the fill: stop here rather than measure a half-filled file.
         raise KeyboardInterrupt
+
+
+# A simulated fill writes in large requests: the simulator's cost grows with requests more than with bytes
+# (a 256 GB drive fills in about 7 s of wall time in 8 MiB requests, 11 s in 1 MiB ones).
+SIM_FILL_REQUEST = 8 << 20
+# After the fill, the device idles this long (virtual time) so the write buffer drains and the reads that
+# follow measure the flash, not the tail of the fill (as experiments/context.py's preconditioning does).
+SIM_SETTLE_NS = 1_000_000_000
+
+
+def precondition_sim_reads(device: SimDevice, workload: Workload, *, progress: bool) -> dict[str, Any]:
+    """Write the range a read workload will read, once, sequentially: a fresh simulated drive answers reads of
+    never-written pages without touching flash (as a trimmed real drive does), so they would measure nothing.
+    Returns what was done, for the summary (``run.precondition``)."""
+    size = device.info["size_bytes"]
+    start = workload.range.get("start", 0) // 4096 * 4096
+    length = workload.range.get("length", 0)
+    end = min(size, start + length if length else size)
+    end = min(size, -(-end // 4096) * 4096)
+    # filled_bytes is a prefix from LBA 0 that earlier fills on this device (object) wrote.
+    begin = max(start, device.filled_bytes // 4096 * 4096) if device.filled_bytes >= start else start
+    if begin >= end:
+        return {"kind": "already-filled", "bytes": 0, "range": [start, end]}
+    started_ns = device.now_ns
+    bulk = (end - begin) // SIM_FILL_REQUEST * SIM_FILL_REQUEST
+    for offset, length_, request in ((begin, bulk, SIM_FILL_REQUEST), (begin + bulk, end - begin - bulk, 4096)):
+        if length_ <= 0:
+            continue
+        fill = Workload(mix={"write": 100}, sizes=[request], pattern={"kind": "sequential"},
+                        range={"start": offset, "length": length_}, queue_depth=8, stop={"bytes": length_},
+                        data="random")
+        handle = _start_sim(device, fill, {"health_interval_ns": 0})
+        completed = _drive(handle, fill, progress=progress, label="filling the range to read")
+        handle.result()
+        if not completed:
+            raise KeyboardInterrupt
+    if begin <= device.filled_bytes:
+        device.filled_bytes = max(device.filled_bytes, end)
+    device.idle(f"{SIM_SETTLE_NS}ns")
+    return {"kind": "sequential-fill", "bytes": end - begin, "range": [begin, end],
+            "device_ns": device.now_ns - started_ns}
 
 
 # The engine names workload fields; a CLI user knows them by their flags.
@@ -329,12 +379,16 @@ def run(
     health_interval: str | int = "5s",
     progress: bool = False,
     label: str = "running",
+    precondition: bool | None = None,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
     Writing needs the same confirmations as the CLI: ``destructive`` names the device again, ``force``
     overrides a file-system or partition-table signature. A file that does not exist is created with ``size``
-    bytes. Ctrl-C stops the run cleanly; the result then holds everything measured so far.
+    bytes. Ctrl-C stops the run cleanly; the result then holds everything measured so far. With
+    ``precondition=True``, a read workload on a simulated device first writes the range it reads (see
+    :func:`precondition_sim_reads`); with True or False the summary's ``run.precondition`` says what was done
+    (None, the default, leaves the device's state to the caller, as experiments do).
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
@@ -366,6 +420,15 @@ def run(
         "pin": pin,
         "health_interval_ns": parse_duration_ns(health_interval, "--health-interval"),
     }
+    conditioned: dict[str, Any] | None = None
+    if device is not None and precondition is not None:
+        conditioned = {"kind": "none", "bytes": 0}
+        if workload.mix.get("read", 0) == 0:
+            conditioned["reason"] = "no reads in the workload"
+        elif precondition:
+            conditioned = precondition_sim_reads(device, workload, progress=progress)
+        else:
+            conditioned["reason"] = "left out on request: reads of never-written pages do not touch flash"
     started = time.time()
     if device is not None:
         handle = _start_sim(device, workload, options)
@@ -388,6 +451,8 @@ def run(
             summary[op] = native.pop(op)
     if not completed:
         summary["run"]["stop"] = {"reason": "interrupted"}
+    if conditioned is not None:
+        summary["run"]["precondition"] = conditioned
     trace_columns = raw["trace"]
     return RunResult(
         summary=summary,
