@@ -408,6 +408,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of each tool (default 3)")
     p.add_argument("--fio-engines", default="io_uring", help="fio engines to compare, e.g. io_uring,libaio,psync")
     p.set_defaults(func=cmd_fio_check)
+
+    p = sub.add_parser("completion", help="print the shell completion script for bash or zsh")
+    p.add_argument("shell", choices=("bash", "zsh"),
+                   help="bash: add 'eval \"$(ftlscope completion bash)\"' to ~/.bashrc; zsh: write it to a file "
+                        "named _ftlscope in a directory on $fpath")
+    p.set_defaults(func=cmd_completion)
+
+    p = sub.add_parser("man", help="print the manual page (roff), generated from these commands' help")
+    p.set_defaults(func=cmd_man)
     return parser
 
 
@@ -539,7 +548,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         args.target, suite=args.suite, out=args.out, span=parse_size(args.span, "--span") if args.span else None,
         spec=spec, show_serial=args.show_serial, destructive=args.destructive, force=args.force,
         size=parse_size(args.size, "--size") if args.size else None, engine=args.engine, repeat=args.repeat,
-        progress=not args.quiet, log=lambda text: err_console.print(f"[bold]{text}[/bold]"),
+        progress=not args.quiet, log=_step_log(args.quiet),
     )
     finish(outcome, db=args.db, store=not args.no_store)
     record = outcome.record
@@ -555,6 +564,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if outcome.error is not None:
         raise outcome.error
     return 0
+
+
+def _step_log(quiet: bool):
+    """Where a profile's "[n/N] step" lines go: stderr, or nowhere with --quiet (as the bars)."""
+    if quiet:
+        return lambda _text: None
+    return lambda text: err_console.print(f"[bold]{text}[/bold]")
 
 
 def card_table(card: list[dict], title: str) -> Table:
@@ -580,15 +596,25 @@ def cmd_runs(args: argparse.Namespace) -> int:
         err_console.print(f"ftlscope: no runs in {store.path} yet; 'ftlscope profile' makes one")
         return 0
     table = Table(title=f"Profile runs in {store.path}", title_justify="left")
-    for col in ("run", "created (UTC)", "suite", "target", "model", "size", "completed", "wall", "directory"):
-        table.add_column(col, no_wrap=col == "run")
-    for row in runs.itertuples(index=False):
-        table.add_row(
+    rows = [
+        [
             row.run_id, str(row.created_at), str(row.suite), str(row.target_name), str(row.model or ""),
             format_bytes(row.size_bytes) if pd.notna(row.size_bytes) and row.size_bytes else "",
             "yes" if row.completed else "no", f"{row.wall_time_s:.0f} s" if pd.notna(row.wall_time_s) else "",
             str(row.directory),
-        )
+        ]
+        for row in runs.itertuples(index=False)
+    ]
+    # The target and the times are shown whole, however narrow the screen (rich would shorten the widest
+    # columns first, the target among them); the run id, model and directory fold onto further lines.
+    whole = {"created (UTC)", "suite", "target", "size", "done", "wall"}
+    names = ("run", "created (UTC)", "suite", "target", "model", "size", "done", "wall", "directory")
+    for i, col in enumerate(names):
+        widest = max([len(col), *(len(r[i]) for r in rows)])
+        table.add_column(col, no_wrap=col in whole, overflow="fold",
+                         min_width=widest if col in whole else max(len(col), min(widest, 6)))
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     return 0
 
@@ -636,6 +662,32 @@ def cmd_fio_check(args: argparse.Namespace) -> int:
     from .fio import fio_check_cli
 
     return fio_check_cli(args, _workload_from_args(args), _run_kwargs(args), console)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    # shtab generates the script from the parser itself, so completion never lags behind a new flag.
+    import shtab
+
+    print(shtab.complete(build_parser(), shell=args.shell), end="")
+    return 0
+
+
+def man_page() -> str:
+    """The manual page, generated from the parser by argparse-manpage (every command, flag and help text)."""
+    from argparse_manpage.manpage import Manpage
+
+    from . import __version__
+
+    parser = build_parser()
+    # The page's date is today's unless SOURCE_DATE_EPOCH is set (argparse-manpage honours it), for packagers.
+    return str(Manpage(parser, _data={"version": __version__, "project_name": "ftlscope",
+                                      "description": parser.description, "url": "",
+                                      "manual_title": "ftlscope manual"}))
+
+
+def cmd_man(args: argparse.Namespace) -> int:
+    print(man_page(), end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
