@@ -165,3 +165,18 @@ def test_report_opens_in_headless_chromium_without_console_errors(profiled):
         assert result.console_errors == []
         assert result.requests == []
         assert shot.stat().st_size > 10_000
+
+
+def test_every_figure_opens_full_size_when_tapped(profiled):
+    # A checkbox inside a label around each image holds the zoomed state (CSS only: the page allows no script).
+    pages = [profiled["dirs"][PRESETS[0]] / "report.html"]
+    out = profiled["root"] / "compare-zoom"
+    assert main(["compare", "-1", "-2", "--db", str(profiled["db"]), "--out", str(out)]) == 0
+    pages.append(out / "compare.html")
+    for page in pages:
+        html = page.read_text()
+        images = re.findall(r"<img [^>]*>", html)
+        assert images, page
+        zoomable = re.findall(r'<label class="zoom"><input type="checkbox"[^>]*><img [^>]*></label>', html)
+        assert len(zoomable) == len(images), page
+        assert ".zoom input:checked + img" in html and "position: fixed" in html

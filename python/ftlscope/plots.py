@@ -3,6 +3,7 @@ without a display (the Agg backend), so figures render on a headless server or i
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -11,7 +12,13 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogFormatterSciNotation,
+    LogLocator,
+    NullFormatter,
+    ScalarFormatter,
+)
 
 from .units import format_size  # noqa: E402
 
@@ -47,15 +54,24 @@ def line(ax, x, y, yerr=None, *, label: str | None = None, marker: str = "o", **
     return ax.plot(x, y, label=label, marker=marker, markersize=4, **kwargs)
 
 
+# At most this many labelled sizes on an axis: "64 KiB" labels need about 0.7 in each, and a panel of a
+# multi-panel figure is 3-5 in wide, so more would run into one another ("64 KiB128 KiB256 KiB").
+SIZE_TICKS = 6
+
+
 def size_axis(ax, axis: str = "x", base: int = 2) -> None:
-    """Log scale with sizes as 4KiB, 1MiB ... on the ticks."""
+    """Log scale with sizes as 4 KiB, 1 MiB ... on the ticks, every second or fourth power of two when the
+    range is wide, so labels never collide."""
     formatter = FuncFormatter(lambda v, _pos: format_size(v) if v > 0 else "0")
+    locator = LogLocator(base=base, numticks=SIZE_TICKS)
+    target = ax.xaxis if axis == "x" else ax.yaxis
     if axis == "x":
         ax.set_xscale("log", base=base)
-        ax.xaxis.set_major_formatter(formatter)
     else:
         ax.set_yscale("log", base=base)
-        ax.yaxis.set_major_formatter(formatter)
+    target.set_major_locator(locator)
+    target.set_major_formatter(formatter)
+    target.set_minor_formatter(NullFormatter())
 
 
 def format_number(value: float) -> str:
@@ -81,18 +97,59 @@ def number_axis(ax, axis: str = "y") -> None:
     target.set_major_formatter(FuncFormatter(lambda v, _pos: format_number(v)))
 
 
+# Values spanning more than this ratio go on a log axis: on a linear one the smaller series (a hard disk's
+# 200 IOPS beside an SSD's 500,000) is a flat line on zero.
+LOG_SPREAD = 10.0
+
+
+def spread_axis(ax, values, axis: str = "y") -> bool:
+    """Log scale when the positive ``values`` differ by more than :data:`LOG_SPREAD` times, then plain numbers
+    with thousands separators on the ticks; returns whether the axis is logarithmic."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    log = v.size > 1 and v.max() / v.min() > LOG_SPREAD
+    if log:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    number_axis(ax, axis)
+    return bool(log)
+
+
 def microseconds(ns):
     """ns -> us (latency axes read in microseconds)."""
     return np.asarray(ns, dtype=float) / 1e3
 
 
+# "latency (us)", "time (us, device clock)": the code writes the ASCII unit, the figure shows the µ sign.
+_MICRO = re.compile(r"(?<=[(\s\d])us(?=[),\s]|$)")
+
+
+def readable_axes(fig) -> None:
+    """One look for numbers and units on every figure: µs rather than us in axis labels (legends and titles
+    too, in :func:`save`), and thousands
+    separators (no 1e5 offsets or 10^5 powers) on each axis still using matplotlib's default number formatter.
+    Axes with their own formatter (sizes, categories, fixed labels) are left as they are."""
+    for ax in fig.axes:
+        ax.set_xlabel(_MICRO.sub("µs", ax.get_xlabel()))
+        ax.set_ylabel(_MICRO.sub("µs", ax.get_ylabel()))
+        for axis in ("x", "y"):
+            target = ax.xaxis if axis == "x" else ax.yaxis
+            if type(target.get_major_formatter()) in (ScalarFormatter, LogFormatterSciNotation):
+                number_axis(ax, axis)
+
+
 def save(fig, directory: Path, name: str) -> Path:
     """Write ``directory/name.png`` and free the figure."""
     path = Path(directory) / f"{name}.png"
+    readable_axes(fig)
     if any(ax.get_legend_handles_labels()[0] for ax in fig.axes):
         for ax in fig.axes:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        for text in legend.get_texts() if legend is not None else []:
+            text.set_text(_MICRO.sub("µs", text.get_text()))
+        ax.set_title(_MICRO.sub("µs", ax.get_title()))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

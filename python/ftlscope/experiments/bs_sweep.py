@@ -137,6 +137,8 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         ax.set_xlabel("request size")
         ax.set_ylabel(ylabel)
     axes[0].set_yscale("log")
+    for ax in axes:
+        plots.number_axis(ax, "y")
     out.append(plots.save(fig, directory, "bs_sweep"))
 
     fig, axes = plots.panels(f"Latency against request size ({op}, QD {int(table['qd'].iloc[0])})", 1, 2,
@@ -150,6 +152,7 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
             plots.line(ax, t["size"], t[column] / 1e3, t.get(f"{column}_std", 0) / 1e3, label=label)
         plots.size_axis(ax)
         ax.set_yscale("log")
+        plots.number_axis(ax, "y")
         ax.set_xlabel("request size")
         ax.set_ylabel("latency (ms)")
     out.append(plots.save(fig, directory, "bs_latency"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.ticker import ScalarFormatter
 
@@ -104,13 +105,16 @@ def _qd_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
     for label, table in tables:
         plots.line(axes[0], table["qd"], table["iops"], label=label)
         plots.line(axes[1], table["qd"], table["lat_mean_us"], label=label)
-    for ax, ylabel in zip(axes, ("IOPS", "mean latency (us)"), strict=True):
+    log_iops = plots.spread_axis(axes[0], pd.concat([t["iops"] for _, t in tables]))
+    axes[1].set_yscale("log")
+    plots.number_axis(axes[1], "y")
+    for ax, ylabel in zip(axes, ("IOPS" + (" (log scale)" if log_iops else ""), "mean latency (µs, log scale)"),
+                          strict=True):
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.set_xlabel("queue depth")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
-    axes[1].set_yscale("log")
     return plots.save(fig, out, "compare_qd_sweep"), "queue-depth sweep: IOPS and mean latency"
 
 
@@ -120,14 +124,17 @@ def _bs_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
         return None
     fig, axes = plots.panels("Read MB/s against request size (QD 32)", 1, 2, size=(12, 4.5))
     for ax, pattern in zip(axes, ("sequential", "random"), strict=True):
+        shown = []
         for label, table in tables:
             rows = table[table["pattern"] == pattern].sort_values("size")
             if not rows.empty:
                 plots.line(ax, rows["size"], rows["mb_s"], label=label)
+                shown.append(rows["mb_s"])
         ax.set_title(pattern)
         plots.size_axis(ax)
         ax.set_xlabel("request size")
-        ax.set_ylabel("MB/s")
+        log = plots.spread_axis(ax, pd.concat(shown)) if shown else False
+        ax.set_ylabel("MB/s" + (" (log scale)" if log else ""))
         ax.legend(fontsize=8)
     return plots.save(fig, out, "compare_bs_sweep"), "block-size sweep: sequential and random read MB/s"
 
@@ -145,6 +152,10 @@ def _write_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
                 linewidth=1.2)
     if fig is None:
         return None
+    log = plots.spread_axis(ax, np.concatenate([line.get_ydata() for line in ax.get_lines()]))
+    if log:
+        ax.set_ylabel("MB/s (log scale)")
+    plots.number_axis(ax, "x")
     ax.legend(fontsize=8)
     return plots.save(fig, out, "compare_seq_write"), "sequential write over time (0.5 s rolling mean)"
 
