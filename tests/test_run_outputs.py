@@ -129,3 +129,15 @@ def test_a_second_run_on_the_same_simulated_device_does_not_fill_again(state_hom
     assert first.summary["run"]["precondition"]["kind"] == "sequential-fill"
     assert second.summary["run"]["precondition"]["kind"] == "already-filled"
     assert "precondition" not in run(device, workload).summary["run"]  # library callers keep their own state
+
+
+def test_figures_of_a_trace_cut_at_its_limit_say_so(tmp_path, state_home):
+    from ftlscope.run_plots import _requests, write_run_plots
+
+    result = run("sim:optane-like", from_flags(rw="randread", size="16MiB", ops=5000), trace=True, trace_limit=1000,
+                 precondition=True)
+    data = latency_data(result, "read")
+    assert data.latencies_ns.size <= 1000 < data.measured == 5000
+    assert _requests(data) == f"the first {data.latencies_ns.size:,} of 5,000 requests (trace limit)"
+    assert [p.name for p in write_run_plots(result, tmp_path)] == [
+        "read-latency-histogram.png", "read-latency-cdf.png", "read-over-time.png"]

@@ -29,6 +29,7 @@ class LatencyFigureData:
     """What the latency figures of one operation show, in nanoseconds (kept for tests and callers)."""
 
     op: str
+    measured: int  # requests the summary counts; more than len(latencies_ns) when the trace hit its limit
     latencies_ns: np.ndarray  # sorted
     bin_edges_ns: np.ndarray
     counts: np.ndarray
@@ -41,15 +42,23 @@ def latency_data(result: RunResult, op: str) -> LatencyFigureData:
     rows = trace[(trace["op"] == op) & ~trace["warmup"] & (trace["status"] >= 0)]
     lat = np.sort(rows["latency_ns"].to_numpy(dtype=np.int64))
     markers = {k: float(result.summary[op]["lat_ns"][k]) for k in MARKED}
+    measured = int(result.summary[op]["ops"])
     if lat.size == 0:
-        return LatencyFigureData(op, lat, np.array([]), np.array([]), markers)
+        return LatencyFigureData(op, measured, lat, np.array([]), np.array([]), markers)
     low, high = float(lat[0]), float(lat[-1])
     if high <= low * 1.01:
         # One latency only (a simulated drive can be that regular): a narrow band around it.
         low, high = low / 1.1, high * 1.1
     edges = np.geomspace(max(low, 1.0), high, HISTOGRAM_BINS + 1)
     counts, _ = np.histogram(lat, bins=edges)
-    return LatencyFigureData(op, lat, edges, counts, markers)
+    return LatencyFigureData(op, measured, lat, edges, counts, markers)
+
+
+def _requests(data: LatencyFigureData) -> str:
+    """How many requests a figure shows; says so when the trace kept only the first of them."""
+    if data.latencies_ns.size < data.measured:
+        return f"the first {data.latencies_ns.size:,} of {data.measured:,} requests (trace limit)"
+    return f"{data.latencies_ns.size:,} requests"
 
 
 def _unit(markers_ns: dict[str, float]) -> tuple[float, str]:
@@ -77,7 +86,7 @@ def write_run_plots(result: RunResult, directory: str | Path) -> list[Path]:
 
 def _histogram(data: LatencyFigureData, directory: Path) -> Path:
     scale, unit = _unit(data.markers_ns)
-    fig, ax = plots.figure(f"{data.op}: latency histogram ({data.latencies_ns.size:,} requests)",
+    fig, ax = plots.figure(f"{data.op}: latency histogram ({_requests(data)})",
                            f"latency ({unit}, log scale)", "requests (log scale)")
     edges = data.bin_edges_ns / scale
     ax.stairs(data.counts, edges, fill=True, alpha=0.7)
@@ -107,7 +116,7 @@ def _mark_percentiles(ax, markers_ns: dict[str, float], scale: float, unit: str,
 
 def _cdf(data: LatencyFigureData, directory: Path) -> Path:
     scale, unit = _unit(data.markers_ns)
-    fig, ax = plots.figure(f"{data.op}: latency CDF ({data.latencies_ns.size:,} requests)",
+    fig, ax = plots.figure(f"{data.op}: latency CDF ({_requests(data)})",
                            f"latency ({unit}, log scale)", "requests at or below (%)")
     share = np.arange(1, data.latencies_ns.size + 1) / data.latencies_ns.size * 100
     ax.step(data.latencies_ns / scale, share, where="post", linewidth=1.5)
