@@ -142,10 +142,8 @@ def _table(title: str | None, columns: Sequence[str], rows: list[list[str]], pic
 def summary_tables(summary: dict, title: str, width: int) -> list[Table | Text]:
     """The end-of-run table, one row per operation; on a screen too narrow for it (an 80-column terminal),
     stacked tables that each repeat the op column: counts and throughput, then latency."""
-    from rich.console import Console as _Console
-
     rows = _summary_rows(summary)
-    measure = _Console(width=10_000)
+    measure = Console(width=10_000)
 
     def fits(picks: list[int]) -> bool:
         return measure.measure(_table(None, _SUMMARY_COLUMNS, rows, picks)).maximum <= width
@@ -165,11 +163,6 @@ def summary_tables(summary: dict, title: str, width: int) -> list[Table | Text]:
         groups.append(current)
     # The title goes above the stack on its own, wrapped to the screen rather than to the narrower first table.
     return [Text(title), *(_table(None, _SUMMARY_COLUMNS, rows, picks) for picks in groups)]
-
-
-def summary_table(summary: dict, title: str) -> Table:
-    """The end-of-run table in one piece (for a wide screen or a file)."""
-    return _table(title, _SUMMARY_COLUMNS, _summary_rows(summary), range(len(_SUMMARY_COLUMNS)))
 
 
 def describe_workload(workload: dict) -> str:
