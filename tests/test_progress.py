@@ -50,3 +50,6 @@ def test_the_profile_bar_weighs_the_probes_by_their_measured_share():
     assert job_fraction(weights, 1, within=0.5) == pytest.approx(after_probes + weights[1] / 2 / sum(weights))
     # A step the bench did not measure weighs the median of those it did.
     assert step_weights(["unknown-step"])[0] in step_weights(steps)
+    # The standard suite has its own measurements (the same experiment runs longer there); full uses them.
+    assert step_weights(["burst-vs-steady"], "standard") == step_weights(["burst-vs-steady"], "full")
+    assert step_weights(["bs-sweep"], "standard")[0] > step_weights(["bs-sweep"], "quick")[0]

@@ -56,24 +56,31 @@ def format_eta(seconds: float | None) -> str:
 
 
 # Wall seconds of each step of a profile on the default simulated drive, as bench/profile_runtime.py measured
-# them (quick suite, sim:consumer-tlc-dram, 2-core AMD EPYC VM shared with other jobs, 2026-11-25: 34.7 s in
-# all). Only their ratios matter: they weigh the steps of the profile's outer bar, so the probes, which take
-# most of a quick profile, move it by their share rather than by one step in six. Steps not measured weigh the median.
+# them (sim:consumer-tlc-dram on a 2-core AMD EPYC VM shared with other jobs, 2026-11-25: quick 34.7 s in all,
+# standard 308 s). Only their ratios within a suite matter: they weigh the steps of the profile's outer bar, so
+# the probes, 61 % of a quick profile, move it by their share rather than by one step in six. The same
+# experiment costs more in the standard suite (longer points, wider spans), hence a table per suite; the full
+# suite, not measured, goes by the standard one, and a step not measured weighs its suite's median.
 STEP_WALL_S = {
-    "probes": 21.2,
-    "bs-sweep": 2.9,
-    "qd-sweep": 3.7,
-    "alignment": 1.3,
-    "qd1-baseline": 0.9,
-    "seq-write-over-time": 4.3,
+    "quick": {
+        "probes": 21.2, "bs-sweep": 2.9, "qd-sweep": 3.7, "alignment": 1.3, "qd1-baseline": 0.9,
+        "seq-write-over-time": 4.3,
+    },
+    "standard": {
+        "probes": 52.8, "bs-sweep": 14.9, "qd-sweep": 21.8, "locality": 11.8, "permuted-reads": 3.9,
+        "alignment": 4.2, "seq-read-over-time": 4.1, "qd1-baseline": 3.9, "rw-mix": 8.5, "deep-queue": 19.8,
+        "parallelism": 42.2, "working-set": 7.5, "reset-behaviour": 6.2, "interleaved-vs-grouped": 13.8,
+        "data-dependence": 11.6, "bs-sweep-write": 24.0, "burst-vs-steady": 39.7, "seq-write-over-time": 14.1,
+    },
 }
 
 
-def step_weights(steps: Sequence[str]) -> list[float]:
-    """Relative expected time of each named step (``probes`` or an experiment name)."""
-    known = sorted(STEP_WALL_S.values())
+def step_weights(steps: Sequence[str], suite: str = "quick") -> list[float]:
+    """Relative expected time of each named step (``probes`` or an experiment name) of ``suite``."""
+    measured = STEP_WALL_S.get(suite, STEP_WALL_S["standard"])
+    known = sorted(measured.values())
     median = known[len(known) // 2]
-    return [STEP_WALL_S.get(name, median) for name in steps]
+    return [measured.get(name, median) for name in steps]
 
 
 def job_fraction(weights: Sequence[float], done: int, within: float = 0.0) -> float:

@@ -317,12 +317,12 @@ def _bar():
 
 
 @contextlib.contextmanager
-def job_progress(label: str, steps: Sequence[str]):
+def job_progress(label: str, steps: Sequence[str], suite: str = "quick"):
     """A bar for a job of named ``steps`` (``probes`` or experiment names), each weighed by its expected time
     (rich shows one live display at a time, so the runs inside the job add their bars to this one). Yields
     ``advance(description, done)`` (``done`` steps finished), and the bar's console for messages."""
     global _outer_bar
-    weights = step_weights(steps)
+    weights = step_weights(steps, suite)
     started = time.monotonic()
     with _new_bar() as bar:
         task = bar.add_task(label, total=1.0, rate="", eta=format_eta(None))

@@ -121,7 +121,8 @@ def profile(
     io = {"destructive": destructive, "force": force, "engine": engine, "progress": progress}
     steps = [*([None] if chosen.probes else []), *chosen.steps]
     names = ["probes" if step is None else step.experiment for step in steps]
-    bar = job_progress(f"{chosen.name} profile", names) if progress else contextlib.nullcontext((None, None))
+    bar = (job_progress(f"{chosen.name} profile", names, chosen.name) if progress
+           else contextlib.nullcontext((None, None)))
     try:
         with bar as (advance, bar_console):
             error = _run_steps(run, steps, subject, span, repeat, io, advance,
