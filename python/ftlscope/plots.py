@@ -89,10 +89,15 @@ def number_axis(ax, axis: str = "y") -> None:
     beyond), and no labels on the minor ticks, which matplotlib would otherwise print over one another."""
     target = ax.xaxis if axis == "x" else ax.yaxis
     if (ax.get_xscale() if axis == "x" else ax.get_yscale()) == "log":
-        low, high = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
-        decades = np.log10(high / low) if low > 0 else 99
-        subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 1 else tuple(float(i) for i in range(1, 10))
-        target.set_major_locator(LogLocator(base=10, subs=subs))
+        base = getattr(target.get_transform(), "base", 10)
+        if base == 10:
+            low, high = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+            decades = np.log10(high / low) if low > 0 else 99
+            subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0) if decades > 1 else tuple(float(i) for i in range(1, 10))
+            target.set_major_locator(LogLocator(base=10, subs=subs))
+        else:
+            # A power-of-two axis (queue depths) keeps its powers, every second one when there are many.
+            target.set_major_locator(LogLocator(base=base, numticks=SIZE_TICKS + 2))
         target.set_minor_formatter(NullFormatter())
     target.set_major_formatter(FuncFormatter(lambda v, _pos: format_number(v)))
 
