@@ -430,6 +430,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn fitted_drives_hold_their_published_numbers() {
+        // "What does the Flash Translation Layer do?" §5.4: the Gigabyte's write cliff after 14.5GiB; it has no DRAM.
+        let gigabyte = load("gigabyte-nvme-256g").unwrap();
+        let cliff_gib = gigabyte.slc_cache.capacity as f64 / (1u64 << 30) as f64;
+        assert!((cliff_gib - 14.5).abs() < 0.1, "SLC cache {cliff_gib} GiB");
+        assert!(matches!(gigabyte.ftl.mapping_cache, MappingCache::Bytes(_)));
+        // "SSD Performance Profiling": a DRAM drive.
+        let pm981 = load("pm981-256g").unwrap();
+        assert_eq!(pm981.ftl.mapping_cache, MappingCache::Full);
+        for cfg in [&gigabyte, &pm981] {
+            assert_eq!(cfg.device.capacity, 256_000_000_000);
+        }
+    }
+
     /// The preset table of docs/presets.md, as the presets make it.
     fn docs_table() -> String {
         let mut out = String::from(

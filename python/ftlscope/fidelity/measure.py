@@ -227,8 +227,8 @@ def u_shape(fid: Fidelity, shape: Shape) -> ShapeResult:
            for share in p["shares"]}
     ends = [bws[s] for s in p["shares"] if s in (0, 100)]
     middle = [bws[s] for s in p["shares"] if s not in (0, 100)]
-    curve = " → ".join(f"{_mb(bws[s])}" for s in p["shares"])
-    return ShapeResult(max(middle) < min(ends), f"{curve} MB/s across read shares {'/'.join(map(str, p['shares']))} %")
+    curve = " → ".join(f"{bws[s] / 2**20:.0f}" for s in p["shares"])  # MiB/s, the study's unit
+    return ShapeResult(max(middle) < min(ends), f"{curve} MiB/s across read shares {'/'.join(map(str, p['shares']))} %")
 
 
 def mix_order(fid: Fidelity, shape: Shape) -> ShapeResult:
