@@ -73,6 +73,7 @@ class Fidelity:
     # ---- devices ----
 
     def fresh(self, preset: str) -> SimDevice:
+        """A new device, as it leaves the factory (nothing written)."""
         return self._open(preset)
 
     def filled(self, preset: str, span: int) -> SimDevice:
@@ -85,6 +86,7 @@ class Fidelity:
         return self._filled[key]
 
     def run(self, device: SimDevice, **flags: Any) -> ftlscope.RunResult:
+        # Nothing here reads the health samples: one at the start and end of a run is enough.
         return ftlscope.run(device, ftlscope.from_flags(**flags), window=self.settings.window,
                             health_interval="1000s")
 

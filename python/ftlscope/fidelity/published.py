@@ -28,7 +28,8 @@ Reading the documents:
   145,508.7 IOPS x 4 KiB = 568.4 MiB/s in the block-size table.
 - Where a table gives both throughput and mean latency at a fixed queue depth, the two are one measurement by
   Little's law; only the throughput is a row (the Profiling study's QD 1 table keeps the mean latency instead,
-  with its percentiles). The Report's mixed rows are kept in full: each direction's latency is its own number.
+  with its percentiles). All 108 of the Report's non-zero cells are kept: its 4 KiB runs did not
+  keep the queue full, and each direction of a mix has its own latency.
 - The Report's "only write" rows of its read tables (and the reverse) are zeros, not measurements: left out.
 
 Conditions the documents leave open, and the choice made (``params`` holds it, ``note`` says so):
