@@ -1,5 +1,6 @@
 //! Ready-made devices, embedded in the binary: every SSD of the Kelpie study (seed 003, Table 4) whose row the
-//! configuration can express, three modern consumer drives shaped like seed 000's, and two hard disks.
+//! configuration can express, three modern consumer drives shaped like seed 000's, two fitted to the published
+//! measurements of seed 000's Gigabyte drive and seed 001's PM981, and two hard disks.
 //! docs/presets.md lists each preset's ten properties beside the paper's row and every assumption made.
 
 use crate::config::{Cell, DeviceConfig, DeviceKind, MappingCache};
@@ -43,9 +44,13 @@ const PRESETS: &[(&str, &str)] = presets![
     "kelpie-t64g-s",
     "kelpie-t64g-i",
     "kelpie-t200g-m",
+    // Fitted to the drives of seed 000 and seed 001 that had no preset (docs/presets.md).
+    "gigabyte-nvme-256g",
+    "pm981-256g",
 ];
 
-/// Every preset name: the consumer drives and disks first, then the Kelpie drives in Table 4's order.
+/// Every preset name: the consumer drives and disks first, then the Kelpie drives in Table 4's order, then the
+/// drives fitted to published measurements.
 pub fn names() -> Vec<&'static str> {
     PRESETS.iter().map(|(n, _)| *n).collect()
 }
@@ -347,7 +352,7 @@ mod tests {
     #[test]
     fn every_preset_parses_round_trips_and_is_named_after_itself() {
         let all = names();
-        assert_eq!(all.len(), 26);
+        assert_eq!(all.len(), 28);
         for name in &all {
             let cfg = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(cfg.device.name, *name);
@@ -422,6 +427,21 @@ mod tests {
             let cfg = load(name).unwrap();
             assert_eq!(cfg.device.kind, DeviceKind::Hdd);
             assert!(cfg.hdd.is_some());
+        }
+    }
+
+    #[test]
+    fn fitted_drives_hold_their_published_numbers() {
+        // "What does the Flash Translation Layer do?" §5.4: the Gigabyte's write cliff after 14.5GiB; it has no DRAM.
+        let gigabyte = load("gigabyte-nvme-256g").unwrap();
+        let cliff_gib = gigabyte.slc_cache.capacity as f64 / (1u64 << 30) as f64;
+        assert!((cliff_gib - 14.5).abs() < 0.1, "SLC cache {cliff_gib} GiB");
+        assert!(matches!(gigabyte.ftl.mapping_cache, MappingCache::Bytes(_)));
+        // "SSD Performance Profiling": a DRAM drive.
+        let pm981 = load("pm981-256g").unwrap();
+        assert_eq!(pm981.ftl.mapping_cache, MappingCache::Full);
+        for cfg in [&gigabyte, &pm981] {
+            assert_eq!(cfg.device.capacity, 256_000_000_000);
         }
     }
 

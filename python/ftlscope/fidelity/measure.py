@@ -1,0 +1,296 @@
+"""Re-measure the published numbers (:mod:`.published`) on simulated devices, through ftlscope's public API.
+
+One function per kind of measurement, each parameterised by a point's ``params`` and returning every metric
+it yields in base units (per second, bytes per second, ns, bytes, percent); one function per kind of shape
+check. A :class:`Fidelity` keeps the devices and the measurements, so the points that share a run (the read
+IOPS and the read latency of one Report cell) run it once, and the shape checks reuse the points' runs.
+
+Devices: a ``steady`` or ``alignment`` measurement runs on one device per (preset, span), filled sequentially
+once and then measured in the order the points are listed (the documents' own order: later runs see the writes
+of earlier ones, as on the real drives). ``cliff``, ``random_fill`` and the random-fill shape check start from
+a fresh device each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import ftlscope
+from ftlscope.analysis import changepoint
+from ftlscope.sim import SimDevice
+from ftlscope.units import parse_duration_ns, parse_size
+
+from .published import UNITS, Point, Shape, report_params
+
+OPS = ("read", "write")
+PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
+# A level shift counts as the write cliff when throughput falls by at least this much (as over_time's default).
+CLIFF_MIN_DROP = 0.3
+# Throughput within this share of the peak counts as saturated (the Profiling study's QD 32 is at 90.0 %).
+SATURATED = 0.9
+# A read rate within this share of the sequentially filled drive's counts as "unaffected" by a random fill.
+UNAFFECTED = 0.1
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long each measurement runs (device time). ``quick`` trades precision for wall time."""
+
+    runtime: str = "2s"
+    warmup: str = "500ms"
+    fill_ops: int = 20_000
+    window: str = "500ms"
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(runtime="400ms", warmup="100ms", fill_ops=4_000)
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    passed: bool
+    measured: str
+
+
+def _key(preset: str, kind: str, params: dict[str, Any]) -> tuple:
+    return (preset, kind, tuple(sorted(params.items())))
+
+
+class Fidelity:
+    """Measures points and checks shapes on the presets; ``settings`` sets the run lengths."""
+
+    def __init__(self, settings: Settings | None = None, *, device_opener: Callable[[str], SimDevice] | None = None):
+        self.settings = settings or Settings()
+        self._open = device_opener or SimDevice.open
+        self._filled: dict[tuple[str, int], SimDevice] = {}
+        self._cache: dict[tuple, dict[str, float]] = {}
+
+    # ---- devices ----
+
+    def fresh(self, preset: str) -> SimDevice:
+        """A new device, as it leaves the factory (nothing written)."""
+        return self._open(preset)
+
+    def filled(self, preset: str, span: int) -> SimDevice:
+        """The preset's shared device with its first ``span`` bytes written sequentially."""
+        key = (preset, span)
+        if key not in self._filled:
+            device = self._open(preset)
+            fill(device, span, pattern="sequential")
+            self._filled[key] = device
+        return self._filled[key]
+
+    def run(self, device: SimDevice, **flags: Any) -> ftlscope.RunResult:
+        # Nothing here reads the health samples: one at the start and end of a run is enough.
+        return ftlscope.run(device, ftlscope.from_flags(**flags), window=self.settings.window,
+                            health_interval="1000s")
+
+    # ---- measuring ----
+
+    def metrics(self, preset: str, kind: str, params: dict[str, Any]) -> dict[str, float]:
+        """Every metric of one measurement, in base units (memoised)."""
+        key = _key(preset, kind, params)
+        if key not in self._cache:
+            self._cache[key] = KINDS[kind](self, preset, params)
+        return self._cache[key]
+
+    def measure(self, point: Point) -> float:
+        """The point's number as the preset gives it, in the point's unit (NaN when the run shows none, e.g. no
+        write cliff)."""
+        value = self.metrics(point.preset, point.kind, point.params).get(point.metric, math.nan)
+        return value / UNITS[point.unit]
+
+    def check(self, shape: Shape) -> ShapeResult:
+        return SHAPES[shape.kind](self, shape)
+
+
+def error_pct(published: float, simulated: float) -> float:
+    """Signed relative error in percent (NaN when nothing was measured)."""
+    return (simulated - published) / published * 100.0
+
+
+def fill(device: SimDevice, span: int, *, pattern: str) -> None:
+    """Write the first ``span`` bytes once: ``sequential`` (1 MiB requests) or ``permutation`` (every 4 KiB
+    block once in a random order), as the documents' drives were prepared."""
+    bs, qd = ("1m", 8) if pattern == "sequential" else ("4k", 32)
+    ftlscope.run(device, ftlscope.from_flags(rw="write", bs=bs, qd=qd, pattern=pattern, size=str(span),
+                                             total_bytes=str(span)), health_interval="1000s")
+
+
+def _op_metrics(result: ftlscope.RunResult) -> dict[str, float]:
+    out: dict[str, float] = {}
+    iops = bw = weighted = 0.0
+    for op in OPS:
+        s = result.summary.get(op)
+        if not s or not s["ops"]:
+            continue
+        lat = s["lat_ns"]
+        out.update({f"{op}.iops": s["iops"], f"{op}.bw": s["bw_bytes"], f"{op}.lat_mean": lat["mean"]})
+        out.update({f"{op}.{p}": lat[p] for p in PERCENTILES})
+        iops += s["iops"]
+        bw += s["bw_bytes"]
+        weighted += s["iops"] * lat["mean"]
+    if iops:
+        out.update({"all.iops": iops, "all.bw": bw, "all.lat_mean": weighted / iops})
+    return out
+
+
+def _flags(params: dict[str, Any]) -> dict[str, Any]:
+    flags = {"rw": params["rw"], "bs": params["bs"], "qd": params["qd"], "size": params["span"]}
+    if "rwmixread" in params:
+        flags["rwmixread"] = params["rwmixread"]
+    return flags
+
+
+def steady(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
+    """A workload (``rw``, ``bs``, ``qd``, ``rwmixread``) over the preset's filled ``span``, after a warm-up."""
+    device = fid.filled(preset, parse_size(params["span"]))
+    result = fid.run(device, **_flags(params), runtime=fid.settings.runtime, warmup=fid.settings.warmup)
+    return _op_metrics(result)
+
+
+def alignment(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
+    """Sequential reads of ``bs`` at ``qd``, aligned and shifted by ``offset`` bytes: ``read.iops_drop`` (%)."""
+    device = fid.filled(preset, parse_size(params["span"]))
+    flags = {"rw": "read", "bs": params["bs"], "qd": params["qd"], "size": params["span"],
+             "runtime": fid.settings.runtime, "warmup": fid.settings.warmup}
+    aligned = fid.run(device, **flags).summary["read"]["iops"]
+    shifted = fid.run(device, **flags, align_offset=params["offset"]).summary["read"]["iops"]
+    return {"read.iops_drop": (1.0 - shifted / aligned) * 100.0, "read.iops": aligned}
+
+
+def cliff(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
+    """Sequential writes of ``bs`` at ``qd`` onto a fresh device until ``total`` bytes: where the per-window
+    throughput falls for good (change-point detection, as ``seq-write-over-time``), ``cliff_bytes`` and
+    ``cliff_time`` (NaN without a cliff), and ``write.p95_peak``, the highest window 95th percentile."""
+    device = fid.fresh(preset)
+    result = fid.run(device, rw="write", bs=params["bs"], qd=params["qd"], total_bytes=params["total"])
+    w = result.windows
+    w = w[w["op"] == "write"].sort_values("window").reset_index(drop=True)
+    window_ns = parse_duration_ns(fid.settings.window)
+    full = w[w["duration_ns"] >= window_ns // 2].reset_index(drop=True)
+    out = {"cliff_bytes": math.nan, "cliff_time": math.nan, "write.bw": result.summary["write"]["bw_bytes"],
+           "write.p95_peak": float(w["lat_p95_ns"].max()) if len(w) else math.nan}
+    if len(full) >= 4:
+        x = full["bw_bytes"].to_numpy(dtype=float)
+        drop = changepoint.biggest_drop(x, changepoint.change_points(x), min_drop=CLIFF_MIN_DROP)
+        if drop is not None:
+            out["cliff_bytes"] = float(full["bytes"].iloc[:drop.index].sum())
+            out["cliff_time"] = float(full["start_ns"].iloc[drop.index] - full["start_ns"].iloc[0])
+            out["before.bw"], out["after.bw"] = drop.before, drop.after
+    return out
+
+
+def random_fill(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
+    """The start of a whole-drive random fill: ``fill_ops`` random writes of ``bs`` at ``qd`` on a fresh device
+    (the documents' fill ran for days; its start is what a bench can afford)."""
+    device = fid.fresh(preset)
+    result = fid.run(device, rw="randwrite", bs=params["bs"], qd=params["qd"], ops=fid.settings.fill_ops)
+    return _op_metrics(result)
+
+
+KINDS: dict[str, Callable[[Fidelity, str, dict[str, Any]], dict[str, float]]] = {
+    "steady": steady,
+    "alignment": alignment,
+    "cliff": cliff,
+    "random_fill": random_fill,
+}
+
+
+# ---- shapes ---------------------------------------------------------------------------------------------------
+
+
+def _mb(bw: float) -> str:
+    return f"{bw / 1e6:.0f}"
+
+
+def saturation(fid: Fidelity, shape: Shape) -> ShapeResult:
+    """The first queue depth whose read throughput is within :data:`SATURATED` of the sweep's peak."""
+    p = shape.params
+    bws = [fid.metrics(shape.preset, "steady", {"rw": p["rw"], "bs": p["bs"], "qd": qd, "span": p["span"]})["read.bw"]
+           for qd in p["qds"]]
+    peak = max(bws)
+    first = next(qd for qd, bw in zip(p["qds"], bws, strict=True) if bw >= SATURATED * peak)
+    curve = ", ".join(f"QD {qd} {_mb(bw)}" for qd, bw in zip(p["qds"], bws, strict=True))
+    return ShapeResult(shape.expect["qd_min"] <= first <= shape.expect["qd_max"],
+                       f"{SATURATED:.0%} of peak first at QD {first} (MB/s: {curve})")
+
+
+def u_shape(fid: Fidelity, shape: Shape) -> ShapeResult:
+    """Throughput at both ends of the read-share sweep above every mixed point."""
+    p = shape.params
+    bws = {share: fid.metrics(shape.preset, "steady", {"rw": "randrw", "rwmixread": share, "bs": p["bs"],
+                                                      "qd": p["qd"], "span": p["span"]})["all.bw"]
+           for share in p["shares"]}
+    ends = [bws[s] for s in p["shares"] if s in (0, 100)]
+    middle = [bws[s] for s in p["shares"] if s not in (0, 100)]
+    curve = " → ".join(f"{bws[s] / 2**20:.0f}" for s in p["shares"])  # MiB/s, the study's unit
+    return ShapeResult(max(middle) < min(ends), f"{curve} MiB/s across read shares {'/'.join(map(str, p['shares']))} %")
+
+
+def mix_order(fid: Fidelity, shape: Shape) -> ShapeResult:
+    """In every mixed point, the direction ``expect["faster"]`` has the lower mean latency."""
+    p = shape.params
+    right, cells = 0, []
+    for bs in p["bs"]:
+        for mix in p["mixes"]:
+            for qd in p["qds"]:
+                m = fid.metrics(shape.preset, "steady", report_params(bs, mix, qd))
+                read, write = m.get("read.lat_mean", math.nan), m.get("write.lat_mean", math.nan)
+                faster = "read" if read < write else "write"
+                right += faster == shape.expect["faster"]
+                cells.append(f"{bs} {mix} QD{qd} {read / 1e3:.0f}/{write / 1e3:.0f}")
+    total = len(cells)
+    return ShapeResult(right == total, f"{shape.expect['faster']}s faster at {right}/{total} points (read/write us: "
+                                       f"{'; '.join(cells)})")
+
+
+def fill_order(fid: Fidelity, shape: Shape) -> ShapeResult:
+    """Sequential read throughput over ``span`` after a random fill against after a sequential fill."""
+    p = shape.params
+    span = parse_size(p["span"])
+    rates = {}
+    for pattern in ("sequential", "permutation"):
+        device = fid.fresh(shape.preset)
+        fill(device, span, pattern=pattern)
+        result = fid.run(device, rw="read", bs=p["bs"], qd=p["qd"], size=p["span"], runtime=fid.settings.runtime,
+                         warmup=fid.settings.warmup)
+        rates[pattern] = result.summary["read"]["bw_bytes"]
+    ratio = rates["permutation"] / rates["sequential"]
+    passed = ratio < 1 - UNAFFECTED if shape.expect["slower"] else abs(ratio - 1) <= UNAFFECTED
+    return ShapeResult(passed, f"{_mb(rates['sequential'])} MB/s after a sequential fill, {_mb(rates['permutation'])} "
+                               f"after a random fill ({ratio:.2f}x)")
+
+
+def cliff_position(fid: Fidelity, shape: Shape) -> ShapeResult:
+    """The write cliff within ``tolerance`` of the published position, or none where none was seen."""
+    m = fid.metrics(shape.preset, "cliff", shape.params)
+    gib = m["cliff_bytes"] / 2**30
+    rates = f"{_mb(m.get('before.bw', m['write.bw']))} → {_mb(m.get('after.bw', m['write.bw']))} MB/s"
+    if shape.expect["gib"] is None:
+        return ShapeResult(math.isnan(gib), "no cliff" if math.isnan(gib) else f"cliff after {gib:.1f} GiB ({rates})")
+    if math.isnan(gib):
+        return ShapeResult(False, f"no cliff in {shape.params['total']} (mean {_mb(m['write.bw'])} MB/s)")
+    off = gib / shape.expect["gib"] - 1
+    return ShapeResult(abs(off) <= shape.expect["tolerance"], f"cliff after {gib:.1f} GiB ({off:+.0%}; {rates})")
+
+
+SHAPES: dict[str, Callable[[Fidelity, Shape], ShapeResult]] = {
+    "saturation": saturation,
+    "u_shape": u_shape,
+    "mix_order": mix_order,
+    "fill_order": fill_order,
+    "cliff_position": cliff_position,
+}
+
+
+def summarise(errors: list[float]) -> tuple[float, float]:
+    """(median, worst) of the absolute errors; a NaN (nothing measured) counts as the worst."""
+    a = np.abs(np.asarray(errors, dtype=float))
+    a = np.where(np.isnan(a), np.inf, a)
+    return float(np.median(a)), float(a.max())
