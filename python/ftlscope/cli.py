@@ -7,14 +7,17 @@ Every error ftlscope raises on purpose is printed as one line (``ftlscope: error
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from .errors import FtlscopeError, UsageError
-from .units import format_ns, format_size
+from .units import format_ns, format_size, parse_fio_size
 
 # Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 150)
@@ -26,7 +29,10 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rw", default="randread",
                    help="read, write, randread, randwrite, rw, randrw, trim, randtrim, writezeroes, flush "
                         "(default randread)")
-    g.add_argument("--bs", default="4k", help="request size, or several: 4k,8k (default 4k)")
+    g.add_argument("--bs", default="4k",
+                   help="request size, or several: 4k,8k (default 4k). --bs, --offset, --size and --rate read "
+                        "sizes as fio does: k, kb, KB are all 1024 (fio's default kb_base=1024); KiB, MiB, GiB "
+                        "are binary too")
     g.add_argument("--qd", type=int, default=1, help="queue depth per queue (default 1)")
     g.add_argument("--queues", type=int, default=1, help="queues, each its own thread and ring (default 1)")
     g.add_argument("--rwmixread", type=int, help="read percentage for rw/randrw (default 50)")
@@ -44,6 +50,10 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", help="leave out requests issued in the first ... (e.g. 2s)")
     g.add_argument("--warmup-ops", type=int, help="leave out the first N requests")
     g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
+    g.add_argument("--rate", help="fio's rate: cap bytes per second for the whole run, READ[,WRITE[,TRIM]] "
+                                  "(e.g. 10m or 10MB/s, 10m,5m); requests wait before submission, so the wait "
+                                  "is not in their latency (as in fio)")
+    g.add_argument("--rate-iops", help="fio's rate_iops: cap requests per second, READ[,WRITE[,TRIM]] (e.g. 1000)")
     g.add_argument("--seed", type=int, default=1, help="seed for every random choice (default 1)")
 
 
@@ -84,7 +94,7 @@ def _workload_from_args(args: argparse.Namespace):
         pattern=args.pattern, offset=args.offset, size=None if _creates_file(args) else args.size,
         align_offset=args.align_offset, batch=args.batch, idle=args.idle, runtime=args.runtime, ops=args.ops,
         total_bytes=args.total_bytes, warmup=args.warmup, warmup_ops=args.warmup_ops, data=args.data,
-        seed=args.seed,
+        seed=args.seed, rate=args.rate, rate_iops=args.rate_iops,
     )
 
 
@@ -105,7 +115,8 @@ def _run_kwargs(args: argparse.Namespace) -> dict:
     return dict(
         engine=args.engine, io_timeout=args.io_timeout, on_error=args.on_error, window=args.window,
         pin=not args.no_pin, direct=not args.buffered, destructive=args.destructive, force=args.force,
-        size=args.size if _creates_file(args) else None,
+        # fio's units, as for the range (--size 1GB is 1 GiB either way).
+        size=parse_fio_size(args.size, "--size") if args.size and _creates_file(args) else None,
     )
 
 
@@ -129,15 +140,42 @@ def summary_table(summary: dict, title: str) -> Table:
     return table
 
 
+def _usage_since(before: resource.struct_rusage, wall_before: float) -> dict[str, float]:
+    """The process's CPU time, context switches and page faults since ``before`` (for fio's usr_cpu ...)."""
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "usr_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
+        "ctx": (after.ru_nvcsw + after.ru_nivcsw) - (before.ru_nvcsw + before.ru_nivcsw),
+        "majf": after.ru_majflt - before.ru_majflt, "minf": after.ru_minflt - before.ru_minflt,
+        "wall_s": time.monotonic() - wall_before,
+    }
+
+
+def _write_json(path: str, value: dict) -> Path:
+    import json
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(value, indent=2) + "\n")
+    return out
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .runner import check_outcome, run
 
     workload = _workload_from_args(args)
+    usage_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
+    usage = _usage_since(usage_before, wall_before)
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     saved = []
-    if args.json:
+    if args.json and args.json_format == "fio":
+        from .fio_json import fio_report
+
+        report = fio_report(result.summary, result.windows, cpu=usage)
+        saved.append(str(_write_json(args.json, report)))
+    elif args.json:
         saved.append(str(result.save_json(args.json)))
     if args.trace:
         saved.append(str(result.save_trace(args.trace)))
@@ -226,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_flags(p)
     g = p.add_argument_group("output")
     g.add_argument("--json", help="write the summary JSON here")
+    g.add_argument("--json-format", choices=("ftlscope", "fio"), default="ftlscope",
+                   help="ftlscope's summary (default), or fio's --output-format=json shape (jobs[], read/write "
+                        "with iops, bw, clat_ns percentiles, lat_ns ...) for fio-plot and fio parsers")
     g.add_argument("--trace", help="write the per-request trace (Parquet) here")
     g.add_argument("--windows", help="write the time-window table (CSV) here")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
