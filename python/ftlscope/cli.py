@@ -160,9 +160,31 @@ def _write_json(path: str, value: dict) -> Path:
     return out
 
 
+def _apply_jobfile(args: argparse.Namespace):
+    """``run JOBFILE``: the job file's options become run's flags (fio_jobfile); a flag given as well as the job
+    file option that sets it is refused, so nothing is silently overridden."""
+    from .fio_jobfile import read_jobfile
+
+    job = read_jobfile(args.target)
+    defaults = build_parser().parse_args(["run", args.target])
+    for dest, value in job.flags.items():
+        if dest != "target" and getattr(args, dest) not in (getattr(defaults, dest), value):
+            flag = "--" + {"qd": "qd", "total_bytes": "bytes", "rate_iops": "rate-iops"}.get(dest, dest)
+            raise UsageError(f"{flag}: the job file sets it too; drop {flag} or the option in {job.path}")
+        setattr(args, dest, value)
+    if "offset" in job.flags and "size" in job.flags and _creates_file(args):
+        # A file fio lays out holds the job's range: offset + size bytes.
+        args.size = str(int(job.flags["offset"]) + int(job.flags["size"]))
+    return job
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from .fio_jobfile import looks_like_jobfile
     from .runner import check_outcome, run
 
+    job = _apply_jobfile(args) if looks_like_jobfile(args.target) else None
+    for notice in job.notices if job else ():
+        err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     workload = _workload_from_args(args)
     usage_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
@@ -173,7 +195,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json and args.json_format == "fio":
         from .fio_json import fio_report
 
-        report = fio_report(result.summary, result.windows, cpu=usage)
+        report = fio_report(result.summary, result.windows, cpu=usage,
+                            global_options=job.global_options if job else None, jobname=job.job if job else None)
         saved.append(str(_write_json(args.json, report)))
     elif args.json:
         saved.append(str(result.save_json(args.json)))
@@ -259,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("run", help="run one workload and report latency and throughput")
-    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
+    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET; or a fio job "
+                                  "file (JOBFILE.fio, or a file starting with '['): its one job runs, with its "
+                                  "filename as the target (filename=sim\\:PRESET for a simulated drive)")
     _add_workload_flags(p)
     _add_run_flags(p)
     g = p.add_argument_group("output")

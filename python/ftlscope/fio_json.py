@@ -189,6 +189,7 @@ def fio_report(
     windows: pd.DataFrame | None = None,
     cpu: dict[str, float] | None = None,
     global_options: dict[str, str] | None = None,
+    jobname: str | None = None,
 ) -> dict[str, Any]:
     """``summary`` (a run's, with its ``windows``) as fio's JSON report. ``cpu``: the process's ``usr_s``,
     ``sys_s``, ``ctx``, ``majf``, ``minf`` and ``wall_s`` over the run (None or a simulated target: zeros)."""
@@ -213,7 +214,7 @@ def fio_report(
         notes.append("write_zeroes requests have no place in fio's report and are left out")
     stop = run.get("stop") or {}
     job: dict[str, Any] = {
-        "jobname": "ftlscope",
+        "jobname": jobname or "ftlscope",
         "groupid": 0,
         "error": int(stop.get("errno", 0) or 0),
         "eta": 0,
