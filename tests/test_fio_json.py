@@ -68,6 +68,13 @@ def test_a_fio_plot_style_parser_reads_our_numbers(mixed_run):
     assert list(job["latency_ms"]) == ["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000",
                                        ">=2000"]
     assert job["usr_cpu"] == 0.0 and any("simulated" in n for n in report["ftlscope"]["notes"])
+    # fio 3.33's top-level and job keys (those it writes for a run like this one), in its order
+    assert list(report)[:4] == ["fio version", "timestamp", "timestamp_ms", "time"]
+    assert {"jobs", "disk_util"} <= set(report) and "global options" not in report  # no [global] section
+    assert list(job)[:5] == ["jobname", "groupid", "error", "eta", "job options"]
+    assert {"read", "write", "trim", "sync", "job_runtime", "usr_cpu", "sys_cpu", "ctx", "majf", "minf",
+            "latency_ns", "latency_us", "latency_ms"} <= set(job)
+    assert job["sync"] == {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}}
 
 
 def test_the_buckets_match_the_latencies(mixed_run):

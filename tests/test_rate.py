@@ -40,9 +40,11 @@ def test_a_per_direction_limit_paces_only_its_direction():
     assert result.summary["read"]["ops"] == pytest.approx(500, abs=5), "reads follow the mix, not a limit"
 
 
-def test_a_file_run_respects_the_rate(scratch):
+@pytest.mark.parametrize("engine", ["auto", "psync"])  # psync: four threads, each a quarter of the rate
+def test_a_file_run_respects_the_rate(scratch, engine):
     path = scratch / "paced.img"
-    result = run(str(path), from_flags(rw="randread", qd=4, runtime="1s", rate_iops="500"), size="16MiB")
+    result = run(str(path), from_flags(rw="randread", qd=4, runtime="1s", rate_iops="500"), size="16MiB",
+                 engine=engine)
     read = result.summary["read"]
     # Never more than the schedule allows (500 due in the second); generous below, for a loaded machine.
     assert 400 <= read["ops"] <= 500

@@ -182,6 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .fio_jobfile import looks_like_jobfile
     from .runner import check_outcome, run
 
+    if args.json_format == "fio" and not args.json:
+        raise UsageError("--json-format fio: give --json FILE as well (where to write it)")
     job = _apply_jobfile(args) if looks_like_jobfile(args.target) else None
     for notice in job.notices if job else ():
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")

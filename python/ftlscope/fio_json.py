@@ -223,6 +223,7 @@ def fio_report(
     for op in FIO_DIRECTIONS:
         job[op] = _direction(summary.get(op), windows, op, measured_ns)
     flush = summary.get("flush") or {}
+    job["sync"] = {"total_ios": 0, "lat_ns": _zero_stat()}  # as fio writes it without syncs
     if flush.get("ops"):
         lat = flush["lat_ns"]
         job["sync"] = {"total_ios": int(flush["ops"]), "lat_ns": {
@@ -232,13 +233,13 @@ def fio_report(
     job["job_runtime"] = round(measured_ns / 1e6)
     job.update(usage)
     job.update(_buckets(summary))
-    return {
+    report: dict[str, Any] = {
         "fio version": f"ftlscope-{__version__}",
         "timestamp": int(started),
         "timestamp_ms": int(started * 1000),
         "time": time.ctime(started),
-        "global options": dict(global_options or {}),
-        "jobs": [job],
-        "disk_util": [],
-        "ftlscope": {"version": __version__, "notes": notes},
     }
+    if global_options:  # fio writes the key only for a job file with a [global] section
+        report["global options"] = dict(global_options)
+    report.update({"jobs": [job], "disk_util": [], "ftlscope": {"version": __version__, "notes": notes}})
+    return report

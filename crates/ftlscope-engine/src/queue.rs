@@ -495,8 +495,10 @@ impl<'a> QueueLoop<'a> {
             let (want, timeout_ns) = match held_back {
                 // Nothing in flight: a plain wait (a sleep, then a spin for the last 200 us: the one syscall
                 // the loop makes besides the I/O, and only when a batch gap or a rate limit asks for it).
+                // A rate gap is waited at most `wait_ns` at a time (the next `fill` works out the rest), so a
+                // stop request is seen even under a very low rate; a batch's idle gap is waited whole.
                 Some(gap_ns) if self.inflight == 0 => {
-                    backend.idle(gap_ns);
+                    backend.idle(if batch { gap_ns } else { gap_ns.min(wait_ns) });
                     continue;
                 }
                 // Held back by the rate limit with requests in flight: wait for a completion, at most until
@@ -851,6 +853,16 @@ mod tests {
             assert_eq!(r.submit_ns, 1_000 + k as u64 * 1_000_000, "request {k} is submitted when due");
             assert_eq!(r.latency_ns(), 10_000, "the time held back is not latency (fio's clat starts at submission)");
         }
+    }
+
+    #[test]
+    fn a_long_rate_gap_is_waited_in_slices_so_a_stop_is_seen() {
+        // One request a second: the loop waits at most 100 ms at a time, then works out the rest again.
+        let ctx = context(workload(r#"{"stop":{"ops":2},"rate":{"iops":{"read":1}}}"#), OnError::Stop);
+        let mut backend = ScriptedBackend::new(1_000);
+        let (_, records) = drive(&ctx, &mut backend);
+        assert_eq!(records[1].submit_ns - records[0].submit_ns, 1_000_000_000);
+        assert!(backend.idle_calls.iter().all(|&ns| ns <= 100_000_000), "{:?}", backend.idle_calls);
     }
 
     #[test]
