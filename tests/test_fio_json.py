@@ -117,3 +117,15 @@ def test_the_cli_writes_fio_json(tmp_path, capsys):
     assert report["fio version"].startswith("ftlscope-")
     (row,) = fio_plot_rows(report, "read")
     assert row["iops"] > 0 and row["rw"] == "randread"
+
+
+def test_on_a_file_cpu_fields_are_the_process_usage(scratch):
+    out = scratch / "fio.json"
+    assert main(["run", str(scratch / "t.img"), "--size", "8m", "--rw", "randread", "--qd", "4",
+                 "--runtime", "200ms", "--json", str(out), "--json-format", "fio", "--quiet"]) == 0
+    report = json.loads(out.read_text())
+    job = report["jobs"][0]
+    assert job["usr_cpu"] + job["sys_cpu"] > 0 and job["ctx"] >= 0
+    assert any("process" in n for n in report["ftlscope"]["notes"])
+    assert job["job options"]["ioengine"] in ("io_uring", "psync")
+    assert job["read"]["total_ios"] > 0 and job["read"]["clat_ns"]["percentile"]["50.000000"] > 0

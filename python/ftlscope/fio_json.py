@@ -18,9 +18,10 @@ Only what was measured goes in, mapped to fio's meaning:
 - ``bw_*``/``iops_*`` statistics are over the run's time windows (``--window``, default 100 ms; fio samples
   every 500 ms by default).
 - The latency buckets come from the same histogram, so a request within 0.1 % under an edge may count above it.
-- ``usr_cpu``/``sys_cpu``/``ctx``/``majf``/``minf`` are the ftlscope process's CPU time and context switches
-  over the run (fio's are the job's), as a percentage of the run's wall time; on a simulated device they are
-  0 (no I/O went through the host: the CPU time was the simulator's).
+- ``usr_cpu``/``sys_cpu``/``ctx``/``majf``/``minf`` are the ftlscope process's CPU time, context switches and
+  page faults over the run call (fio's are the job's), CPU as a percentage of that call's wall time (setting up
+  the target, e.g. filling a new file, included); on a simulated device they are 0 (no I/O went through the
+  host: the CPU time was the simulator's).
 - Write Zeroes has no place in fio's report and is left out (a note says so); ``disk_util`` is empty.
 
 ``ftlscope`` at the top level says which tool wrote the file and lists these notes.
@@ -207,7 +208,8 @@ def fio_report(
     elif cpu and cpu.get("wall_s"):
         usage = {"usr_cpu": 100 * cpu["usr_s"] / cpu["wall_s"], "sys_cpu": 100 * cpu["sys_s"] / cpu["wall_s"],
                  "ctx": int(cpu["ctx"]), "majf": int(cpu["majf"]), "minf": int(cpu["minf"])}
-        notes.append("usr_cpu, sys_cpu and ctx are the whole ftlscope process's over the run's wall time")
+        notes.append("usr_cpu, sys_cpu and ctx are the whole ftlscope process's over the run call's wall time "
+                     "(setting up the target, e.g. filling a new file, included)")
     else:
         notes.append("usr_cpu, sys_cpu and ctx were not measured and are 0")
     if (summary.get("write_zeroes") or {}).get("ops"):
