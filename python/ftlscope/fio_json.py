@@ -15,8 +15,8 @@ Only what was measured goes in, mapped to fio's meaning:
   ``lat_ns`` (slat + clat in fio) is therefore the same as ``clat_ns``, without percentiles (fio writes
   them there only with ``lat_percentiles=1``).
 - Percentiles are the summary's six (50 ... 99.99), from an HDR histogram of 3 significant digits.
-- ``bw_*``/``iops_*`` statistics are over the run's time windows (``--window``, default 100 ms; fio samples
-  every 500 ms by default).
+- ``bw_*``/``iops_*`` statistics are over the run's whole time windows (``--window``, default 100 ms; fio
+  samples every 500 ms by default); the last window, cut short by the end of the run, is left out.
 - The latency buckets come from the same histogram, so a request within 0.1 % under an edge may count above it.
 - ``usr_cpu``/``sys_cpu``/``ctx``/``majf``/``minf`` are the ftlscope process's CPU time, context switches and
   page faults over the run call (fio's are the job's), CPU as a percentage of that call's wall time (setting up
@@ -43,7 +43,7 @@ FIO_DIRECTIONS = ("read", "write", "trim")
 NOTES = (
     "clat_ns is ftlscope's latency (submission to completion); slat_ns is not measured apart and is zero, "
     "as fio writes it with disable_slat, so lat_ns equals clat_ns",
-    "bw_*/iops_* sample statistics are over ftlscope's time windows, not fio's 500 ms samples",
+    "bw_*/iops_* sample statistics are over ftlscope's whole time windows, not fio's 500 ms samples",
     "latency_* buckets and percentiles come from an HDR histogram with 3 significant digits",
 )
 
@@ -56,7 +56,12 @@ def _samples(windows: pd.DataFrame | None, op: str, column: str, scale: float) -
     """min, max, mean, stddev and count of one op's per-window figure (fio's ``bw_*``/``iops_*``)."""
     if windows is None or windows.empty or "op" not in windows:
         return {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "samples": 0}
-    values = windows.loc[windows["op"] == op, column].astype(float) / scale
+    rows = windows[windows["op"] == op]
+    if "duration_ns" in rows and not rows.empty:
+        # Whole windows only, as fio's samples are whole intervals: the last, cut short by the end of the run,
+        # would count a handful of requests over microseconds as a rate.
+        rows = rows[rows["duration_ns"] == rows["duration_ns"].max()]
+    values = rows[column].astype(float) / scale
     if values.empty:
         return {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "samples": 0}
     return {
