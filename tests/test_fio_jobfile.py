@@ -88,6 +88,19 @@ def test_each_mapping(tmp_path, line, flags):
         assert any("libaio" in n for n in job.notices)
 
 
+def test_a_synchronous_engine_keeps_one_request_per_job_as_fio(tmp_path):
+    job = read_jobfile(jobfile(tmp_path, """
+        [j]
+        filename=/dev/x
+        size=1m
+        ioengine=psync
+        iodepth=8
+        numjobs=4
+    """))
+    assert (job.flags["engine"], job.flags["qd"], job.flags["queues"]) == ("psync", 1, 4)
+    assert any("iodepth=8 has no effect" in n for n in job.notices)
+
+
 def test_without_time_based_size_per_job_is_the_stop_and_buffered_is_fios_default(tmp_path):
     job = read_jobfile(jobfile(tmp_path, """
         [j]

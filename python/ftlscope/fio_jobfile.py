@@ -22,8 +22,9 @@ What maps (fio's option → ``run``'s flag):
 ``rwmixread``/``rwmixwrite``           ``--rwmixread``
 ``rate``, ``rate_iops``                ``--rate``, ``--rate-iops`` x numjobs (fio's limits are per job)
 ``direct``/``buffered``                ``--buffered`` when not direct
-``ioengine``                           io_uring → ``uring``; psync, sync, pvsync → ``psync``; libaio →
-                                       ``uring`` with a notice
+``ioengine``                           io_uring → ``uring``; psync, sync, pvsync → ``psync`` (one request in
+                                       flight per job, as fio's: ``iodepth`` is ignored with a notice);
+                                       libaio → ``uring`` with a notice
 ``randseed``, ``kb_base``              ``--seed``; the unit base of this file's sizes
 ``name``, ``description``,             accepted, no effect (one job, reported as one group; ftlscope's queues
 ``group_reporting``, ``thread``,       are threads; its offsets are seeded)
@@ -247,6 +248,11 @@ def _flags(path: str, options: dict[str, str | None]) -> tuple[dict[str, Any], l
         flags["engine"] = ENGINES[engine]
         if engine == "libaio":
             notices.append("ioengine=libaio runs on io_uring (ftlscope has no libaio engine)")
+        if ENGINES[engine] == "psync" and flags.get("qd", 1) > 1:
+            # fio's HOWTO (iodepth): a synchronous engine keeps one request in flight per job whatever iodepth says
+            notices.append(f"ioengine={engine} keeps one request in flight per job, as in fio: iodepth={flags['qd']} "
+                           "has no effect (use numjobs for more)")
+            flags["qd"] = 1
     if "randseed" in options:
         flags["seed"] = option("randseed", int)
     return flags, notices
