@@ -14,8 +14,10 @@ from ftlscope.workload import parse_rate
 MiB = 1 << 20
 
 
-def test_rate_iops_1000_for_2s_on_a_simulated_drive():
-    result = run("sim:consumer-tlc-dram", from_flags(rw="randread", qd=4, runtime="2s", rate_iops="1000"))
+@pytest.mark.parametrize("queues", [1, 4])  # the limit is the whole run's, split over the queues
+def test_rate_iops_1000_for_2s_on_a_simulated_drive(queues):
+    result = run("sim:consumer-tlc-dram",
+                 from_flags(rw="randread", qd=4, queues=queues, runtime="2s", rate_iops="1000"))
     read = result.summary["read"]
     # Due every 1 ms from 0: the 2001st would be due when the time limit ends the run.
     assert read["ops"] == 2000
