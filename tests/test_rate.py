@@ -48,9 +48,12 @@ def test_a_file_run_respects_the_rate(scratch, engine):
     result = run(str(path), from_flags(rw="randread", qd=4, runtime="1s", rate_iops="500"), size="16MiB",
                  engine=engine)
     read = result.summary["read"]
-    # Never more than the schedule allows (500 due in the second); generous below, for a loaded machine.
-    assert 400 <= read["ops"] <= 500
-    assert 400 <= read["iops"] <= 505
+    # Never more than the schedule allows: 500 due in the second, counted from each queue's first request.
+    # Generous below: a request held up by a stall (a loaded machine's scheduler, a busy shared disk) is sent
+    # as soon as it can be, but one still held up when the second ends is not sent; here (2 CPUs shared by
+    # other work) a 300 ms stall at the end was seen. Unpaced, this run makes thousands of requests.
+    assert 250 <= read["ops"] <= 500
+    assert 250 <= read["iops"] <= 505
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -145,6 +145,9 @@ pub(crate) struct QueueLoop<'a> {
     /// Whether the workload has a rate limit; bytes and requests issued so far per direction (read, write,
     /// trim) for its schedule; and how long the next request must still be held back (set by `issue`).
     paced: bool,
+    /// When the schedule starts: the first request's issue, which is also where a time limit starts when
+    /// there is no warm-up (so a queue whose first request comes late cannot fit one more in).
+    pace_anchor: Option<u64>,
     paced_bytes: [u64; 3],
     paced_ops: [u64; 3],
     pace_wait_ns: u64,
@@ -210,6 +213,7 @@ impl<'a> QueueLoop<'a> {
             local_stop: false,
             idle_due: false,
             paced: w.rate.limited(),
+            pace_anchor: None,
             paced_bytes: [0; 3],
             paced_ops: [0; 3],
             pace_wait_ns: 0,
@@ -254,20 +258,21 @@ impl<'a> QueueLoop<'a> {
     }
 
     /// When the rate limit lets a request of `op` go: the k-th byte (request) of a direction is due k / limit
-    /// seconds after the run started. This queue's share of a limit is limit / queues, so its k-th is due at
-    /// k * queues / limit. Integer arithmetic on u128: no rounding drift over long runs, and no overflow.
+    /// seconds after `anchor` (the queue's first request). This queue's share of a limit is limit / queues, so
+    /// its k-th is due at k * queues / limit. Integer arithmetic on u128: no rounding drift over long runs, and
+    /// no overflow.
     #[inline]
-    fn due_ns(&self, op: Op) -> u64 {
+    fn due_ns(&self, op: Op, anchor: u64) -> u64 {
         let Some(d) = direction(op) else {
             return 0;
         };
         let rate = &self.ctx.workload.rate;
         let queues = self.ctx.workload.queues as u128;
-        let mut due = self.start_ns;
+        let mut due = anchor;
         for (limit, done) in [(rate.bytes_per_s.of(op), self.paced_bytes[d]), (rate.iops.of(op), self.paced_ops[d])] {
             if limit > 0 {
                 let offset = (done as u128 * 1_000_000_000 * queues / limit as u128).min(u64::MAX as u128) as u64;
-                due = due.max(self.start_ns.saturating_add(offset));
+                due = due.max(anchor.saturating_add(offset));
             }
         }
         due
@@ -308,7 +313,8 @@ impl<'a> QueueLoop<'a> {
             return false;
         }
         if self.paced {
-            let due = self.due_ns(op);
+            let anchor = *self.pace_anchor.get_or_insert(now);
+            let due = self.due_ns(op, anchor);
             if now < due {
                 // Not due before the time limit: the run is over for this queue, rather than waiting past its end.
                 let ends = self.measure_start.filter(|_| w.stop.time_ns > 0).map(|s| s + w.stop.time_ns);
