@@ -59,6 +59,13 @@ def test_a_fio_plot_style_parser_reads_our_numbers(mixed_run):
         assert row["iops_stddev"] == pytest.approx(statistics.stdev(whole))
         assert row["iops_stddev"] < 0.1 * row["iops"]  # a steady simulated run
     job = report["jobs"][0]
+    # every percentile fio writes by default, keyed as fio keys them
+    assert list(job["read"]["clat_ns"]["percentile"]) == [
+        "1.000000", "5.000000", "10.000000", "20.000000", "30.000000", "40.000000", "50.000000", "60.000000",
+        "70.000000", "80.000000", "90.000000", "95.000000", "99.000000", "99.500000", "99.900000", "99.950000",
+        "99.990000"]
+    values = list(job["read"]["clat_ns"]["percentile"].values())
+    assert values == sorted(values) and values[0] >= job["read"]["clat_ns"]["min"]
     assert job["job options"]["rwmixread"] == "70"
     assert job["read"]["runtime"] == round(mixed_run.summary["run"]["measured_ns"] / 1e6)
     assert job["trim"]["total_ios"] == 0 and job["trim"]["clat_ns"]["N"] == 0  # as fio writes an idle direction

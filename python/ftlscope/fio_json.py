@@ -14,7 +14,8 @@ Only what was measured goes in, mapped to fio's meaning:
   call), so it is written as fio writes it when it does not measure it (``disable_slat``): all zeros, ``N`` 0.
   ``lat_ns`` (slat + clat in fio) is therefore the same as ``clat_ns``, without percentiles (fio writes
   them there only with ``lat_percentiles=1``).
-- Percentiles are the summary's six (50 ... 99.99), from an HDR histogram of 3 significant digits.
+- Percentiles are at fio's default ``percentile_list`` (1, 5, 10, 20, ... 99.5, 99.9, 99.95, 99.99), from the
+  engine's HDR histogram of 3 significant digits (the summary's p50 ... p99.99 are the same figures).
 - ``bw_*``/``iops_*`` statistics are over the run's whole time windows (``--window``, default 100 ms; fio
   samples every 500 ms by default); the last window, cut short by the end of the run, is left out.
 - The latency buckets come from the same histogram, so a request within 0.1 % under an edge may count above it.
@@ -73,6 +74,14 @@ def _samples(windows: pd.DataFrame | None, op: str, column: str, scale: float) -
     }
 
 
+def _percentiles(s: dict[str, Any]) -> dict[str, int]:
+    """fio's ``percentile`` object: fio's default list (1 ... 99.99) from the engine's ``lat_ns_fio_percentiles``,
+    or the summary's six where a summary lacks them."""
+    if s.get("lat_ns_fio_percentiles"):
+        return {f"{p:f}": int(ns) for p, ns in s["lat_ns_fio_percentiles"]}
+    return {f"{p:f}": int(s["lat_ns"][key]) for key, p in PERCENTILES.items() if key in s["lat_ns"]}
+
+
 def _direction(s: dict[str, Any] | None, windows: pd.DataFrame | None, op: str, measured_ns: int) -> dict[str, Any]:
     if not s or not s.get("ops"):
         d: dict[str, Any] = {"io_bytes": 0, "io_kbytes": 0, "bw_bytes": 0, "bw": 0, "iops": 0.0, "runtime": 0,
@@ -84,7 +93,7 @@ def _direction(s: dict[str, Any] | None, windows: pd.DataFrame | None, op: str, 
         lat = s["lat_ns"]
         stat = {"min": int(lat["min"]), "max": int(lat["max"]), "mean": float(lat["mean"]),
                 "stddev": float(lat["stddev"]), "N": int(s["ops"])}
-        percentile = {f"{p:f}": int(lat[key]) for key, p in PERCENTILES.items() if key in lat}
+        percentile = _percentiles(s)
         d = {
             "io_bytes": int(s["bytes"]),
             "io_kbytes": int(s["bytes"]) // 1024,
@@ -236,7 +245,7 @@ def fio_report(
         job["sync"] = {"total_ios": int(flush["ops"]), "lat_ns": {
             "min": int(lat["min"]), "max": int(lat["max"]), "mean": float(lat["mean"]),
             "stddev": float(lat["stddev"]), "N": int(flush["ops"]),
-            "percentile": {f"{p:f}": int(lat[key]) for key, p in PERCENTILES.items() if key in lat}}}
+            "percentile": _percentiles(flush)}}
     job["job_runtime"] = round(measured_ns / 1e6)
     job.update(usage)
     job.update(_buckets(summary))

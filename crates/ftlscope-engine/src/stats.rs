@@ -90,7 +90,15 @@ pub struct OpSummary {
     /// written without a per-request trace.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lat_ns_below: Vec<[u64; 2]>,
+    /// The whole run only: `[percentile, ns]` at fio's default `percentile_list` (1, 5, 10, 20, ..., 99.99), so
+    /// fio's JSON shape can carry every percentile key fio writes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lat_ns_fio_percentiles: Vec<[f64; 2]>,
 }
+
+/// fio's default `percentile_list`.
+const FIO_PERCENTILES: [f64; 17] =
+    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
 
 /// fio's latency bucket edges within a decade group (fio's stat.c: `latency_ns`, `latency_us`, `latency_ms`).
 const FIO_BUCKET_EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
@@ -154,6 +162,18 @@ impl Accumulator {
         edges.map(|edge| [edge, below(edge)]).collect()
     }
 
+    /// Latency at each of fio's default percentiles (see `OpSummary::lat_ns_fio_percentiles`), within [min, max]
+    /// as the summary's own percentiles are.
+    fn fio_percentiles(&self) -> Vec<[f64; 2]> {
+        if self.ops == 0 {
+            return Vec::new();
+        }
+        FIO_PERCENTILES
+            .iter()
+            .map(|&p| [p, self.hist.value_at_quantile(p / 100.0).clamp(self.min, self.max) as f64])
+            .collect()
+    }
+
     fn summary(&self, duration_ns: u64) -> OpSummary {
         let seconds = duration_ns as f64 / 1e9;
         let rate = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
@@ -183,6 +203,7 @@ impl Accumulator {
                 p99_99: q(0.9999),
             },
             lat_ns_below: Vec::new(),
+            lat_ns_fio_percentiles: Vec::new(),
         }
     }
 }
@@ -407,6 +428,7 @@ impl Aggregator {
             if let Some(acc) = &self.totals[op as usize] {
                 let mut summary = acc.summary(duration_ns);
                 summary.lat_ns_below = acc.counts_below_fio_edges();
+                summary.lat_ns_fio_percentiles = acc.fio_percentiles();
                 per_op.insert(op.name(), summary);
             }
         }
@@ -526,6 +548,11 @@ mod tests {
         assert_eq!((below[&50_000], below[&100_000], below[&1_000_000]), (0, 1, 4));
         assert_eq!((below[&2_000_000], below[&10_000_000], below[&2_000_000_000]), (5, 6, 6));
         assert!(result.windows.iter().all(|w| w.summary.lat_ns_below.is_empty()), "windows stay flat");
+        let write = &result.per_op["write"];
+        let percentiles: Vec<f64> = write.lat_ns_fio_percentiles.iter().map(|&[p, _]| p).collect();
+        assert_eq!(percentiles, FIO_PERCENTILES);
+        let at = |p: f64| write.lat_ns_fio_percentiles.iter().find(|x| x[0] == p).unwrap()[1] as u64;
+        assert_eq!((at(50.0), at(90.0), at(99.0)), (write.lat_ns.p50, write.lat_ns.p90, write.lat_ns.p99));
         let per_window: Vec<u64> = result.windows.iter().map(|w| w.summary.ops_over_1ms).collect();
         assert_eq!(per_window, vec![0, 2]);
     }
