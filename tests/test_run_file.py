@@ -32,7 +32,8 @@ MS = 10**6
 SHARED_SIZE = 32 * MiB
 
 TOP_LEVEL = {"target", "workload", "env", "health", "run"}
-OP_KEYS = {"ops", "iops", "bw_bytes", "bytes", "errors", "ops_over_1ms", "lat_ns"}
+OP_KEYS = {"ops", "iops", "bw_bytes", "bytes", "errors", "ops_over_1ms", "lat_ns", "lat_ns_below",
+           "lat_ns_fio_percentiles"}
 LAT_KEYS = {"mean", "stddev", "min", "max", "p50", "p90", "p95", "p99", "p99.9", "p99.99"}
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9", "p99.99")
 TRACE_COLUMNS = ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup"]

@@ -11,7 +11,7 @@ import pytest
 
 from ftlscope import Workload, _native, from_flags
 from ftlscope.errors import FtlscopeError, UsageError
-from ftlscope.units import parse_duration_ns, parse_size
+from ftlscope.units import parse_duration_ns, parse_fio_size, parse_size
 from ftlscope.workload import DATA_PATTERNS, OPS, RW_MODES
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
@@ -49,6 +49,34 @@ def _one_line_usage_error(exc: pytest.ExceptionInfo) -> str:
 )
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "kb_base", "expected"),
+    [
+        # fio's HOWTO, "int" examples with kb_base=1024 (the default): 4k = 4kb = 4kB = 4K = 4KB = 4096 ...
+        *((t, 1024, 4 * KiB) for t in ("4096", "4096b", "4096B", "4k", "4kb", "4kB", "4K", "4KB")),
+        ("1m", 1024, MiB), ("1mb", 1024, MiB), ("1MB", 1024, MiB), ("1024k", 1024, MiB), ("1t", 1024, TiB),
+        ("1024g", 1024, TiB), ("2gb", 1024, 2 * GiB),
+        # ... and with kb_base=1000: 4k = 4000, while 4ki = 4KiB = 4096
+        ("4k", 1000, 4000), ("4KB", 1000, 4000), ("1m", 1000, 10**6), ("4ki", 1000, 4 * KiB),
+        ("4KiB", 1000, 4 * KiB), ("1mi", 1000, MiB), ("1ti", 1000, TiB),
+        # where ftlscope departs from fio's default: the IEC forms stay binary (fio's kb_base=1024 reads 4KiB
+        # as 4000, for its old scripts)
+        ("4KiB", 1024, 4 * KiB), ("1MiB", 1024, MiB), ("1.5k", 1024, 1536),
+    ],
+)
+def test_parse_fio_size_follows_fio(text, kb_base, expected):
+    assert parse_fio_size(text, "--bs", kb_base) == expected
+
+
+def test_run_flags_read_kb_as_fio_does():
+    w = from_flags(bs="4kb,8KB", offset="1mb", size="1GB")
+    assert w.sizes == [4 * KiB, 8 * KiB]
+    assert w.range == {"start": MiB, "length": GiB}
+    assert from_flags(bs="4k", kb_base=1000).sizes == [4000]
+    with pytest.raises(UsageError, match="--bs"):
+        from_flags(bs="4xb")
 
 
 @pytest.mark.parametrize(("text", "expected"), [("4.1MB", 4_100_000), ("16.1MB", 16_100_000), ("8.2MB", 8_200_000)])
@@ -352,6 +380,7 @@ ENGINE_DEFAULTS = {
     "stop": {"ops": 0, "bytes": 0, "time_ns": 0},
     "warmup": {"ops": 0, "time_ns": 0},
     "data": "random",
+    "rate": {"bytes_per_s": {"read": 0, "write": 0, "trim": 0}, "iops": {"read": 0, "write": 0, "trim": 0}},
     "seed": 1,
 }
 
@@ -391,6 +420,7 @@ def test_workload_json_round_trip():
         "stop": {"ops": 1000, "bytes": 0, "time_ns": 0},
         "warmup": {"ops": 5, "time_ns": S},
         "data": "lba_stamped",
+        "rate": {"bytes_per_s": {"read": 0, "write": 0, "trim": 0}, "iops": {"read": 0, "write": 0, "trim": 0}},
         "seed": 42,
     }
     # the normalised form reads back into Python and normalises to itself

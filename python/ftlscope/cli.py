@@ -7,15 +7,18 @@ Every error ftlscope raises on purpose is printed as one line (``ftlscope: error
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from .errors import FtlscopeError, UsageError
-from .units import format_ns, format_size
+from .units import format_ns, format_size, parse_fio_size
 
 # Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 150)
@@ -27,7 +30,10 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rw", default="randread",
                    help="read, write, randread, randwrite, rw, randrw, trim, randtrim, writezeroes, flush "
                         "(default randread)")
-    g.add_argument("--bs", default="4k", help="request size, or several: 4k,8k (default 4k)")
+    g.add_argument("--bs", default="4k",
+                   help="request size, or several: 4k,8k (default 4k). --bs, --offset, --size and --rate read "
+                        "sizes as fio does: k, kb, KB are all 1024 (fio's default kb_base=1024); KiB, MiB, GiB "
+                        "are binary too")
     g.add_argument("--qd", type=int, default=1, help="queue depth per queue (default 1)")
     g.add_argument("--queues", type=int, default=1, help="queues, each its own thread and ring (default 1)")
     g.add_argument("--rwmixread", type=int, help="read percentage for rw/randrw (default 50)")
@@ -45,6 +51,10 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", help="leave out requests issued in the first ... (e.g. 2s)")
     g.add_argument("--warmup-ops", type=int, help="leave out the first N requests")
     g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
+    g.add_argument("--rate", help="fio's rate: cap bytes per second for the whole run, READ[,WRITE[,TRIM]] "
+                                  "(e.g. 10m or 10MB/s, 10m,5m); requests wait before submission, so the wait "
+                                  "is not in their latency (as in fio)")
+    g.add_argument("--rate-iops", help="fio's rate_iops: cap requests per second, READ[,WRITE[,TRIM]] (e.g. 1000)")
     g.add_argument("--seed", type=int, default=1, help="seed for every random choice (default 1)")
 
 
@@ -85,7 +95,7 @@ def _workload_from_args(args: argparse.Namespace):
         pattern=args.pattern, offset=args.offset, size=None if _creates_file(args) else args.size,
         align_offset=args.align_offset, batch=args.batch, idle=args.idle, runtime=args.runtime, ops=args.ops,
         total_bytes=args.total_bytes, warmup=args.warmup, warmup_ops=args.warmup_ops, data=args.data,
-        seed=args.seed,
+        seed=args.seed, rate=args.rate, rate_iops=args.rate_iops,
     )
 
 
@@ -106,7 +116,8 @@ def _run_kwargs(args: argparse.Namespace) -> dict:
     return dict(
         engine=args.engine, io_timeout=args.io_timeout, on_error=args.on_error, window=args.window,
         pin=not args.no_pin, direct=not args.buffered, destructive=args.destructive, force=args.force,
-        size=args.size if _creates_file(args) else None,
+        # fio's units, as for the range (--size 1GB is 1 GiB either way).
+        size=parse_fio_size(args.size, "--size") if args.size and _creates_file(args) else None,
     )
 
 
@@ -212,17 +223,69 @@ def _write_plots(result, directory: str) -> str:
     return f"{directory}/ ({', '.join(p.name for p in paths)})"
 
 
+def _usage_since(before: resource.struct_rusage, wall_before: float) -> dict[str, float]:
+    """The process's CPU time, context switches and page faults since ``before`` (for fio's usr_cpu ...)."""
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "usr_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
+        "ctx": (after.ru_nvcsw + after.ru_nivcsw) - (before.ru_nvcsw + before.ru_nivcsw),
+        "majf": after.ru_majflt - before.ru_majflt, "minf": after.ru_minflt - before.ru_minflt,
+        "wall_s": time.monotonic() - wall_before,
+    }
+
+
+def _write_json(path: str, value: dict) -> Path:
+    import json
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(value, indent=2) + "\n")
+    return out
+
+
+def _apply_jobfile(args: argparse.Namespace):
+    """``run JOBFILE``: the job file's options become run's flags (fio_jobfile); a flag given as well as the job
+    file option that sets it is refused, so nothing is silently overridden."""
+    from .fio_jobfile import read_jobfile
+
+    job = read_jobfile(args.target)
+    defaults = build_parser().parse_args(["run", args.target])
+    for dest, value in job.flags.items():
+        if dest != "target" and getattr(args, dest) not in (getattr(defaults, dest), value):
+            flag = "--" + {"qd": "qd", "total_bytes": "bytes", "rate_iops": "rate-iops"}.get(dest, dest)
+            raise UsageError(f"{flag}: the job file sets it too; drop {flag} or the option in {job.path}")
+        setattr(args, dest, value)
+    if "offset" in job.flags and "size" in job.flags and _creates_file(args):
+        # A file fio lays out holds the job's range: offset + size bytes.
+        args.size = str(int(job.flags["offset"]) + int(job.flags["size"]))
+    return job
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from .fio_jobfile import looks_like_jobfile
     from .runner import check_outcome, run
 
+    if args.json_format == "fio" and not args.json:
+        raise UsageError("--json-format fio: give --json FILE as well (where to write it)")
+    job = _apply_jobfile(args) if looks_like_jobfile(args.target) else None
+    for notice in job.notices if job else ():
+        err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     workload = _workload_from_args(args)
     # The figures need every request's latency: the trace is kept in memory for them even without --trace.
+    usage_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     result = run(args.target, workload, trace=bool(args.trace or args.plots), progress=not args.quiet,
                  precondition=not args.no_precondition, **_run_kwargs(args))
+    usage = _usage_since(usage_before, wall_before)
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     saved = []
-    if args.json:
+    if args.json and args.json_format == "fio":
+        from .fio_json import fio_report
+
+        report = fio_report(result.summary, result.windows, cpu=usage,
+                            global_options=job.global_options if job else None, jobname=job.job if job else None)
+        saved.append(str(_write_json(args.json, report)))
+    elif args.json:
         saved.append(str(result.save_json(args.json)))
     if args.trace:
         saved.append(str(result.save_trace(args.trace)))
@@ -299,11 +362,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("run", help="run one workload and report latency and throughput")
-    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
+    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET; or a fio job "
+                                  "file (JOBFILE.fio, or a file starting with '['): its one job runs, with its "
+                                  "filename as the target (filename=sim\\:PRESET for a simulated drive)")
     _add_workload_flags(p)
     _add_run_flags(p)
     g = p.add_argument_group("output")
     g.add_argument("--json", help="write the summary JSON here")
+    g.add_argument("--json-format", choices=("ftlscope", "fio"), default="ftlscope",
+                   help="ftlscope's summary (default), or fio's --output-format=json shape (jobs[], read/write "
+                        "with iops, bw, clat_ns percentiles, lat_ns ...) for fio-plot and fio parsers")
     g.add_argument("--trace", help="write the per-request trace (Parquet) here")
     g.add_argument("--windows", help="write the time-window table (CSV) here")
     g.add_argument("--plots", metavar="DIR",

@@ -169,6 +169,18 @@ def _hotset_zones(pattern: dict[str, Any], length: int) -> str:
     return "zoned_abs:" + ":".join(f"{pct}/{size}" for pct, size in zones if size > 0)
 
 
+def _rate_flags(rate: dict[str, dict[str, int]], jobs: int) -> list[str]:
+    """fio's ``--rate``/``--rate_iops`` for the workload's limits: fio's apply to each job, ours to the whole run,
+    so each job gets its share (rounded up); an empty value leaves that direction unlimited."""
+    flags = []
+    for key, flag in (("bytes_per_s", "rate"), ("iops", "rate_iops")):
+        limits = rate.get(key) or {}
+        if any(limits.values()):
+            values = [str(_per_job(int(limits[d]), jobs)) if limits.get(d) else "" for d in FIO_OPS]
+            flags.append(f"--{flag}=" + ",".join(values))
+    return flags
+
+
 def sync_threads(workload: Workload) -> int | None:
     """How many fio jobs of one request each give fio's psync engine the workload's depth, or None where that
     would not be the same workload. The same rule as our psync backend (``real::psync_workload``): offsets
@@ -363,6 +375,7 @@ def fio_command(
     ]
     if rwmixread is not None:
         cmd.append(f"--rwmixread={rwmixread}")
+    cmd += _rate_flags(dict(workload.rate or {}), jobs)
     cmd += [
         *stop_flags,
         *data_flags,

@@ -3,6 +3,13 @@
 Sizes follow device-model.md: ``KiB``/``MiB``/``GiB``/``TiB`` are binary, ``KB``/``MB``/``GB``/``TB``
 decimal; fio's single letters (``4k``, ``1m``, ``2g``) are binary, as fio users expect. Durations take
 ``ns``, ``us``, ``ms``, ``s``, ``m``, ``h`` (a bare number is seconds).
+
+The flags fio also has (``run``'s ``--bs``, ``--offset``, ``--size``, ``--rate`` and fio job files) read sizes
+as fio does (:func:`parse_fio_size`): fio's HOWTO ("Parameter types", ``int``; option ``kb_base``) makes the
+suffix case-insensitive and the trailing ``B`` optional, so with its default ``kb_base=1024`` ``4k``,
+``4kb``, ``4kB`` and ``4KB`` are all 4096, and with ``kb_base=1000`` they are 4000. fio's default also reads
+the IEC forms backwards (``4KiB`` = 4000, kept for its old scripts); ftlscope keeps ``KiB``/``MiB``/... binary
+under either base, which is what fio means by them with ``kb_base=1000`` and what ftlscope always documented.
 """
 
 from __future__ import annotations
@@ -45,6 +52,30 @@ def parse_size(text: str | int, what: str = "size") -> int:
         raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1GiB or 500GB")
     # Exact arithmetic: 4.1MB is 4,100,000 bytes, not 4099999.9999999995.
     value = Fraction(match.group(1)) * _SIZE_UNITS[unit]
+    if value.denominator != 1:
+        raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
+    return int(value)
+
+
+_PREFIX_POWER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_fio_size(text: str | int, what: str = "size", kb_base: int = 1024) -> int:
+    """Bytes in ``text`` read as fio reads an ``int`` option (see the module docstring): ``4k``/``4kb``/``4KB``
+    are ``4 * kb_base``; ``4KiB`` is 4096 whatever the base."""
+    if isinstance(text, int):
+        return text
+    if kb_base not in (1000, 1024):
+        raise UsageError(f"kb_base: '{kb_base}' is not 1000 or 1024")
+    match = _NUMBER.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    unit = unit.removesuffix("b")
+    iec = unit.endswith("i")
+    prefix = unit.removesuffix("i")
+    if not match or prefix not in _PREFIX_POWER or (iec and not prefix):
+        raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1g or 4096 "
+                         "(fio's units: k, kb and KB are 1024)")
+    value = Fraction(match.group(1)) * (1024 if iec else kb_base) ** _PREFIX_POWER[prefix]
     if value.denominator != 1:
         raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
     return int(value)

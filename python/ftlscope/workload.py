@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UsageError
-from .units import parse_duration_ns, parse_size
+from .units import parse_duration_ns, parse_fio_size, parse_size
 
 OPS = ("read", "write", "trim", "write_zeroes", "flush")
 DATA_PATTERNS = ("zeros", "ones", "0xaa", "lba_stamped", "random")
@@ -33,6 +33,9 @@ class Workload:
     stop: dict[str, int] = field(default_factory=dict)
     warmup: dict[str, int] = field(default_factory=dict)
     data: str = "random"
+    # fio's rate / rate_iops for the whole run: {"bytes_per_s": {"read", "write", "trim"}, "iops": {...}};
+    # missing or 0 means no limit (see the engine's workload.rs `Rate`).
+    rate: dict[str, dict[str, int]] = field(default_factory=dict)
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -126,6 +129,26 @@ def parse_mix(text: str) -> dict[str, int]:
     return mix
 
 
+DIRECTIONS = ("read", "write", "trim")
+
+
+def parse_rate(text: str, what: str = "--rate", kb_base: int = 1024) -> dict[str, int]:
+    """fio's per-direction form ``READ[,WRITE[,TRIM]]`` (``10m``, ``10m,5m``, ``,5m``): a value not followed
+    by a comma also applies to the directions after it, an empty one means no limit (fio's HOWTO, ``bs``).
+    Sizes follow fio's units; a ``/s`` after a value is accepted (``10MB/s``)."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if len(parts) > 3:
+        raise UsageError(f"{what}: '{text}' has more than three values; give READ[,WRITE[,TRIM]]")
+    while len(parts) < 3 and parts[-1]:
+        parts.append(parts[-1])
+    limits = {}
+    for direction, part in zip(DIRECTIONS, parts + [""] * (3 - len(parts)), strict=True):
+        limits[direction] = parse_fio_size(part.removesuffix("/s"), what, kb_base) if part else 0
+    if not any(limits.values()):
+        raise UsageError(f"{what}: '{text}' sets no limit; give e.g. 10m or 10m,5m")
+    return limits
+
+
 def from_flags(
     rw: str = "randread",
     bs: str = "4k",
@@ -146,6 +169,9 @@ def from_flags(
     warmup_ops: int | None = None,
     data: str = "random",
     seed: int = 1,
+    rate: str | None = None,
+    rate_iops: str | None = None,
+    kb_base: int = 1024,
 ) -> Workload:
     """A workload from fio-like flags (the CLI's ``run`` and ``fio-check`` share this)."""
     if rw not in RW_MODES:
@@ -158,7 +184,8 @@ def from_flags(
         base_mix = {"read": read, "write": 100 - read}
     the_mix = parse_mix(mix) if mix else dict(base_mix)
     the_pattern = parse_pattern(pattern) if pattern else {"kind": kind}
-    sizes = [parse_size(s, "--bs") for s in bs.split(",")]
+    # fio's flags read sizes as fio does (``4kb`` is 4096; units.parse_fio_size).
+    sizes = [parse_fio_size(s, "--bs", kb_base) for s in bs.split(",")]
     if qd < 1:
         raise UsageError("--qd: give a queue depth of at least 1")
     for flag, value in (("--ops", ops), ("--batch", batch), ("--seed", seed), ("--warmup-ops", warmup_ops)):
@@ -186,11 +213,19 @@ def from_flags(
     elif idle:
         raise UsageError("--idle: idle gaps go between batches; give --batch N as well")
     data = {"lba": "lba_stamped", "aa": "0xaa"}.get(data, data)
+    the_rate = {}
+    if rate:
+        the_rate["bytes_per_s"] = parse_rate(rate, "--rate", kb_base)
+    if rate_iops:
+        the_rate["iops"] = parse_rate(rate_iops, "--rate-iops", kb_base)
+    if the_rate and batch:
+        raise UsageError("--rate: batch mode sets its own pace (--batch and --idle); drop one of the two")
     return Workload(
         mix=the_mix,
         sizes=sizes,
         pattern=the_pattern,
-        range={"start": parse_size(offset, "--offset"), "length": parse_size(size, "--size") if size else 0},
+        range={"start": parse_fio_size(offset, "--offset", kb_base),
+               "length": parse_fio_size(size, "--size", kb_base) if size else 0},
         align_offset=parse_size(align_offset, "--align-offset"),
         queue_depth=batch or qd,
         queues=queues,
@@ -198,5 +233,6 @@ def from_flags(
         stop=stop,
         warmup=warm,
         data=data,
+        rate=the_rate,
         seed=seed,
     )

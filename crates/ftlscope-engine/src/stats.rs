@@ -84,7 +84,24 @@ pub struct OpSummary {
     /// a whole-drive fill needs no per-request trace to draw the share of slow requests over time.
     pub ops_over_1ms: u64,
     pub lat_ns: LatencyFigures,
+    /// The whole run only (not windows): `[edge_ns, requests faster than edge_ns]` at fio's latency bucket
+    /// edges (2, 4, 10, 20, 50, 100, 250, 500, 750, 1000 ns, the same in us and ms, and 2 s), from the
+    /// histogram (3 significant digits), so fio's `latency_ns`/`latency_us`/`latency_ms` shares can be
+    /// written without a per-request trace.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lat_ns_below: Vec<[u64; 2]>,
+    /// The whole run only: `[percentile, ns]` at fio's default `percentile_list` (1, 5, 10, 20, ..., 99.99), so
+    /// fio's JSON shape can carry every percentile key fio writes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lat_ns_fio_percentiles: Vec<[f64; 2]>,
 }
+
+/// fio's default `percentile_list`.
+const FIO_PERCENTILES: [f64; 17] =
+    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
+
+/// fio's latency bucket edges within a decade group (fio's stat.c: `latency_ns`, `latency_us`, `latency_ms`).
+const FIO_BUCKET_EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
 
 /// Running figures for one operation: a histogram for percentiles, exact moments for mean and stddev.
 struct Accumulator {
@@ -130,6 +147,33 @@ impl Accumulator {
         self.max = self.max.max(latency_ns);
     }
 
+    /// Requests faster than each of fio's bucket edges (see `OpSummary::lat_ns_below`).
+    fn counts_below_fio_edges(&self) -> Vec<[u64; 2]> {
+        let edges = [1, 1_000, 1_000_000]
+            .into_iter()
+            .flat_map(|unit| FIO_BUCKET_EDGES.map(|edge| edge * unit))
+            .chain([2_000_000_000]);
+        // Up to the histogram bucket below the one holding the edge: a request at exactly the edge (common on
+        // a simulated device) counts above it, as in fio; one within 0.1 % under it may count above it too.
+        let below = |edge: u64| match self.hist.lowest_equivalent(edge).checked_sub(1) {
+            Some(high) if self.ops > 0 && high >= 1 => self.hist.count_between(1, high),
+            _ => 0,
+        };
+        edges.map(|edge| [edge, below(edge)]).collect()
+    }
+
+    /// Latency at each of fio's default percentiles (see `OpSummary::lat_ns_fio_percentiles`), within [min, max]
+    /// as the summary's own percentiles are.
+    fn fio_percentiles(&self) -> Vec<[f64; 2]> {
+        if self.ops == 0 {
+            return Vec::new();
+        }
+        FIO_PERCENTILES
+            .iter()
+            .map(|&p| [p, self.hist.value_at_quantile(p / 100.0).clamp(self.min, self.max) as f64])
+            .collect()
+    }
+
     fn summary(&self, duration_ns: u64) -> OpSummary {
         let seconds = duration_ns as f64 / 1e9;
         let rate = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
@@ -158,6 +202,8 @@ impl Accumulator {
                 p99_9: q(0.999),
                 p99_99: q(0.9999),
             },
+            lat_ns_below: Vec::new(),
+            lat_ns_fio_percentiles: Vec::new(),
         }
     }
 }
@@ -380,7 +426,10 @@ impl Aggregator {
         let mut per_op = BTreeMap::new();
         for op in Op::ALL {
             if let Some(acc) = &self.totals[op as usize] {
-                per_op.insert(op.name(), acc.summary(duration_ns));
+                let mut summary = acc.summary(duration_ns);
+                summary.lat_ns_below = acc.counts_below_fio_edges();
+                summary.lat_ns_fio_percentiles = acc.fio_percentiles();
+                per_op.insert(op.name(), summary);
             }
         }
         // Rows for operations first seen after their window was emitted would be missing; sort for a
@@ -493,6 +542,17 @@ mod tests {
         }
         let result = agg.finish();
         assert_eq!(result.per_op["write"].ops_over_1ms, 2);
+        // fio's bucket edges: 100, 200, 900 us, 1.5, 4 ms and 50 us fall below 1 ms four times, below 2 ms five.
+        let below: BTreeMap<u64, u64> = result.per_op["write"].lat_ns_below.iter().map(|&[e, n]| (e, n)).collect();
+        assert_eq!(below.len(), 31);
+        assert_eq!((below[&50_000], below[&100_000], below[&1_000_000]), (0, 1, 4));
+        assert_eq!((below[&2_000_000], below[&10_000_000], below[&2_000_000_000]), (5, 6, 6));
+        assert!(result.windows.iter().all(|w| w.summary.lat_ns_below.is_empty()), "windows stay flat");
+        let write = &result.per_op["write"];
+        let percentiles: Vec<f64> = write.lat_ns_fio_percentiles.iter().map(|&[p, _]| p).collect();
+        assert_eq!(percentiles, FIO_PERCENTILES);
+        let at = |p: f64| write.lat_ns_fio_percentiles.iter().find(|x| x[0] == p).unwrap()[1] as u64;
+        assert_eq!((at(50.0), at(90.0), at(99.0)), (write.lat_ns.p50, write.lat_ns.p90, write.lat_ns.p99));
         let per_window: Vec<u64> = result.windows.iter().map(|w| w.summary.ops_over_1ms).collect();
         assert_eq!(per_window, vec![0, 2]);
     }

@@ -182,6 +182,49 @@ pub enum DataPattern {
     Random,
 }
 
+/// A limit per direction, as fio's comma form `rate=READ,WRITE,TRIM` gives it; 0 means no limit. Writes
+/// and Write Zeroes share the write limit; flushes are never held back (they move no data).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct DirectionLimits {
+    pub read: u64,
+    pub write: u64,
+    pub trim: u64,
+}
+
+impl DirectionLimits {
+    /// The limit that applies to `op` (0: none).
+    pub fn of(&self, op: Op) -> u64 {
+        match op {
+            Op::Read => self.read,
+            Op::Write | Op::WriteZeroes => self.write,
+            Op::Trim => self.trim,
+            Op::Flush => 0,
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.read > 0 || self.write > 0 || self.trim > 0
+    }
+}
+
+/// Submission pacing, as fio's `rate` and `rate_iops`: the whole run's limit, split evenly over its queues.
+/// A request is held back until its direction's schedule allows it (the k-th byte or request of a direction
+/// may go at k / limit seconds after the run started); it is stamped when it is submitted, so the time it
+/// was held back is not part of its latency, as in fio, whose completion latency starts at submission.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rate {
+    pub bytes_per_s: DirectionLimits,
+    pub iops: DirectionLimits,
+}
+
+impl Rate {
+    pub fn limited(&self) -> bool {
+        self.bytes_per_s.any() || self.iops.any()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
@@ -210,6 +253,9 @@ pub struct Workload {
     pub warmup: Warmup,
     #[serde(default)]
     pub data: DataPattern,
+    /// Submission pacing (fio's `rate` / `rate_iops`); no limit by default.
+    #[serde(default)]
+    pub rate: Rate,
     #[serde(default = "one_u64")]
     pub seed: u64,
 }
@@ -313,6 +359,9 @@ impl Workload {
                 return Err(invalid("batch.size", "must be between 1 and 65536"));
             }
         }
+        if self.batch.is_some() && self.rate.limited() {
+            return Err(invalid("rate", "batch mode sets its own pace (batch and idle gap); drop one of the two"));
+        }
         let (start, end) = self.resolved_range(target_size);
         if end > target_size {
             return Err(invalid("range", format!("ends at byte {end}, past the end of the {target_size} B target")));
@@ -378,12 +427,15 @@ mod tests {
         let text = r#"{"mix":{"read":70,"write":30},"sizes":[4096,8192],
             "pattern":{"kind":"permuted_windows","window":4},"range":{"start":4096,"length":1048576},
             "queue_depth":8,"queues":2,"batch":{"size":8,"idle_ns":1000},"stop":{"ops":100},
-            "warmup":{"ops":10},"data":"0xaa","seed":7}"#;
+            "warmup":{"ops":10},"data":"0xaa","seed":7,"rate":{"bytes_per_s":{"read":1000000},"iops":{"write":50}}}"#;
         let w = Workload::from_json(text).unwrap();
         assert_eq!(w.mix.read, 70);
         assert_eq!(w.mix.write, 30);
         assert_eq!(w.pattern, Pattern::PermutedWindows { window: 4 });
         assert_eq!(w.data, DataPattern::Alternating);
+        assert_eq!(w.rate.bytes_per_s.of(Op::Read), 1_000_000);
+        assert_eq!(w.rate.iops.of(Op::WriteZeroes), 50, "Write Zeroes share the write limit");
+        assert_eq!(w.rate.iops.of(Op::Flush), 0, "flushes are never held back");
         let again = Workload::from_json(&w.to_json()).unwrap();
         assert_eq!(w, again);
     }

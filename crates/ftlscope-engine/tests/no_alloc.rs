@@ -88,6 +88,8 @@ fn the_measurement_loop_does_not_allocate() {
             "stop":{"ops":2000}}"#,
         r#"{"mix":{"read":100},"pattern":{"kind":"hot_set","hot_start":0,"hot_length":1048576,"hot_share":0.9},
             "queue_depth":4,"stop":{"time_ns":200000000}}"#,
+        r#"{"mix":{"read":50,"write":50},"pattern":{"kind":"random"},"queue_depth":4,"stop":{"ops":1000},
+            "rate":{"iops":{"read":20000},"bytes_per_s":{"write":40960000}}}"#,
     ];
     for (i, w) in workloads.iter().enumerate() {
         for engine in [EngineChoice::Uring, EngineChoice::Psync] {
