@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from .errors import FtlscopeError, UsageError
+from .errors import FtlscopeError, RunError, UsageError
 from .units import format_ns, format_size
 
 # Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
@@ -23,9 +23,9 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (fio-like)")
-    g.add_argument("--rw", default="randread",
+    g.add_argument("--rw",
                    help="read, write, randread, randwrite, rw, randrw, trim, randtrim, writezeroes, flush "
-                        "(default randread)")
+                        "(default randread; with --mix it sets only the pattern)")
     g.add_argument("--bs", default="4k", help="request size, or several: 4k,8k (default 4k)")
     g.add_argument("--qd", type=int, default=1, help="queue depth per queue (default 1)")
     g.add_argument("--queues", type=int, default=1, help="queues, each its own thread and ring (default 1)")
@@ -136,18 +136,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
-    saved = []
-    if args.json:
-        saved.append(str(result.save_json(args.json)))
-    if args.trace:
-        saved.append(str(result.save_trace(args.trace)))
-    if args.windows:
-        saved.append(str(result.save_windows(args.windows)))
+    from .cli_checks import save_run_outputs
+
+    try:
+        saved = save_run_outputs(result, json=args.json, trace=args.trace, windows=args.windows)
+        unsaved = None
+    except RunError as exc:  # shown after the table: what was measured is printed and kept either way
+        saved, unsaved = [], exc
     env = result.summary["env"]["engine"]
     run_info = result.summary["run"]
     wl = result.summary["workload"]
     title = (
-        f"{args.target} — {args.rw} {'/'.join(format_size(s) for s in wl['sizes'])} QD {wl['queue_depth']}"
+        f"{args.target} — {args.rw or 'randread'} {'/'.join(format_size(s) for s in wl['sizes'])}"
+        f" QD {wl['queue_depth']}"
         f" x {wl['queues']} queue(s), {env['backend']}, {run_info['measured_ns'] / 1e9:.2f} s measured"
     )
     if "mean_in_flight" in run_info and (wl["queue_depth"] > 1 or wl["queues"] > 1):
@@ -156,9 +157,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(summary_table(result.summary, title))
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
+    if unsaved is not None:
+        raise unsaved
     if result.stop_reason == "interrupted":
-        err_console.print("ftlscope: interrupted; the results above cover what was measured before Ctrl-C")
-        return 130
+        from . import stopping
+
+        err_console.print(f"ftlscope: {stopping.what_stopped()}; the results above cover what was measured "
+                          "before it")
+        return stopping.exit_code()
     check_outcome(result)
     return 0
 
@@ -548,16 +554,27 @@ def cmd_fio_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from . import stopping
+    from .cli_checks import check_args, negative_values_as_values
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(negative_values_as_values(sys.argv[1:] if argv is None else list(argv)))
     try:
-        return args.func(args)
+        with stopping.on_termination():
+            check_args(args)
+            return args.func(args)
     except FtlscopeError as exc:
         print(f"ftlscope: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("ftlscope: interrupted", file=sys.stderr)
-        return 130
+        print(f"ftlscope: {stopping.what_stopped()}", file=sys.stderr)
+        return stopping.exit_code()
+    except OSError as exc:
+        # The surroundings failed after the checks passed (a disk filled up, a mount went away): one line.
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"ftlscope: error: cannot write{where} ({exc.strerror or exc}); files written before it are kept",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

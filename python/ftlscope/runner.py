@@ -87,6 +87,9 @@ def prepare_target(
 
     current = st.st_size if st is not None else 0
     wanted = size if size is not None else current
+    if st is None:
+        # Where a new file would go (not under /dev, a directory that exists) before asking for --size.
+        safety.check_write_allowed(target, writes=True, destructive=destructive, force=force)
     if st is None and size is None:
         raise UsageError(f"--size: {target} does not exist; give --size to create it (e.g. --size 1GiB)")
     if wanted == 0:
@@ -99,22 +102,47 @@ def prepare_target(
     )
     created = st is None
     if grows:
-        with open(target, "ab") as f:
-            f.truncate(wanted)
+        _check_room(target, wanted - (st.st_blocks * 512 if st is not None else 0))
+        try:
+            with open(target, "ab") as f:
+                f.truncate(wanted)
+        except OSError as exc:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
+            raise TargetError(f"--size: cannot {'create' if created else 'extend'} {target} to "
+                              f"{format_size(wanted)} ({exc.strerror or exc}); give another path or size") from None
         if created:
             safety.mark_created(target)
         notices.append(f"{'created' if created else 'extended'} {target} to {format_size(wanted)}")
     if workload.mix.get("read", 0) > 0 and _has_holes(target, wanted):
         if created or grows or safety.was_created_by_ftlscope(target):
-            fill_file(target, wanted, direct=direct, engine=engine, progress=progress)
+            fill_file(target, wanted, direct=direct, engine=engine, progress=progress, remove_on_failure=created)
             notices.append(f"filled {target} with random data so reads hit real data")
         else:
             notices.append(f"{target} has unwritten holes; reads there do not reach the device")
     return PreparedTarget(target, "regular_file", created, notices)
 
 
-def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bool) -> None:
-    """Write the whole file once, sequentially, with incompressible data."""
+def _check_room(target: str, needed: int) -> None:
+    """Refuse a file its file system cannot hold (free space, or the largest file it takes: EFBIG) before
+    creating or growing anything; a half-filled file would read as holes."""
+    directory = os.path.dirname(os.path.abspath(target))
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return  # no statistics (some FUSE file systems): the fill's own errors still stop the run
+    free = st.f_bavail * st.f_frsize
+    if needed > free:
+        raise TargetError(f"--size: {target} needs {format_size(needed)} more, and its file system has "
+                          f"{format_size(free)} free; give a smaller --size or another place")
+
+
+def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bool,
+              remove_on_failure: bool = False) -> None:
+    """Write the whole file once, sequentially, with incompressible data. A fill that fails (the file system
+    filled up meanwhile, an I/O error) raises RunError, after removing the file if ``remove_on_failure``
+    (ftlscope created it): reads of a half-filled file would hit holes and time nothing."""
     request = FILL_REQUEST if length % FILL_REQUEST == 0 else 4096
     fill = Workload(
         mix={"write": 100},
@@ -126,10 +154,18 @@ def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bo
     )
     handle = _start(path, fill, {"engine": engine, "health_interval_ns": 0}, writable=True, direct=direct)
     completed = _drive(handle, fill, progress=progress, label="filling", total_bytes=length)
-    handle.result()
+    stop = json.loads(handle.result()["summary"])["run"]["stop"]
     if not completed:
         # Ctrl-C during the fill: stop here rather than measure a half-filled file.
         raise KeyboardInterrupt
+    if stop.get("reason") != "completed":
+        if remove_on_failure:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        what = stop.get("message") or stop.get("reason")
+        where = f" at byte {stop['offset']}" if stop.get("offset") is not None else ""
+        raise RunError(f"filling {path} failed{where}: {what}"
+                       f"{'; the file was removed' if remove_on_failure else ''}; nothing was measured")
 
 
 # The engine names workload fields; a CLI user knows them by their flags.
