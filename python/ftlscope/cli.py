@@ -70,6 +70,8 @@ def _add_suite_flags(p: argparse.ArgumentParser, what_writing_does: str) -> None
     p.add_argument("--force", action="store_true",
                    help="with --destructive: overwrite even a device holding a file system or partition table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--show-serial", action="store_true",
+                   help="write the drive's serial number as it is (default: a hash)")
 
 
 def _add_db_flag(p: argparse.ArgumentParser) -> None:
@@ -133,7 +135,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import check_outcome, run
 
     workload = _workload_from_args(args)
-    result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
+    result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet,
+                 show_serial=args.show_serial, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
@@ -235,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--trace", help="write the per-request trace (Parquet) here")
     g.add_argument("--windows", help="write the time-window table (CSV) here")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--show-serial", action="store_true",
+                   help="write the drive's serial number as it is (default: a hash)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
@@ -288,7 +293,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="datasheet figures to check, e.g. seq_read=3500MB/s,seq_write=3000MB/s,"
                         "random_read_iops=500k,qd1_read_latency=80us,write_cliff=40GB")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of each experiment (default 1)")
-    p.add_argument("--show-serial", action="store_true", help="show the drive's serial number (default: a hash)")
     _add_db_flag(p)
     p.add_argument("--no-store", action="store_true", help="do not add the run to the store")
     _add_suite_flags(p, "profiling erases and rewrites it")
@@ -315,6 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parquet", required=True, metavar="DIR", help="directory for the Parquet files")
     _add_db_flag(p)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("store", help="look after the run store: rebuild it from the runs' directories")
+    store_sub = p.add_subparsers(dest="store_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
+    q = store_sub.add_parser("rebuild", help="a new store from profile directories (the old file is kept aside)")
+    q.add_argument("directories", nargs="+", metavar="DIR",
+                   help="profile directories, or directories holding them (e.g. ftlscope-profiles/)")
+    _add_db_flag(q)
+    q.set_defaults(func=cmd_store_rebuild)
 
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
     p.add_argument("target", help="block device or regular file (created with --size)")
@@ -353,7 +365,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     outcome = run_experiment(
         experiment, args.target, out=args.out, params=params, repeat=args.repeat, destructive=args.destructive,
         force=args.force, size=parse_size(args.size, "--size") if args.size else None, engine=args.engine,
-        progress=not args.quiet,
+        progress=not args.quiet, show_serial=args.show_serial,
     )
     for note in outcome.conditions["notes"]:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
@@ -388,7 +400,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     report = probe_device(
         args.target, properties=args.properties, out=args.out, span=parse_size(args.span, "--span"),
         destructive=args.destructive, force=args.force, size=parse_size(args.size, "--size") if args.size else None,
-        engine=args.engine, progress=not args.quiet,
+        engine=args.engine, progress=not args.quiet, show_serial=args.show_serial,
     )
     for note in report.notes:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
@@ -489,7 +501,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .report.facts import format_bytes
     from .store import RunStore
 
-    store = RunStore(args.db)
+    store = RunStore(args.db, create=False)  # listing never creates a store
     runs = store.list_runs()
     if runs.empty:
         err_console.print(f"ftlscope: no runs in {store.path} yet; 'ftlscope profile' makes one")
@@ -514,7 +526,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.render import render_report
     from .store import RunStore
 
-    stored = RunStore(args.db).get(args.run)
+    stored = RunStore(args.db, create=False).get(args.run)
     if not stored.directory.is_dir() and args.out is None:
         raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
                          "from the store alone")
@@ -529,7 +541,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .report.compare import render_compare
     from .store import RunStore
 
-    store = RunStore(args.db)
+    store = RunStore(args.db, create=False)
     stored = [store.get(ref) for ref in args.runs]
     paths = render_compare([(s.record, s.directory) for s in stored], Path(args.out))
     err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in paths)}[/dim]")
@@ -540,10 +552,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export import export_runs
     from .store import RunStore
 
-    result = export_runs(RunStore(args.db), args.runs, args.parquet)
+    result = export_runs(RunStore(args.db, create=False), args.runs, args.parquet)
     for note in result.notes:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
     err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in result.paths)}[/dim]")
+    return 0
+
+
+def cmd_store_rebuild(args: argparse.Namespace) -> int:
+    from .store import rebuild
+
+    done = rebuild(args.directories, args.db)
+    for reason in done.skipped:
+        err_console.print(f"[dim]ftlscope: skipped: {reason}[/dim]")
+    aside = f"; the old store is kept as {done.set_aside}" if done.set_aside else ""
+    err_console.print(f"ftlscope: stored {len(done.run_ids)} run(s) in {done.path}{aside}")
     return 0
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _native, safety
-from .devices import resolve_block_device
+from .devices import hash_serial, resolve_block_device
 from .env import system_env
 from .errors import RunError, TargetError, UsageError
 from .results import RunResult, trace_frame, windows_frame
@@ -314,7 +314,8 @@ def job_progress(label: str, steps: int):
             _outer_bar = None
 
 
-def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: SimDevice | None) -> dict[str, Any]:
+def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: SimDevice | None,
+                        show_serial: bool = False) -> dict[str, Any]:
     description = {"name": prepared.path, **info, "created_by_ftlscope": prepared.created}
     if device is not None:
         description["sim_config_toml"] = device.config_toml
@@ -325,7 +326,8 @@ def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: 
                 {
                     "device": dev.name,
                     "model": dev.model,
-                    "serial": dev.serial,
+                    # Summaries get shared: the serial is hashed from the first file written, unless asked.
+                    "serial": dev.serial if show_serial or not dev.serial else hash_serial(dev.serial),
                     "firmware": dev.firmware,
                     "rotational": dev.rotational,
                     "device_kind": dev.kind,
@@ -354,12 +356,14 @@ def run(
     health_interval: str | int = "5s",
     progress: bool = False,
     label: str = "running",
+    show_serial: bool = False,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
     Writing needs the same confirmations as the CLI: ``destructive`` names the device again, ``force``
     overrides a file-system or partition-table signature. A file that does not exist is created with ``size``
-    bytes. Ctrl-C stops the run cleanly; the result then holds everything measured so far.
+    bytes. Ctrl-C stops the run cleanly; the result then holds everything measured so far. A drive's serial
+    number appears hashed (``sha256:...``) unless ``show_serial``.
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
@@ -401,7 +405,7 @@ def run(
     native = json.loads(raw["summary"])
     engine_env = native.pop("engine")
     summary: dict[str, Any] = {
-        "target": _target_description(prepared, native.pop("target"), device),
+        "target": _target_description(prepared, native.pop("target"), device, show_serial),
         "workload": native.pop("workload"),
         "env": {**system_env(), "engine": engine_env, "options": native.pop("options"),
                 "started_at_unix": started},
