@@ -132,9 +132,9 @@ def summary_table(summary: dict, title: str) -> Table:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    workload = _workload_from_args(args)  # before importing the engine and pandas: a bad flag is refused at once
     from .runner import check_outcome, run
 
-    workload = _workload_from_args(args)
     result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet,
                  show_serial=args.show_serial, **_run_kwargs(args))
     for notice in result.notices:

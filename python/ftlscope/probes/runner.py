@@ -87,6 +87,10 @@ def probe_device(
     ctx = Context(target, raw_dir=raw_dir, writes=True, destructive=destructive, force=force, size=size,
                   engine=engine, progress=progress, label="probe", show_serial=show_serial)
     started = time.monotonic()
+    if span > ctx.capacity and span != DEFAULT_SPAN:
+        # Said, not refused: the profile asks for its standard span on devices of every size.
+        ctx.notes.append(f"--span {format_size(span)} is beyond the end of the device ({format_size(ctx.capacity)}); "
+                         "probed the whole device")
     span = ctx.span(span)
     ctx.probe_span = span
     answers: dict[str, Answer] = {}
