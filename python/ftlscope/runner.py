@@ -380,7 +380,7 @@ def run(
     if isinstance(target, SimDevice) or target.startswith("sim:"):
         # Simulated devices need no safety flags: nothing real is written.
         device = target if isinstance(target, SimDevice) else SimDevice.open(target)
-        prepared = PreparedTarget(device.name, "simulated", False, [])
+        prepared = PreparedTarget(device.name, "simulated", False, device.notices)
     else:
         prepared = prepare_target(
             target, workload, size=size_bytes, destructive=destructive, force=force, direct=direct,
