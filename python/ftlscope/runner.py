@@ -183,7 +183,18 @@ _FIELD_FLAGS = {
 }
 
 
-def _workload_error(exc: Exception) -> UsageError:
+# The engine's JSON parser names a column, not a field: the last key before it is the field, known by its flag.
+_KEY_FLAGS = {
+    "sizes": "--bs", "kind": "--pattern", "window": "--pattern", "stride": "--pattern", "hot_start": "--pattern",
+    "hot_length": "--pattern", "hot_share": "--pattern", "theta": "--pattern", "start": "--offset",
+    "length": "--size", "align_offset": "--align-offset", "queue_depth": "--qd", "queues": "--queues",
+    "size": "--batch", "idle_ns": "--idle", "ops": "--ops/--warmup-ops", "bytes": "--bytes",
+    "time_ns": "--runtime/--warmup", "data": "--data", "seed": "--seed",
+    **{op: "--mix" for op in OPS},
+}
+
+
+def _workload_error(exc: Exception, workload_json: str = "") -> UsageError:
     message = str(exc)
     match = re.match(r"workload field `([a-z_.]+)`: (.*)", message)
     if match:
@@ -191,25 +202,33 @@ def _workload_error(exc: Exception) -> UsageError:
         flag = _FIELD_FLAGS.get(field) or _FIELD_FLAGS.get(field.split(".")[0])
         if flag:
             return UsageError(f"{flag}: {problem}")
+    match = re.match(r"workload JSON: (.*) at line 1 column (\d+)$", message)
+    if match and workload_json:
+        keys = re.findall(r'"([a-z_]+)": ', workload_json[: int(match.group(2))])
+        if keys and keys[-1] in _KEY_FLAGS:
+            return UsageError(f"{_KEY_FLAGS[keys[-1]]}: the engine cannot take this value of {keys[-1]} "
+                              f"({match.group(1)})")
     return UsageError(message)
 
 
 def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool):
+    text = workload.to_json()
     try:
-        return _native.RunHandle(path, workload.to_json(), json.dumps(options), writable, direct)
+        return _native.RunHandle(path, text, json.dumps(options), writable, direct)
     except _native.TargetOpenError as exc:
         raise TargetError(str(exc)) from None
     except _native.WorkloadInvalid as exc:
-        raise _workload_error(exc) from None
+        raise _workload_error(exc, text) from None
     except RuntimeError as exc:
         raise RunError(str(exc)) from None
 
 
 def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any]):
+    text = workload.to_json()
     try:
-        return _native.RunHandle.sim(device._native, workload.to_json(), json.dumps(options))
+        return _native.RunHandle.sim(device._native, text, json.dumps(options))
     except _native.WorkloadInvalid as exc:
-        raise _workload_error(exc) from None
+        raise _workload_error(exc, text) from None
 
 
 def _drive(handle, workload: Workload, *, progress: bool, label: str, total_bytes: int | None = None,
