@@ -581,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .cli_checks import check_args, negative_values_as_values
 
     parser = build_parser()
-    args = parser.parse_args(negative_values_as_values(sys.argv[1:] if argv is None else list(argv)))
+    args = parser.parse_args(negative_values_as_values(sys.argv[1:] if argv is None else list(argv), parser))
     try:
         with stopping.on_termination():
             check_args(args)

@@ -31,22 +31,34 @@ TRACE_BYTES_PER_REQUEST = 20
 _NEGATIVE = re.compile(r"^-[0-9.]")
 
 
-def negative_values_as_values(argv: Sequence[str]) -> list[str]:
+def negative_values_as_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
     """``--size -1m`` as ``--size=-1m``: argparse takes ``-1m`` for an option and says "expected one argument";
-    joined, the value reaches the flag's own check, which says what range it accepts. No option of ftlscope
-    starts with a digit, so a token like ``-1m`` after a long option is always meant as its value."""
+    joined, the value reaches the flag's own check, which says what range it accepts. Only options that take a
+    value are joined, so ``compare --quiet -1`` style run references stay positional."""
+    takes_value = _options_taking_a_value(parser)
     out: list[str] = []
     i = 0
     while i < len(argv):
         token = argv[i]
-        if (token.startswith("--") and "=" not in token and token != "--" and i + 1 < len(argv)
-                and _NEGATIVE.match(argv[i + 1])):
+        if token in takes_value and i + 1 < len(argv) and _NEGATIVE.match(argv[i + 1]):
             out.append(f"{token}={argv[i + 1]}")
             i += 2
             continue
         out.append(token)
         i += 1
     return out
+
+
+def _options_taking_a_value(parser: argparse.ArgumentParser) -> set[str]:
+    # argparse has no public way to list a parser's actions; _actions has been stable since Python 3.2.
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options_taking_a_value(sub)
+        elif action.option_strings and action.nargs != 0:
+            found.update(o for o in action.option_strings if o.startswith("--"))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------------------
