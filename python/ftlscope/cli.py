@@ -594,8 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stopping.exit_code()
     except OSError as exc:
         # The surroundings failed after the checks passed (a disk filled up, a mount went away): one line.
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"ftlscope: error: cannot write{where} ({exc.strerror or exc}); files written before it are kept",
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ftlscope: error: {where}{exc.strerror or exc}; the files written before it are kept",
               file=sys.stderr)
         return 1
 
