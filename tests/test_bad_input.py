@@ -56,6 +56,11 @@ BAD: dict[str, Case] = {
     "span_zero_probe": Case(("probe", SIM, "--span", "0", "--out", "{root}/p0"), "--span"),
     "span_zero_profile": Case(("profile", SIM, "--span", "0", "--out", "{root}/pf0", "--no-store"), "--span"),
     "repeat_zero": Case(("bench", SIM, "qd-sweep", "--repeat", "0", "--out", "{root}/b0"), "--repeat"),
+    "bench_runtime_zero": Case(("bench", SIM, "qd1-baseline", "--param", "runtime=0s", "--out", "{root}/b0"),
+                               "--param runtime"),
+    "bench_qds_negative": Case(("bench", SIM, "qd-sweep", "--param", "qds=-1,1", "--out", "{root}/b0"),
+                               "--param qds"),
+    "bench_qd_negative": Case(("bench", SIM, "bs-sweep", "--param", "qd=-1", "--out", "{root}/b0"), "--param qd"),
     # 6. values out of range, named by their flag
     "bs_huge": Case(("run", SIM, "--bs", "99999999999999999999999"), "--bs"),
     "runtime_huge": Case(("run", SIM, "--runtime", "99999999999999999999s"), "--runtime"),
