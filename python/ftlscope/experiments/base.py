@@ -104,8 +104,8 @@ class Param:
         zero_refused = self.name in _LIMITS and self.default != 0
         if any(v < 0 or (v == 0 and zero_refused) for v in values):
             shown = self.shown or self.show(self.default)
-            raise UsageError(f"--param {self.name}: '{text}' is out of range; give "
-                             f"{'a value above 0' if zero_refused else '0 or more'} (default {shown})")
+            need = "give a value above 0" if zero_refused else "it cannot be negative"
+            raise UsageError(f"--param {self.name}: '{text}' is out of range; {need} (default {shown})")
 
 
 # Parameters that bound a run: zero would be no bound at all.
