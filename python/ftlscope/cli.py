@@ -1,7 +1,8 @@
 """The ``ftlscope`` command line.
 
 Every error ftlscope raises on purpose is printed as one line (``ftlscope: error: ...``) with exit code 2
-(1 for a run that failed part-way, 130 for Ctrl-C); never a traceback.
+(1 for a run that failed part-way, 128 + the signal for Ctrl-C, SIGTERM or SIGHUP: 130, 143, 129); never a
+traceback.
 """
 
 from __future__ import annotations
