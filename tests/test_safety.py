@@ -96,7 +96,7 @@ def test_new_file_in_missing_directory(tmp_path):
 
 def test_new_file_under_dev_is_refused():
     msg = _refused("/dev/ftlscope-no-such-disk", TargetError)
-    assert msg.startswith("no such device: /dev/ftlscope-no-such-disk")
+    assert msg.startswith("TARGET /dev/ftlscope-no-such-disk: no such block device")
 
 
 def test_directory_and_character_device_are_target_errors(tmp_path):

@@ -206,7 +206,7 @@ def test_rwmixread_out_of_range(rwmixread):
     ],
 )
 def test_mix_flag(text, expected):
-    w = from_flags(rw="randread", mix=text)
+    w = from_flags(rw="randwrite", mix=text)
     assert w.mix == expected
     assert w.pattern == {"kind": "random"}, "--mix replaces the weights, --rw still says where requests go"
     assert json.loads(_native.normalise_workload(w.to_json()))["mix"] == {op: expected.get(op, 0) for op in OPS}

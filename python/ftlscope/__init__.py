@@ -21,8 +21,19 @@ except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0+source"
 
 from .errors import FtlscopeError  # noqa: E402
-from .results import RunResult  # noqa: E402
-from .runner import run  # noqa: E402
-from .workload import Workload, from_flags  # noqa: E402
 
 __all__ = ["FtlscopeError", "RunResult", "Workload", "__version__", "from_flags", "run"]
+
+# Imported on first use: pandas and the engine take most of a second to import, and the command line refuses
+# a bad flag (or lists presets) without either.
+_LAZY = {"RunResult": ".results", "run": ".runner", "Workload": ".workload", "from_flags": ".workload"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """The ``ftlscope`` command line.
 
 Every error ftlscope raises on purpose is printed as one line (``ftlscope: error: ...``) with exit code 2
-(1 for a run that failed part-way, 130 for Ctrl-C); never a traceback.
+(1 for a run that failed part-way, 128 + the signal for Ctrl-C, SIGTERM or SIGHUP: 130, 143, 129); never a
+traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .errors import FtlscopeError, UsageError
+from .errors import FtlscopeError, RunError, UsageError
 from .units import format_ns, format_size, parse_fio_size
 
 # Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
@@ -27,9 +28,9 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (fio-like)")
-    g.add_argument("--rw", default="randread",
+    g.add_argument("--rw",
                    help="read, write, randread, randwrite, rw, randrw, trim, randtrim, writezeroes, flush "
-                        "(default randread)")
+                        "(default randread; with --mix it sets only the pattern)")
     g.add_argument("--bs", default="4k",
                    help="request size, or several: 4k,8k (default 4k). --bs, --offset, --size and --rate read "
                         "sizes as fio does: k, kb, KB are all 1024 (fio's default kb_base=1024); KiB, MiB, GiB "
@@ -81,6 +82,8 @@ def _add_suite_flags(p: argparse.ArgumentParser, what_writing_does: str) -> None
     p.add_argument("--force", action="store_true",
                    help="with --destructive: overwrite even a device holding a file system or partition table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--show-serial", action="store_true",
+                   help="write the drive's serial number as it is (default: a hash)")
 
 
 def _add_db_flag(p: argparse.ArgumentParser) -> None:
@@ -238,7 +241,6 @@ def _write_json(path: str, value: dict) -> Path:
     import json
 
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(value, indent=2) + "\n")
     return out
 
@@ -263,43 +265,52 @@ def _apply_jobfile(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .fio_jobfile import looks_like_jobfile
-    from .runner import check_outcome, run
 
     if args.json_format == "fio" and not args.json:
         raise UsageError("--json-format fio: give --json FILE as well (where to write it)")
     job = _apply_jobfile(args) if looks_like_jobfile(args.target) else None
     for notice in job.notices if job else ():
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
-    workload = _workload_from_args(args)
+    workload = _workload_from_args(args)  # before importing the engine and pandas: a bad flag is refused at once
+    from .runner import check_outcome, run
+
     # The figures need every request's latency: the trace is kept in memory for them even without --trace.
     usage_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     result = run(args.target, workload, trace=bool(args.trace or args.plots), progress=not args.quiet,
-                 precondition=not args.no_precondition, **_run_kwargs(args))
+                 precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))
     usage = _usage_since(usage_before, wall_before)
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
-    saved = []
-    if args.json and args.json_format == "fio":
+    from .cli_checks import save_run_outputs
+
+    json_writer = None
+    if args.json_format == "fio":
         from .fio_json import fio_report
 
-        report = fio_report(result.summary, result.windows, cpu=usage,
-                            global_options=job.global_options if job else None, jobname=job.job if job else None)
-        saved.append(str(_write_json(args.json, report)))
-    elif args.json:
-        saved.append(str(result.save_json(args.json)))
-    if args.trace:
-        saved.append(str(result.save_trace(args.trace)))
-    if args.windows:
-        saved.append(str(result.save_windows(args.windows)))
-    if args.plots:
-        saved.append(_write_plots(result, args.plots))
+        def json_writer(path):
+            return _write_json(path, fio_report(result.summary, result.windows, cpu=usage,
+                                                global_options=job.global_options if job else None,
+                                                jobname=job.job if job else None))
+
+    try:
+        saved = save_run_outputs(result, json=args.json, trace=args.trace, windows=args.windows,
+                                 plots=args.plots, json_writer=json_writer,
+                                 plots_writer=lambda directory: _write_plots(result, directory))
+        unsaved = None
+    except RunError as exc:  # shown after the table: what was measured is printed and kept either way
+        saved, unsaved = [], exc
     for table in summary_tables(result.summary, run_title(result.summary, args.target), console.width):
         console.print(table)
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
+    if unsaved is not None:
+        raise unsaved
     if result.stop_reason == "interrupted":
-        err_console.print("ftlscope: interrupted; the results above cover what was measured before Ctrl-C")
-        return 130
+        from . import stopping
+
+        err_console.print(f"ftlscope: {stopping.what_stopped()}; the results above cover what was measured "
+                          "before it")
+        return stopping.exit_code()
     check_outcome(result)
     return 0
 
@@ -381,6 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on a simulated drive, read the range as it is: by default a read workload first writes "
                         "it once, since never-written pages are answered without touching flash")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--show-serial", action="store_true",
+                   help="write the drive's serial number as it is (default: a hash)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
@@ -434,7 +447,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="datasheet figures to check, e.g. seq_read=3500MB/s,seq_write=3000MB/s,"
                         "random_read_iops=500k,qd1_read_latency=80us,write_cliff=40GB")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of each experiment (default 1)")
-    p.add_argument("--show-serial", action="store_true", help="show the drive's serial number (default: a hash)")
     _add_db_flag(p)
     p.add_argument("--no-store", action="store_true", help="do not add the run to the store")
     _add_suite_flags(p, "profiling erases and rewrites it")
@@ -461,6 +473,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parquet", required=True, metavar="DIR", help="directory for the Parquet files")
     _add_db_flag(p)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("store", help="look after the run store: rebuild it from the runs' directories")
+    store_sub = p.add_subparsers(dest="store_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
+    q = store_sub.add_parser("rebuild", help="a new store from profile directories (the old file is kept aside)")
+    q.add_argument("directories", nargs="+", metavar="DIR",
+                   help="profile directories, or directories holding them (e.g. ftlscope-profiles/)")
+    _add_db_flag(q)
+    q.set_defaults(func=cmd_store_rebuild)
 
     p = sub.add_parser("fio-check", help="run fio and ftlscope back to back on the same workload and compare")
     p.add_argument("target", help="block device or regular file (created with --size)")
@@ -508,7 +528,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     outcome = run_experiment(
         experiment, args.target, out=args.out, params=params, repeat=args.repeat, destructive=args.destructive,
         force=args.force, size=parse_size(args.size, "--size") if args.size else None, engine=args.engine,
-        progress=not args.quiet,
+        progress=not args.quiet, show_serial=args.show_serial,
     )
     for note in outcome.conditions["notes"]:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
@@ -543,7 +563,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     report = probe_device(
         args.target, properties=args.properties, out=args.out, span=parse_size(args.span, "--span"),
         destructive=args.destructive, force=args.force, size=parse_size(args.size, "--size") if args.size else None,
-        engine=args.engine, progress=not args.quiet,
+        engine=args.engine, progress=not args.quiet, show_serial=args.show_serial,
     )
     for note in report.notes:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
@@ -651,7 +671,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .report.facts import format_bytes
     from .store import RunStore
 
-    store = RunStore(args.db)
+    store = RunStore(args.db, create=False)  # listing never creates a store
     runs = store.list_runs()
     if runs.empty:
         err_console.print(f"ftlscope: no runs in {store.path} yet; 'ftlscope profile' makes one")
@@ -686,7 +706,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.render import render_report
     from .store import RunStore
 
-    stored = RunStore(args.db).get(args.run)
+    stored = RunStore(args.db, create=False).get(args.run)
     if not stored.directory.is_dir() and args.out is None:
         raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
                          "from the store alone")
@@ -701,7 +721,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .report.compare import render_compare
     from .store import RunStore
 
-    store = RunStore(args.db)
+    store = RunStore(args.db, create=False)
     stored = [store.get(ref) for ref in args.runs]
     paths = render_compare([(s.record, s.directory) for s in stored], Path(args.out))
     err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in paths)}[/dim]")
@@ -712,10 +732,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export import export_runs
     from .store import RunStore
 
-    result = export_runs(RunStore(args.db), args.runs, args.parquet)
+    result = export_runs(RunStore(args.db, create=False), args.runs, args.parquet)
     for note in result.notes:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
     err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in result.paths)}[/dim]")
+    return 0
+
+
+def cmd_store_rebuild(args: argparse.Namespace) -> int:
+    from .store import rebuild
+
+    done = rebuild(args.directories, args.db)
+    for reason in done.skipped:
+        err_console.print(f"[dim]ftlscope: skipped: {reason}[/dim]")
+    aside = f"; the old store is kept as {done.set_aside}" if done.set_aside else ""
+    err_console.print(f"ftlscope: stored {len(done.run_ids)} run(s) in {done.path}{aside}")
     return 0
 
 
@@ -752,16 +783,27 @@ def cmd_man(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from . import stopping
+    from .cli_checks import check_args, negative_values_as_values
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(negative_values_as_values(sys.argv[1:] if argv is None else list(argv), parser))
     try:
-        return args.func(args)
+        with stopping.on_termination():
+            check_args(args)
+            return args.func(args)
     except FtlscopeError as exc:
         print(f"ftlscope: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("ftlscope: interrupted", file=sys.stderr)
-        return 130
+        print(f"ftlscope: {stopping.what_stopped()}", file=sys.stderr)
+        return stopping.exit_code()
+    except OSError as exc:
+        # The surroundings failed after the checks passed (a disk filled up, a mount went away): one line.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ftlscope: error: {where}{exc.strerror or exc}; the files written before it are kept",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _native, safety
-from .devices import resolve_block_device
+from .devices import hash_serial, resolve_block_device
 from .env import system_env
 from .errors import RunError, TargetError, UsageError
 from .progress import format_eta, job_fraction, run_fraction, seconds_left, step_weights
@@ -88,6 +88,9 @@ def prepare_target(
 
     current = st.st_size if st is not None else 0
     wanted = size if size is not None else current
+    if st is None:
+        # Where a new file would go (not under /dev, a directory that exists) before asking for --size.
+        safety.check_write_allowed(target, writes=True, destructive=destructive, force=force)
     if st is None and size is None:
         raise UsageError(f"--size: {target} does not exist; give --size to create it (e.g. --size 1GiB)")
     if wanted == 0:
@@ -109,22 +112,47 @@ def prepare_target(
     )
     created = st is None
     if grows:
-        with open(target, "ab") as f:
-            f.truncate(wanted)
+        _check_room(target, wanted - (st.st_blocks * 512 if st is not None else 0))
+        try:
+            with open(target, "ab") as f:
+                f.truncate(wanted)
+        except OSError as exc:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
+            raise TargetError(f"--size: cannot {'create' if created else 'extend'} {target} to "
+                              f"{format_size(wanted)} ({exc.strerror or exc}); give another path or size") from None
         if created:
             safety.mark_created(target)
         notices.append(f"{'created' if created else 'extended'} {target} to {format_size(wanted)}")
     if workload.mix.get("read", 0) > 0 and _has_holes(target, wanted):
         if created or grows or safety.was_created_by_ftlscope(target):
-            fill_file(target, wanted, direct=direct, engine=engine, progress=progress)
+            fill_file(target, wanted, direct=direct, engine=engine, progress=progress, remove_on_failure=created)
             notices.append(f"filled {target} with random data so reads hit real data")
         else:
             notices.append(f"{target} has unwritten holes; reads there do not reach the device")
     return PreparedTarget(target, "regular_file", created, notices)
 
 
-def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bool) -> None:
-    """Write the whole file once, sequentially, with incompressible data."""
+def _check_room(target: str, needed: int) -> None:
+    """Refuse a file its file system cannot hold (free space, or the largest file it takes: EFBIG) before
+    creating or growing anything; a half-filled file would read as holes."""
+    directory = os.path.dirname(os.path.abspath(target))
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return  # no statistics (some FUSE file systems): the fill's own errors still stop the run
+    free = st.f_bavail * st.f_frsize
+    if needed > free:
+        raise TargetError(f"--size: {target} needs {format_size(needed)} more, and its file system has "
+                          f"{format_size(free)} free; give a smaller --size or another place")
+
+
+def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bool,
+              remove_on_failure: bool = False) -> None:
+    """Write the whole file once, sequentially, with incompressible data. A fill that fails (the file system
+    filled up meanwhile, an I/O error) raises RunError, after removing the file if ``remove_on_failure``
+    (ftlscope created it): reads of a half-filled file would hit holes and time nothing."""
     request = FILL_REQUEST if length % FILL_REQUEST == 0 else 4096
     fill = Workload(
         mix={"write": 100},
@@ -136,10 +164,18 @@ def fill_file(path: str, length: int, *, direct: bool, engine: str, progress: bo
     )
     handle = _start(path, fill, {"engine": engine, "health_interval_ns": 0}, writable=True, direct=direct)
     completed = _drive(handle, fill, progress=progress, label="filling", total_bytes=length)
-    handle.result()
+    stop = json.loads(handle.result()["summary"])["run"]["stop"]
     if not completed:
         # Ctrl-C during the fill: stop here rather than measure a half-filled file.
         raise KeyboardInterrupt
+    if stop.get("reason") != "completed":
+        if remove_on_failure:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        what = stop.get("message") or stop.get("reason")
+        where = f" at byte {stop['offset']}" if stop.get("offset") is not None else ""
+        raise RunError(f"filling {path} failed{where}: {what}"
+                       f"{'; the file was removed' if remove_on_failure else ''}; nothing was measured")
 
 
 # A simulated fill writes in large requests: the simulator's cost grows with requests more than with bytes
@@ -198,7 +234,18 @@ _FIELD_FLAGS = {
 }
 
 
-def _workload_error(exc: Exception) -> UsageError:
+# The engine's JSON parser names a column, not a field: the last key before it is the field, known by its flag.
+_KEY_FLAGS = {
+    "sizes": "--bs", "kind": "--pattern", "window": "--pattern", "stride": "--pattern", "hot_start": "--pattern",
+    "hot_length": "--pattern", "hot_share": "--pattern", "theta": "--pattern", "start": "--offset",
+    "length": "--size", "align_offset": "--align-offset", "queue_depth": "--qd", "queues": "--queues",
+    "size": "--batch", "idle_ns": "--idle", "ops": "--ops/--warmup-ops", "bytes": "--bytes",
+    "time_ns": "--runtime/--warmup", "data": "--data", "seed": "--seed",
+    **{op: "--mix" for op in OPS},
+}
+
+
+def _workload_error(exc: Exception, workload_json: str = "") -> UsageError:
     message = str(exc)
     match = re.match(r"workload field `([a-z_.]+)`: (.*)", message)
     if match:
@@ -206,25 +253,33 @@ def _workload_error(exc: Exception) -> UsageError:
         flag = _FIELD_FLAGS.get(field) or _FIELD_FLAGS.get(field.split(".")[0])
         if flag:
             return UsageError(f"{flag}: {problem}")
+    match = re.match(r"workload JSON: (.*) at line 1 column (\d+)$", message)
+    if match and workload_json:
+        keys = re.findall(r'"([a-z_]+)": ', workload_json[: int(match.group(2))])
+        if keys and keys[-1] in _KEY_FLAGS:
+            return UsageError(f"{_KEY_FLAGS[keys[-1]]}: the engine cannot take this value of {keys[-1]} "
+                              f"({match.group(1)})")
     return UsageError(message)
 
 
 def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool):
+    text = workload.to_json()
     try:
-        return _native.RunHandle(path, workload.to_json(), json.dumps(options), writable, direct)
+        return _native.RunHandle(path, text, json.dumps(options), writable, direct)
     except _native.TargetOpenError as exc:
         raise TargetError(str(exc)) from None
     except _native.WorkloadInvalid as exc:
-        raise _workload_error(exc) from None
+        raise _workload_error(exc, text) from None
     except RuntimeError as exc:
         raise RunError(str(exc)) from None
 
 
 def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any]):
+    text = workload.to_json()
     try:
-        return _native.RunHandle.sim(device._native, workload.to_json(), json.dumps(options))
+        return _native.RunHandle.sim(device._native, text, json.dumps(options))
     except _native.WorkloadInvalid as exc:
-        raise _workload_error(exc) from None
+        raise _workload_error(exc, text) from None
 
 
 def _drive(handle, workload: Workload, *, progress: bool, label: str, total_bytes: int | None = None,
@@ -339,7 +394,8 @@ def job_progress(label: str, steps: Sequence[str], suite: str = "quick"):
             _outer_bar = None
 
 
-def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: SimDevice | None) -> dict[str, Any]:
+def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: SimDevice | None,
+                        show_serial: bool = False) -> dict[str, Any]:
     description = {"name": prepared.path, **info, "created_by_ftlscope": prepared.created}
     if device is not None:
         description["sim_config_toml"] = device.config_toml
@@ -350,7 +406,8 @@ def _target_description(prepared: PreparedTarget, info: dict[str, Any], device: 
                 {
                     "device": dev.name,
                     "model": dev.model,
-                    "serial": dev.serial,
+                    # Summaries get shared: the serial is hashed from the first file written, unless asked.
+                    "serial": dev.serial if show_serial or not dev.serial else hash_serial(dev.serial),
                     "firmware": dev.firmware,
                     "rotational": dev.rotational,
                     "device_kind": dev.kind,
@@ -380,6 +437,7 @@ def run(
     progress: bool = False,
     label: str = "running",
     precondition: bool | None = None,
+    show_serial: bool = False,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
@@ -388,7 +446,8 @@ def run(
     bytes. Ctrl-C stops the run cleanly; the result then holds everything measured so far. With
     ``precondition=True``, a read workload on a simulated device first writes the range it reads (see
     :func:`precondition_sim_reads`); with True or False the summary's ``run.precondition`` says what was done
-    (None, the default, leaves the device's state to the caller, as experiments do).
+    (None, the default, leaves the device's state to the caller, as experiments do). A drive's serial
+    number appears hashed (``sha256:...``) unless ``show_serial``.
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
@@ -405,7 +464,7 @@ def run(
     if isinstance(target, SimDevice) or target.startswith("sim:"):
         # Simulated devices need no safety flags: nothing real is written.
         device = target if isinstance(target, SimDevice) else SimDevice.open(target)
-        prepared = PreparedTarget(device.name, "simulated", False, [])
+        prepared = PreparedTarget(device.name, "simulated", False, device.notices)
     else:
         prepared = prepare_target(
             target, workload, size=size_bytes, destructive=destructive, force=force, direct=direct,
@@ -439,7 +498,7 @@ def run(
     native = json.loads(raw["summary"])
     engine_env = native.pop("engine")
     summary: dict[str, Any] = {
-        "target": _target_description(prepared, native.pop("target"), device),
+        "target": _target_description(prepared, native.pop("target"), device, show_serial),
         "workload": native.pop("workload"),
         "env": {**system_env(), "engine": engine_env, "options": native.pop("options"),
                 "started_at_unix": started},

@@ -261,7 +261,8 @@ def _check_new_file(target_path: str) -> None:
         )
     real_parent = os.path.realpath(parent)
     if real_parent == "/dev" or (real_parent.startswith("/dev/") and not real_parent.startswith("/dev/shm")):
-        raise TargetError(f"no such device: {target_path}; see `ftlscope devices` for the block devices")
+        raise TargetError(f"TARGET {target_path}: no such block device (ftlscope creates files only outside "
+                          "/dev); `ftlscope devices` lists the block devices")
     if not os.path.isdir(parent):
         raise TargetError(f"no such directory: {parent}; create it first or give another path for the file")
 

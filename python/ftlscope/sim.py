@@ -11,6 +11,7 @@ whole-drive experiment takes seconds of wall time.
 from __future__ import annotations
 
 import json
+import tomllib
 from typing import Any
 
 from . import _native
@@ -18,6 +19,9 @@ from .errors import ConfigError
 from .units import parse_duration_ns
 
 DEFAULT_PRESET = "consumer-tlc-dram"
+# Enterprise drives reserve up to about half their logical capacity (the presets: 0.074 to 0.374); above 1,
+# more NAND is hidden than shown: most likely a percentage written as a fraction.
+MAX_REAL_OVER_PROVISIONING = 1.0
 
 
 class SimDevice:
@@ -37,6 +41,18 @@ class SimDevice:
             return cls(_native.SimDevice(spec), spec)
         except _native.ConfigInvalid as exc:
             raise ConfigError(f"sim:{spec}: {exc}") from None
+
+    @property
+    def notices(self) -> list[str]:
+        """Values of the device file that a real drive would not have, said so a run shows them (the model
+        accepts them: a simulated drive may be anything)."""
+        device = tomllib.loads(self.config_toml).get("device", {})
+        op = device.get("over_provisioning")
+        if isinstance(op, int | float) and op > MAX_REAL_OVER_PROVISIONING:
+            return [f"sim:{self.spec}: over_provisioning = {op:g} gives the drive {1 + op:g}x its capacity in "
+                    f"NAND; real drives have 0.07 (consumer) to about 0.5 (enterprise), a fraction rather than a "
+                    f"percentage (did you mean {op / 100:g}?)"]
+        return []
 
     @property
     def info(self) -> dict[str, Any]:

@@ -160,16 +160,28 @@ class StoredRun:
     directory: Path
 
 
-class RunStore:
-    """The SQLite store of profile runs. ``RunStore()`` opens (or creates) the default store."""
+# Stores whose integrity was checked in this process: PRAGMA quick_check reads every page, once is enough.
+_CHECKED: set[Path] = set()
+# What to do with a damaged store: the runs' directories still hold everything the store had.
+_RECOVER = ("the runs' own files are intact: rebuild the store from them with 'ftlscope store rebuild DIR...' "
+            "(DIR: the profile directories, e.g. ftlscope-profiles/), or give another store with --db")
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
-    def __init__(self, path: str | Path | None = None):
+
+class RunStore:
+    """The SQLite store of profile runs. ``RunStore()`` opens (or creates) the default store;
+    ``RunStore(path, create=False)`` (for commands that only read) never creates a file or a directory: a
+    store that does not exist yet reads as empty."""
+
+    def __init__(self, path: str | Path | None = None, *, create: bool = True):
         if path is not None:
             self.path, self._flag = Path(path).expanduser(), "--db"
         else:
             self.path = default_db_path()
             self._flag = "FTLSCOPE_DB" if os.environ.get("FTLSCOPE_DB") else "run store"
-        self._open()
+        self.missing = not create and not self.path.exists()
+        if not self.missing:
+            self._open()
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
@@ -180,6 +192,11 @@ class RunStore:
         if self._flag == "run store":  # the default location: say how to choose another
             fix += " with --db"
         return UsageError(f"{self._flag}: {self.path} {what}; {fix}")
+
+    def _damaged(self, detail: str) -> UsageError:
+        detail = " ".join(detail.replace("*** in database main ***", "").split())  # one line, as all errors
+        detail = detail if len(detail) <= 100 else detail[:97] + "..."
+        return UsageError(f"{self._flag}: {self.path} is damaged ({detail}); {_RECOVER}")
 
     def _open(self) -> None:
         if self.path.is_dir():
@@ -193,7 +210,18 @@ class RunStore:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             except sqlite3.DatabaseError as exc:
+                if getattr(exc, "sqlite_errorname", None) == "SQLITE_CORRUPT":
+                    raise self._damaged(str(exc)) from None
                 raise self._problem(f"is not an ftlscope store ({exc})") from None
+            resolved = self.path.resolve()
+            if resolved not in _CHECKED and tables:
+                try:
+                    problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+                except sqlite3.DatabaseError as exc:
+                    problems = [str(exc)]
+                if problems != ["ok"]:
+                    raise self._damaged(f"integrity check: {problems[0]}")
+                _CHECKED.add(resolved)
             if version > SCHEMA_VERSION:
                 raise self._problem(
                     f"was written by a newer ftlscope (store schema {version}; this one reads up to "
@@ -211,21 +239,33 @@ class RunStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection whose block is one transaction (committed on success), closed afterwards."""
+        """A connection whose block is one transaction, closed afterwards: committed when the block ends,
+        rolled back when it raises (an interrupted write, Ctrl-C included, leaves the store as it was)."""
         try:
-            conn = sqlite3.connect(self.path)
+            # Autocommit mode and an explicit BEGIN: Python's implicit transactions leave out DDL, so a store
+            # being created could otherwise be left with half its tables.
+            conn = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._problem(f"cannot be opened ({exc})") from None
         try:
             conn.execute("PRAGMA foreign_keys = ON")  # off by default in SQLite; the cascades need it
-            with conn:
+            conn.execute("BEGIN")
+            try:
                 yield conn
-        except sqlite3.OperationalError as exc:
-            # The errors the place or the moment cause; anything else is a bug and keeps its traceback.
-            if exc.sqlite_errorname in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR",
-                                        "SQLITE_PERM"):
+            except BaseException:
+                if conn.in_transaction:  # SQLite rolls back by itself after some errors (SQLITE_FULL)
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            # The errors the place or the moment cause; anything else is a bug and keeps its traceback. Not
+            # every error carries a name (those raised by the sqlite3 module itself do not).
+            name = getattr(exc, "sqlite_errorname", None)
+            if name in _DAMAGED:
+                raise self._damaged(str(exc)) from None
+            if name in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_PERM"):
                 raise self._problem(f"cannot be written ({exc})") from None
-            if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
                 raise UsageError(f"{self._flag}: {self.path} is busy ({exc}); try again when the other "
                                  "ftlscope using it has finished") from None
             raise
@@ -242,6 +282,7 @@ class RunStore:
             raise ValueError("a profile record needs a run_id and a created_at")
         directory = Path(directory).expanduser().resolve()
         rows = table_rows(record, directory)
+        self._create_if_missing()
         with self._connect() as conn:
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))  # cascades to every other table
             for table, values in rows.items():
@@ -250,6 +291,11 @@ class RunStore:
                     f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(':' + n for n in names)})", values
                 )
         return run_id
+
+    def _create_if_missing(self) -> None:
+        if self.missing:
+            self._open()
+            self.missing = False
 
     def remove(self, ref: str) -> str:
         """Delete a stored run (its rows, not its files). Returns its run_id."""
@@ -278,6 +324,9 @@ class RunStore:
         from_file = _read_directory(ref)
         if from_file is not None:
             ref = from_file.run_id
+        if self.missing:
+            raise UsageError(f"no stored run matches '{ref}': there is no store at {self.path} yet ('ftlscope "
+                             "profile' makes one; a profile directory works without it)")
         unknown = UsageError(f"no stored run matches '{ref}' (ftlscope runs lists them)")
         newest_first = "ORDER BY created_at DESC, run_id DESC"
         with self._connect() as conn:
@@ -303,10 +352,12 @@ class RunStore:
         """The stored runs, newest first."""
         columns = ("run_id", "created_at", "suite", "target_name", "model", "size_bytes", "completed",
                    "wall_time_s", "directory", "stopped", "device_time_s", "identity")
-        with self._connect() as conn:
-            rows = conn.execute(
-                f"SELECT {', '.join(columns)} FROM runs ORDER BY created_at DESC, run_id DESC"
-            ).fetchall()
+        rows = []
+        if not self.missing:
+            with self._connect() as conn:
+                rows = conn.execute(
+                    f"SELECT {', '.join(columns)} FROM runs ORDER BY created_at DESC, run_id DESC"
+                ).fetchall()
         frame = pd.DataFrame(rows, columns=list(columns))
         frame["completed"] = frame["completed"].astype(bool)
         return frame
@@ -327,6 +378,69 @@ class RunStore:
         """``table``'s rows for the runs ``refs`` name, in that order. Built from each run's record, so a run
         directory that was never stored works too."""
         return table_frame(table, [self.get(ref) for ref in refs])
+
+
+# ---- rebuilding ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rebuilt:
+    """What :func:`rebuild` did: the new store, the runs it holds, what it skipped and where the old one went."""
+
+    path: Path
+    run_ids: list[str]
+    skipped: list[str]
+    set_aside: Path | None
+
+
+def _profile_directories(places: Sequence[str | Path]) -> list[Path]:
+    found: list[Path] = []
+    for place in places:
+        path = Path(place).expanduser()
+        if (path / _RECORD_FILE).is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(record.parent for record in path.glob(f"*/{_RECORD_FILE}")))
+        else:
+            raise UsageError(f"store rebuild: {place} is not a directory; give profile directories or the "
+                             "directory holding them (e.g. ftlscope-profiles/)")
+    return found
+
+
+def rebuild(places: Sequence[str | Path], path: str | Path | None = None) -> Rebuilt:
+    """A new store at ``path`` (default: the default store) holding the runs in ``places``: profile directories
+    (each with its profile.json) or directories holding them. The new store is built beside the old one and
+    takes its place only when complete; the old file (damaged, most likely) is kept as ``NAME.replaced-TIME``."""
+    target = Path(path).expanduser() if path is not None else default_db_path()
+    directories = _profile_directories(places)
+    if not directories:
+        raise UsageError(f"store rebuild: no {_RECORD_FILE} in {', '.join(map(str, places))}; give the directories "
+                         "ftlscope profile wrote (e.g. ftlscope-profiles/)")
+    building = target.with_name(target.name + ".rebuilding")
+    for leftover in (building, building.with_name(building.name + "-journal")):
+        leftover.unlink(missing_ok=True)
+    store = RunStore(building)
+    run_ids, skipped = [], []
+    for directory in directories:
+        try:
+            stored = _read_directory(str(directory))
+        except UsageError as exc:
+            skipped.append(exc.message)
+            continue
+        if stored is not None:
+            run_ids.append(store.add(stored.record, stored.directory))
+    set_aside = None
+    if target.exists():
+        set_aside = target.with_name(f"{target.name}.replaced-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}")
+        os.replace(target, set_aside)
+        # A journal left beside the old file belongs to it: beside the new one SQLite would replay it.
+        for suffix in ("-journal", "-wal", "-shm"):
+            companion = target.with_name(target.name + suffix)
+            if companion.exists():
+                os.replace(companion, set_aside.with_name(set_aside.name + suffix))
+    os.replace(building, target)
+    _CHECKED.discard(target.resolve())
+    return Rebuilt(path=target, run_ids=run_ids, skipped=skipped, set_aside=set_aside)
 
 
 # ---- records to rows ---------------------------------------------------------------------------------------

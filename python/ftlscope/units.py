@@ -39,57 +39,84 @@ _SIZE_UNITS = {
 _TIME_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "": 10**9, "m": 60 * 10**9,
                "min": 60 * 10**9, "h": 3600 * 10**9}
 
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Zµ]*)\s*$")
+_NUMBER = re.compile(r"^\s*([-+]?)([0-9]*\.?[0-9]+)\s*([a-zA-Zµ]*)\s*$")
+
+# The engine keeps byte counts, offsets and nanoseconds as unsigned 64-bit integers.
+U64_MAX = 2**64 - 1
 
 
-def parse_size(text: str | int, what: str = "size") -> int:
-    """Bytes in ``text`` (``4k``, ``4KiB``, ``1GB``, ``512``); raises UsageError naming ``what``."""
+def parse_size(text: str | int, what: str = "size", *, minimum: int = 0, maximum: int = U64_MAX) -> int:
+    """Bytes in ``text`` (``4k``, ``4KiB``, ``1GB``, ``512``); raises UsageError naming ``what`` when the text
+    is not a size or the value lies outside ``minimum`` .. ``maximum``."""
     if isinstance(text, int):
-        return text
-    match = _NUMBER.match(str(text))
-    unit = match.group(2).lower() if match else None
-    if not match or unit not in _SIZE_UNITS:
-        raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1GiB or 500GB")
-    # Exact arithmetic: 4.1MB is 4,100,000 bytes, not 4099999.9999999995.
-    value = Fraction(match.group(1)) * _SIZE_UNITS[unit]
+        value = Fraction(text)
+    else:
+        match = _NUMBER.match(str(text))
+        unit = match.group(3).lower() if match else None
+        if not match or unit not in _SIZE_UNITS:
+            raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1GiB or 500GB")
+        # Exact arithmetic: 4.1MB is 4,100,000 bytes, not 4099999.9999999995.
+        value = Fraction(match.group(1) + match.group(2)) * _SIZE_UNITS[unit]
     if value.denominator != 1:
         raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
+    if not minimum <= value <= maximum:
+        raise UsageError(f"{what}: '{text}' is out of range; give {_size_range(minimum, maximum)}")
     return int(value)
 
 
 _PREFIX_POWER = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 
 
-def parse_fio_size(text: str | int, what: str = "size", kb_base: int = 1024) -> int:
+def parse_fio_size(text: str | int, what: str = "size", kb_base: int = 1024, *, minimum: int = 0,
+                   maximum: int = U64_MAX) -> int:
     """Bytes in ``text`` read as fio reads an ``int`` option (see the module docstring): ``4k``/``4kb``/``4KB``
-    are ``4 * kb_base``; ``4KiB`` is 4096 whatever the base."""
-    if isinstance(text, int):
-        return text
+    are ``4 * kb_base``; ``4KiB`` is 4096 whatever the base. Raises UsageError naming ``what`` when the text is
+    not a size or the value lies outside ``minimum`` .. ``maximum``."""
     if kb_base not in (1000, 1024):
         raise UsageError(f"kb_base: '{kb_base}' is not 1000 or 1024")
-    match = _NUMBER.match(str(text))
-    unit = match.group(2).lower() if match else ""
-    unit = unit.removesuffix("b")
-    iec = unit.endswith("i")
-    prefix = unit.removesuffix("i")
-    if not match or prefix not in _PREFIX_POWER or (iec and not prefix):
-        raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1g or 4096 "
-                         "(fio's units: k, kb and KB are 1024)")
-    value = Fraction(match.group(1)) * (1024 if iec else kb_base) ** _PREFIX_POWER[prefix]
+    if isinstance(text, int):
+        value = Fraction(text)
+    else:
+        match = _NUMBER.match(str(text))
+        unit = match.group(3).lower() if match else ""
+        unit = unit.removesuffix("b")
+        iec = unit.endswith("i")
+        prefix = unit.removesuffix("i")
+        if not match or prefix not in _PREFIX_POWER or (iec and not prefix):
+            raise UsageError(f"{what}: cannot read '{text}' as a size; write e.g. 4k, 128KiB, 1g or 4096 "
+                             "(fio's units: k, kb and KB are 1024)")
+        value = Fraction(match.group(1) + match.group(2)) * (1024 if iec else kb_base) ** _PREFIX_POWER[prefix]
     if value.denominator != 1:
         raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
+    if not minimum <= value <= maximum:
+        raise UsageError(f"{what}: '{text}' is out of range; give {_size_range(minimum, maximum)}")
     return int(value)
 
 
-def parse_duration_ns(text: str | int | float, what: str = "duration") -> int:
-    """Nanoseconds in ``text`` (``10s``, ``100ms``, ``50us``, ``1.5``)."""
+def _size_range(minimum: int, maximum: int) -> str:
+    low = "0" if minimum == 0 else f"{minimum} B" if minimum < 1024 else format_size(minimum)
+    high = f"{maximum} B" if maximum >= U64_MAX else f"{maximum} B ({format_size(maximum)})"
+    return f"a size from {low} to {high}"
+
+
+def parse_duration_ns(text: str | int | float, what: str = "duration", *, minimum: int = 0,
+                      maximum: int = U64_MAX) -> int:
+    """Nanoseconds in ``text`` (``10s``, ``100ms``, ``50us``, ``1.5``); raises UsageError naming ``what`` when
+    the text is not a duration or the value lies outside ``minimum`` .. ``maximum`` nanoseconds."""
     if isinstance(text, (int, float)):
-        return int(Fraction(text) * 10**9) if isinstance(text, int) else round(text * 10**9)
-    match = _NUMBER.match(str(text))
-    unit = match.group(2).lower() if match else None
-    if not match or unit not in _TIME_UNITS:
-        raise UsageError(f"{what}: cannot read '{text}' as a duration; write e.g. 10s, 250ms or 50us")
-    return round(Fraction(match.group(1)) * _TIME_UNITS[unit])
+        value = int(Fraction(text) * 10**9) if isinstance(text, int) else round(text * 10**9)
+    else:
+        match = _NUMBER.match(str(text))
+        unit = match.group(3).lower() if match else None
+        if not match or unit not in _TIME_UNITS:
+            raise UsageError(f"{what}: cannot read '{text}' as a duration; write e.g. 10s, 250ms or 50us")
+        value = round(Fraction(match.group(1) + match.group(2)) * _TIME_UNITS[unit])
+    if not minimum <= value <= maximum:
+        low = "0" if minimum == 0 else format_ns(minimum)
+        high = f"{maximum / 1e9:.0f} s (about {maximum / 1e9 / 3.156e7:.0f} years)" if maximum >= 10**15 \
+            else format_ns(maximum)
+        raise UsageError(f"{what}: '{text}' is out of range; give a duration from {low} to {high}")
+    return value
 
 
 def format_size(n: float) -> str:

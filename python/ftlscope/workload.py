@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UsageError
-from .units import parse_duration_ns, parse_fio_size, parse_size
+from .units import U64_MAX, parse_duration_ns, parse_fio_size, parse_size
 
 OPS = ("read", "write", "trim", "write_zeroes", "flush")
+WRITING_OPS = ("write", "trim", "write_zeroes")
 DATA_PATTERNS = ("zeros", "ones", "0xaa", "lba_stamped", "random")
 
 
@@ -47,7 +49,7 @@ class Workload:
 
     @property
     def writes(self) -> bool:
-        return any(self.mix.get(op, 0) > 0 for op in ("write", "trim", "write_zeroes"))
+        return any(self.mix.get(op, 0) > 0 for op in WRITING_OPS)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -90,27 +92,56 @@ RW_MODES = {
 }
 
 
+# The engine's limits (crates/ftlscope-engine/src/workload.rs), checked here so the message names the flag.
+MAX_REQUEST = 2**32 - 1  # request sizes are u32
+MAX_DEPTH = 65536
+MAX_QUEUES = 256
+MAX_WINDOW = 4096
+MAX_WEIGHT = 2**32 - 1
+# Above this theta a Zipf walk is one offset: rank 1 takes 1/zeta(10) = 99.9% of the requests.
+MAX_ZIPF_THETA = 10.0
+
+
+def _count(text: str, what: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{what}: cannot read '{text}' as a whole number; give {low} to {high}") from None
+    if not low <= value <= high:
+        raise UsageError(f"{what}: {value} is out of range; give {low} to {high}")
+    return value
+
+
+def _fraction(text: str, what: str, low: float, high: float, *, low_open: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value > high or value < low or (low_open and value == low):
+        bounds = f"above {low:g} and at most {high:g}" if low_open else f"from {low:g} to {high:g}"
+        raise UsageError(f"{what}: '{text}' is not a number {bounds}")
+    return value
+
+
 def parse_pattern(text: str) -> dict[str, Any]:
     """``sequential``, ``random``, ``permutation``, ``permuted-windows:4``, ``strided:64k``,
     ``hotset:START:LENGTH:SHARE``, ``zipf:1.2``."""
     name, _, args = text.partition(":")
     parts = args.split(":") if args else []
     name = name.replace("-", "_")
-    try:
-        if name in ("sequential", "random", "permutation") and not parts:
-            return {"kind": name}
-        if name == "permuted_windows" and len(parts) == 1:
-            return {"kind": name, "window": int(parts[0])}
-        if name == "strided" and len(parts) == 1:
-            return {"kind": name, "stride": parse_size(parts[0], "--pattern strided")}
-        if name == "hotset" and len(parts) == 3:
-            return {"kind": "hot_set", "hot_start": parse_size(parts[0], "--pattern hotset start"),
-                    "hot_length": parse_size(parts[1], "--pattern hotset length"),
-                    "hot_share": float(parts[2])}
-        if name == "zipf" and len(parts) == 1:
-            return {"kind": name, "theta": float(parts[0])}
-    except ValueError:
-        pass
+    if name in ("sequential", "random", "permutation") and not parts:
+        return {"kind": name}
+    if name == "permuted_windows" and len(parts) == 1:
+        return {"kind": name, "window": _count(parts[0], "--pattern permuted-windows:N", 1, MAX_WINDOW)}
+    if name == "strided" and len(parts) == 1:
+        return {"kind": name, "stride": parse_size(parts[0], "--pattern strided:SIZE", minimum=1)}
+    if name == "hotset" and len(parts) == 3:
+        return {"kind": "hot_set", "hot_start": parse_size(parts[0], "--pattern hotset:START"),
+                "hot_length": parse_size(parts[1], "--pattern hotset:LENGTH", minimum=1),
+                "hot_share": _fraction(parts[2], "--pattern hotset:SHARE", 0.0, 1.0)}
+    if name == "zipf" and len(parts) == 1:
+        theta = _fraction(parts[0], "--pattern zipf:THETA", 0.0, MAX_ZIPF_THETA, low_open=True)
+        return {"kind": name, "theta": theta}
     raise UsageError(
         f"--pattern: cannot read '{text}'; use sequential, random, permutation, permuted-windows:N, "
         "strided:SIZE, hotset:START:LENGTH:SHARE or zipf:THETA"
@@ -125,7 +156,11 @@ def parse_mix(text: str) -> dict[str, int]:
         op = op.strip().replace("-", "_")
         if op not in OPS or not weight.strip().isdigit():
             raise UsageError(f"--mix: cannot read '{item}'; write e.g. read=70,write=30 (ops: {', '.join(OPS)})")
-        mix[op] = int(weight)
+        if op in mix:
+            raise UsageError(f"--mix: {op} is given twice in '{text}'; give each operation once")
+        mix[op] = _count(weight.strip(), f"--mix {op}", 0, MAX_WEIGHT)
+    if not any(mix.values()):
+        raise UsageError(f"--mix: every weight in '{text}' is zero; give at least one operation a weight")
     return mix
 
 
@@ -150,7 +185,7 @@ def parse_rate(text: str, what: str = "--rate", kb_base: int = 1024) -> dict[str
 
 
 def from_flags(
-    rw: str = "randread",
+    rw: str | None = None,
     bs: str = "4k",
     qd: int = 1,
     queues: int = 1,
@@ -173,42 +208,48 @@ def from_flags(
     rate_iops: str | None = None,
     kb_base: int = 1024,
 ) -> Workload:
-    """A workload from fio-like flags (the CLI's ``run`` and ``fio-check`` share this)."""
-    if rw not in RW_MODES:
-        raise UsageError(f"--rw: unknown mode '{rw}'; use one of {', '.join(RW_MODES)}")
-    base_mix, kind = RW_MODES[rw]
+    """A workload from fio-like flags (the CLI's ``run`` and ``fio-check`` share this). ``rw`` defaults to
+    randread; given together with ``mix``, it sets the pattern and the mix may use only its operations."""
+    mode = rw or "randread"
+    if mode not in RW_MODES:
+        raise UsageError(f"--rw: unknown mode '{mode}'; use one of {', '.join(RW_MODES)}")
+    base_mix, kind = RW_MODES[mode]
     if base_mix is None:
         read = 50 if rwmixread is None else rwmixread
         if not 0 <= read <= 100:
-            raise UsageError("--rwmixread: give a percentage between 0 and 100")
+            raise UsageError(f"--rwmixread: {read} is not a percentage; give 0 to 100")
         base_mix = {"read": read, "write": 100 - read}
     the_mix = parse_mix(mix) if mix else dict(base_mix)
+    if mix and rw and set(base_mix) == {"read"}:
+        # A read mode says "do not write": a mix that writes anyway would destroy what the user meant to read.
+        extra = sorted(op for op, weight in the_mix.items() if weight and op in WRITING_OPS)
+        if extra:
+            raise UsageError(f"--mix: {mix} writes ({', '.join(extra)}) while --rw {rw} asks for reads only; "
+                             "drop --rw (the mix alone sets the operations) or give a mix of reads")
     the_pattern = parse_pattern(pattern) if pattern else {"kind": kind}
     # fio's flags read sizes as fio does (``4kb`` is 4096; units.parse_fio_size).
-    sizes = [parse_fio_size(s, "--bs", kb_base) for s in bs.split(",")]
-    if qd < 1:
-        raise UsageError("--qd: give a queue depth of at least 1")
-    for flag, value in (("--ops", ops), ("--batch", batch), ("--seed", seed), ("--warmup-ops", warmup_ops)):
-        if value is not None and value < 0:
-            raise UsageError(f"{flag}: give a number of at least 0, not {value}")
-    if queues < 1:
-        raise UsageError("--queues: give at least 1 queue")
+    sizes = [parse_fio_size(s, "--bs", kb_base, minimum=1, maximum=MAX_REQUEST) for s in bs.split(",")]
+    qd = _count(str(qd), "--qd", 1, MAX_DEPTH)
+    queues = _count(str(queues), "--queues", 1, MAX_QUEUES)
+    seed = _count(str(seed), "--seed", 0, U64_MAX)
     stop: dict[str, int] = {}
-    if runtime:
-        stop["time_ns"] = parse_duration_ns(runtime, "--runtime")
-    if ops:
-        stop["ops"] = ops
-    if total_bytes:
-        stop["bytes"] = parse_size(total_bytes, "--bytes")
+    # Zero would mean "no limit" to the engine (a run without end), so a limit the user gives must be above 0.
+    if runtime is not None:
+        stop["time_ns"] = parse_duration_ns(runtime, "--runtime", minimum=1)
+    if ops is not None:
+        stop["ops"] = _count(str(ops), "--ops", 1, U64_MAX)
+    if total_bytes is not None:
+        stop["bytes"] = parse_size(total_bytes, "--bytes", minimum=1)
     if not stop:
         stop["time_ns"] = 10 * 10**9
     warm: dict[str, int] = {}
     if warmup:
         warm["time_ns"] = parse_duration_ns(warmup, "--warmup")
-    if warmup_ops:
+    if warmup_ops is not None and _count(str(warmup_ops), "--warmup-ops", 0, U64_MAX):
         warm["ops"] = warmup_ops
     the_batch = None
-    if batch:
+    if batch is not None:
+        batch = _count(str(batch), "--batch", 1, MAX_DEPTH)
         the_batch = {"size": batch, "idle_ns": parse_duration_ns(idle, "--idle") if idle else 0}
     elif idle:
         raise UsageError("--idle: idle gaps go between batches; give --batch N as well")
@@ -225,7 +266,7 @@ def from_flags(
         sizes=sizes,
         pattern=the_pattern,
         range={"start": parse_fio_size(offset, "--offset", kb_base),
-               "length": parse_fio_size(size, "--size", kb_base) if size else 0},
+               "length": parse_fio_size(size, "--size", kb_base, minimum=1) if size else 0},
         align_offset=parse_size(align_offset, "--align-offset"),
         queue_depth=batch or qd,
         queues=queues,

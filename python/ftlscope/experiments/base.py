@@ -88,10 +88,28 @@ class Param:
 
     def parse(self, text: str) -> Any:
         try:
-            return KINDS[self.kind](text)
+            value = KINDS[self.kind](text)
         except (ValueError, UsageError) as exc:
             detail = exc.message if isinstance(exc, UsageError) else str(exc)
             raise UsageError(f"--param {self.name}: cannot read '{text}' as {self.kind} ({detail})") from None
+        self._check_amount(text, value)
+        return value
+
+    def _check_amount(self, text: str, value: Any) -> None:
+        """Counts, sizes and durations are never negative; a limit (runtime, ops, bytes) is not zero where its
+        default is not, since zero means "no limit" to the engine and the run would not end."""
+        if self.kind not in ("int", "float", "size", "duration", "ints", "sizes"):
+            return
+        values = value if isinstance(value, list) else [value]
+        zero_refused = self.name in _LIMITS and self.default != 0
+        if any(v < 0 or (v == 0 and zero_refused) for v in values):
+            shown = self.shown or self.show(self.default)
+            need = "give a value above 0" if zero_refused else "it cannot be negative"
+            raise UsageError(f"--param {self.name}: '{text}' is out of range; {need} (default {shown})")
+
+
+# Parameters that bound a run: zero would be no bound at all.
+_LIMITS = ("runtime", "ops", "max_ops", "bytes")
 
 
 @dataclass(frozen=True)

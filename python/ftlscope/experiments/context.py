@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import safety
+from .. import safety, stopping
 from ..errors import FtlscopeError, TargetError, UsageError
 from ..results import RunResult
 from ..runner import check_outcome, prepare_target
@@ -30,9 +30,15 @@ SETTLE_NS = 1_000_000_000
 
 
 class Interrupted(FtlscopeError):
-    """Ctrl-C during an experiment: what was measured so far is kept."""
+    """Ctrl-C (or SIGTERM, SIGHUP: see ftlscope.stopping) during an experiment: what was measured so far is
+    kept. The exit code and the message name the signal."""
 
-    exit_code = 130
+    def __init__(self, message: str):
+        super().__init__(message.replace("interrupted", stopping.what_stopped(), 1))
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        return stopping.exit_code()
 
 
 class NotAvailable(Exception):
@@ -55,11 +61,13 @@ class Context:
         engine: str = "auto",
         progress: bool = False,
         label: str = "",
+        show_serial: bool = False,
     ):
         self.raw_dir = raw_dir
         self.engine = engine
         self.progress = progress
         self.label = label
+        self.show_serial = show_serial  # else every summary written holds the drive's serial hashed
         self.destructive = destructive
         self.force = force
         self.repetition = 0
@@ -140,6 +148,7 @@ class Context:
             progress=self.progress,
             label=description,
             health_interval=0 if self.device is None else "5s",
+            show_serial=self.show_serial,
         )
         if self.first_summary is None:
             self.first_summary = result.summary

@@ -58,6 +58,7 @@ def run_experiment(
     size: int | None = None,
     engine: str = "auto",
     progress: bool = False,
+    show_serial: bool = False,
 ) -> ExperimentOutcome:
     """Run ``experiment`` on ``target`` ``repeat`` times and write its directory under ``out``."""
     if repeat < 1:
@@ -68,7 +69,7 @@ def run_experiment(
     raw_dir.mkdir(parents=True, exist_ok=True)
     ctx = Context(
         target, raw_dir=raw_dir, writes=experiment.writes, destructive=destructive, force=force, size=size,
-        engine=engine, progress=progress, label=experiment.name,
+        engine=engine, progress=progress, label=experiment.name, show_serial=show_serial,
     )
     started = time.time()
     rows: list[dict[str, Any]] = []

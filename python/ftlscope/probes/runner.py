@@ -74,6 +74,7 @@ def probe_device(
     size: int | None = None,
     engine: str = "auto",
     progress: bool = False,
+    show_serial: bool = False,
 ) -> ProbeReport:
     """Probe ``properties`` (``"P1,P4"``; default all) on ``target``. Preconditioning writes: a block device
     needs ``destructive`` naming it again, as for any destructive run."""
@@ -84,8 +85,12 @@ def probe_device(
     raw_dir = (directory or Path(_scratch_dir())) / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
     ctx = Context(target, raw_dir=raw_dir, writes=True, destructive=destructive, force=force, size=size,
-                  engine=engine, progress=progress, label="probe")
+                  engine=engine, progress=progress, label="probe", show_serial=show_serial)
     started = time.monotonic()
+    if span > ctx.capacity and span != DEFAULT_SPAN:
+        # Said, not refused: the profile asks for its standard span on devices of every size.
+        ctx.notes.append(f"--span {format_size(span)} is beyond the end of the device ({format_size(ctx.capacity)}); "
+                         "probed the whole device")
     span = ctx.span(span)
     ctx.probe_span = span
     answers: dict[str, Answer] = {}

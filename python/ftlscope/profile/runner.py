@@ -91,7 +91,7 @@ def profile(
     # The profile's own view of the target: the safety checks of a writing run happen here, before the
     # health read, the probes or any experiment touch the device (and a file target is created with --size).
     ctx = Context(subject, raw_dir=directory / "raw", writes=True, destructive=destructive, force=force, size=size,
-                  engine=engine, progress=progress, label="profile")
+                  engine=engine, progress=progress, label="profile", show_serial=show_serial)
     directory.mkdir(parents=True, exist_ok=True)
     identity["size_bytes"] = identity.get("size_bytes") or ctx.capacity
     identity["logical_block_size"] = identity.get("logical_block_size") or ctx.logical_block
@@ -118,7 +118,8 @@ def profile(
     }
     run = _Run(record, directory, ctx, time.monotonic(), ctx.device_time_ns)
     # What every probe and experiment is run with: the target's safety flags, the engine, progress bars.
-    io = {"destructive": destructive, "force": force, "engine": engine, "progress": progress}
+    io = {"destructive": destructive, "force": force, "engine": engine, "progress": progress,
+          "show_serial": show_serial}
     steps = [*([None] if chosen.probes else []), *chosen.steps]
     names = ["probes" if step is None else step.experiment for step in steps]
     bar = (job_progress(f"{chosen.name} profile", names, chosen.name) if progress

@@ -3,19 +3,15 @@ scheduler — for the report's first line and the store's device identity, so ru
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import tomllib
 from typing import Any
 
-from ..devices import resolve_block_device
+from ..devices import hash_serial, resolve_block_device
 from ..sim import SimDevice
 
-
-def hash_serial(serial: str) -> str:
-    """A stable stand-in for a serial number: equal drives match, the number itself is not shown."""
-    return "sha256:" + hashlib.sha256(serial.encode()).hexdigest()[:16]
+__all__ = ["describe_target", "hash_serial"]
 
 
 def describe_target(target: str | SimDevice, *, show_serial: bool = False) -> dict[str, Any]:
