@@ -211,17 +211,17 @@ def figure_flush_window(raw: pd.DataFrame, tests: pd.DataFrame, directory: Path,
                         window: float | None = None) -> Path:
     """Seed 003 Figure 3: the longest write latency after each idle gap tried; and the writes of the two tests
     either side of the answer (the longest gap that still spiked, the shortest that did not)."""
-    fig, (left, right) = plots.panels("P10 internal flush window: batches separated by idle gaps (F7_seqwSleep)",
+    fig, (left, right) = plots.panels("P10 internal flush window: write batches separated by idle gaps",
                                       1, 2, size=(11, 4.0))
     shown: list[tuple[pd.DataFrame, str, str]] = []
     if not tests.empty:
         for spiked, color, label in ((True, "tab:red", "spike"), (False, "tab:green", "no spike")):
             t = tests[tests["spiked"] == spiked]
-            left.scatter(t["gap_ns"] / 1e6, t["worst_ns"] / 1e3, color=color, label=label)
+            left.scatter(t["gap_ns"], t["worst_ns"] / 1e3, color=color, label=label)
         if window:
-            left.axvline(window * 1e3, color="grey", linestyle="--", linewidth=1,
+            left.axvline(window * 1e9, color="grey", linestyle="--", linewidth=1,
                          label=f"flush window {format_ns(window * 1e9)}")
-        left.set_xscale("log")
+        plots.duration_axis(left, "x")
         left.set_yscale("log")
         spiked = tests[tests["spiked"]]
         clean = tests[~tests["spiked"]]
@@ -238,14 +238,17 @@ def figure_flush_window(raw: pd.DataFrame, tests: pd.DataFrame, directory: Path,
         left.text(0.5, 0.5, "no write buffer (P8): no idle time needed", ha="center", va="center",
                   transform=left.transAxes)
         shown.append((raw, "tab:blue", "two batches back to back: no spike"))
-    left.set_xlabel("idle gap between batches (ms)")
+    left.set_xlabel("idle gap between batches")
     left.set_ylabel("longest write latency after the gap (us)")
     for frame, color, label in shown:
         right.scatter(frame["position"] / MIB, frame["latency_ns"] / 1e3, s=4, color=color, label=label)
     right.set_yscale("log")
     right.set_xlabel("data written in the test (MiB; batches back to back, gaps not drawn)")
     right.set_ylabel("write latency (us)")
-    return plots.save(fig, directory, "P10-flush-window")
+    return plots.save(fig, directory, "P10_flush_window",
+                      "Write batches separated by idle gaps of growing length: the shortest gap after which no write "
+                      "waits for a flush is the flush window (left); the writes of the tests either side of it "
+                      "(right).")
 
 
 PROBES = [Probe("P10", "internal flush window", ERASED, ("P8",), probe_flush_window, unit="seconds")]

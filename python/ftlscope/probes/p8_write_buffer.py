@@ -344,7 +344,7 @@ def _mark_spikes(frame: pd.DataFrame, chosen: dict[int, Classification | None]) 
 def figure_write_buffer(raw: pd.DataFrame, directory: Path, capacity: int = 0) -> Path:
     """Seed 003 Figure 2: write latency against data written, flush spikes marked, the capacity as a line."""
     series = sorted(raw["series"].unique())[:3]
-    fig, axes = plots.panels("P8 write buffer: write latency vs data written (F6_conSeqW)", 1, len(series),
+    fig, axes = plots.panels("P8 write buffer: write latency vs data written", 1, len(series),
                              size=(5.5 * len(series), 4.0))
     for ax, sid in zip(axes, series, strict=True):
         s = raw[raw["series"] == sid]
@@ -363,7 +363,10 @@ def figure_write_buffer(raw: pd.DataFrame, directory: Path, capacity: int = 0) -
         ax.set_xlabel("data written (MiB)")
         ax.set_ylabel("write latency (us)")
         ax.set_title(f"{format_size(int(s['size'].iloc[0]))} writes from an empty buffer", fontsize=9)
-    return plots.save(fig, directory, "P8-write-buffer")
+    return plots.save(fig, directory, "P8_write_buffer",
+                      "Latency of sequential writes into an empty write buffer against the data written: the writes "
+                      "that waited for a flush (red) come once the buffer is full, so the data written before the "
+                      "first of them is its capacity.")
 
 
 PROBES = [Probe("P8", "write buffer capacity", ERASED, (), probe_write_buffer, unit="bytes")]

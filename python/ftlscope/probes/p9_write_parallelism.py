@@ -235,7 +235,10 @@ def figure_write_parallelism(raw: pd.DataFrame, directory: Path) -> Path:
     right.set_xlabel("time (us)")
     right.set_ylabel("writes completed")
     right.set_title(f"queue kept {deepest} deep", fontsize=9)
-    return plots.save(fig, directory, "P9-write-parallelism")
+    return plots.save(fig, directory, "P9_write_parallelism",
+                      "Latency of the i-th completion of writes issued at one instant (left): the writes that "
+                      "complete together are the ones the buffer takes in parallel; completions over time with the "
+                      "queue kept deep (right).")
 
 
 PROBES = [Probe("P9", "write parallelism", ERASED, (), probe_write_parallelism, unit="writes")]
