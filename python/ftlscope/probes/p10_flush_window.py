@@ -1,7 +1,14 @@
-"""P10 internal flush window (seed 003 §3.1 ``F7_seqwSleep``, Table 4): batches of three quarters of the buffer
-separated by idle gaps, the gap found by a geometric binary search between 2 ms and 5 s: the shortest gap after
-which the next batches see no spike. Never ("inf") when even 5 s does not drain the buffer; 0 when there is no
-buffer to drain. The probe trims what it wrote before it writes there again, and when it is done.
+"""P10 internal flush window (seed 003 §3.1 ``F7_seqwSleep``, Table 4): batches of the whole buffer (P8's
+capacity) separated by idle gaps, the gap found by a geometric binary search between 2 ms and 5 s: the shortest gap
+after which the next batches see no spike. Never ("inf") when even 5 s does not drain the buffer; 0 when there is
+no buffer to drain. The probe trims what it wrote before it writes there again, and when it is done.
+
+Why the whole buffer: the window is the time the device needs to empty *all* of it. A batch of a share ``f`` of
+the buffer fits again once the buffer has drained ``f`` of itself, which a drive whose idle drain is proportional
+(the device model's write buffer: a gap of ``g`` drains ``g / window`` of what is held) reaches well before the
+window: batches of 75 % read 0.74-0.84 of it. Only a full batch needs the buffer empty, whatever the shape of the
+drain. Where a full batch overflows the empty buffer (P8 read it a little too large), the batch shrinks and the
+gap found is corrected by the proportional drain (:func:`drained_share`).
 """
 
 from __future__ import annotations
@@ -41,12 +48,30 @@ GAP_MIN_NS = 2 * MS
 GAP_MAX_NS = 5 * S
 GAP_FLOOR_NS = 62_500  # below 2 ms the search halves down to this before giving up on finding a spike
 GAP_GROWTH = 4
-GAP_RESOLUTION = 1.4  # stop when the clean and the spiked gap are this close (factor)
-BATCH_FRACTION = 0.75  # of the P8 capacity per batch: one batch into an empty buffer never overflows it
+GAP_RESOLUTION = 1.1  # stop when the clean and the spiked gap are this close (factor): the answer within 10 %
+BATCH_FRACTION = 1.0  # of the P8 capacity per batch: the buffer must be empty again for the next batch to fit
+SHRINK = 0.8  # when a batch overflowed the empty buffer (P8 read it too large), the next batch is this much smaller
+MIN_FRACTION = 0.5  # ... down to this share (with GAP_BATCHES batches their sum still overflows a buffer)
 GAP_BATCHES = 3
 
 
 # ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
+
+
+def drained_share(fraction: float, batches: int) -> float | None:
+    """The share of the flush window a gap must last for ``batches`` batches of ``fraction`` of the buffer each
+    to meet no flush, when a gap of ``g`` drains ``g / window`` of what the buffer holds (device-model.md's write
+    buffer): with ``x = 1 - g / window`` left after each gap, the last batch finds ``fraction * (1 + x + ... +
+    x^(batches-1))`` of the buffer taken, which must not exceed 1. 1 for a full batch; None when the batches fit
+    without any drain (the test sees nothing)."""
+    if fraction >= 1.0:
+        return 1.0
+    if fraction * batches <= 1.0:
+        return None
+    # fraction * (x^(k-1) + ... + x + 1) - 1 = 0 has exactly one root in [0, 1): the sum grows with x.
+    roots = np.roots([fraction] * (batches - 1) + [fraction - 1.0])
+    x = min(float(r.real) for r in roots if abs(r.imag) < 1e-9 and -1e-9 <= r.real < 1.0)
+    return 1.0 - max(x, 0.0)
 
 
 def flush_window(tests: pd.DataFrame) -> tuple[float | None, float | None]:
@@ -85,23 +110,33 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
     if ios:
         size = max(size, power_of_two_above(capacity / ios))
     size = max(size, ctx.logical_block, 4 * KIB)
-    state: dict[str, Any] = {"fraction": BATCH_FRACTION, "test": 0}
+    state: dict[str, Any] = {"fraction": BATCH_FRACTION, "test": 0, "capacity": capacity}
 
     def test(gap_ns: int) -> bool:
         """One F7_seqwSleep test: is there a spike after ``gap_ns`` of idle time?"""
         while True:
-            batch = max(int(capacity * state["fraction"]) // size, 1) * size
+            batch = max(int(state["capacity"] * state["fraction"]) // size, 1) * size
             frame = gap_test(ctx, region, batch, size, gap_ns, batches=GAP_BATCHES)
             frame["test"] = state["test"]
-            frame["fraction"] = state["fraction"]
+            frame["fraction"] = batch / state["capacity"]
             state["test"] += 1
-            state.setdefault("frames", []).append(frame)
-            first = frame[frame["batch"] == 0]["latency_ns"].to_numpy()
+            first = frame[frame["batch"] == 0]
             later = frame[frame["batch"] > 0]["latency_ns"].to_numpy()
-            if quick_spikes(first).any() and state["fraction"] > 0.2:
-                state["fraction"] /= 2  # one batch overflowed an empty buffer: P8 read it too large
-                continue
-            return bool(later.max() >= SPIKE_RATIO * np.median(first))
+            overflow = quick_spikes(first["latency_ns"].to_numpy())
+            if overflow.any():
+                # The first batch overflowed the empty buffer, so the test says nothing about the gap. P8 read the
+                # buffer too large: the bytes written before the overflow are its capacity (as P8 reads it), once;
+                # after that the batches shrink, and the analysis scales their gaps (drained_share).
+                held = int(first["position"].to_numpy()[np.flatnonzero(overflow)[0]]) // size * size
+                if not state.get("recounted") and size <= held < state["capacity"]:
+                    state["capacity"] = held
+                    state["recounted"] = True
+                    continue
+                if state["fraction"] * SHRINK >= MIN_FRACTION:
+                    state["fraction"] *= SHRINK
+                    continue
+            state.setdefault("frames", []).append(frame)
+            return bool(later.max() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy()))
 
     def measure_round(index: int) -> pd.DataFrame:
         state["frames"] = []
@@ -147,6 +182,9 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
 
     answer = until_stable(measure_round, analyse_flush_window, min_rounds=2, max_rounds=3)
     region.release()
+    if state["capacity"] != capacity:
+        answer.evidence += (f"; batches of {format_size(state['capacity'])}, the bytes a first batch held before it "
+                            f"overflowed the empty buffer (P8 read {format_size(capacity)})")
     tests = _gap_tests(answer.raw)
     answer.figures = [figure_flush_window(answer.raw, tests, directory, answer.value)]
     return answer
@@ -174,9 +212,21 @@ def gap_test(ctx: Context, region: Region, batch_bytes: int, size: int, gap_ns: 
 def _gap_tests(raw: pd.DataFrame) -> pd.DataFrame:
     if raw is None or raw.empty or "spike" not in raw:
         return pd.DataFrame()
+    batches = raw.groupby(["round", "test"])["batch"].max().rename("batches") + 1
     later = raw[raw["batch"] > 0]
-    return later.groupby(["round", "test"]).agg(gap_ns=("gap_ns", "first"), spiked=("spike", "any"),
-                                                worst_ns=("latency_ns", "max")).reset_index()
+    tests = later.groupby(["round", "test"]).agg(gap_ns=("gap_ns", "first"), spiked=("spike", "any"),
+                                                 worst_ns=("latency_ns", "max"), fraction=("fraction", "first"))
+    return tests.join(batches).reset_index()
+
+
+def _window_tests(tests: pd.DataFrame) -> pd.DataFrame:
+    """The gap tests with each gap as the share of the window it stands for (:func:`drained_share`): the gap
+    itself for full-buffer batches; tests whose batches fit without any drain are left out."""
+    share = [drained_share(f, int(b)) for f, b in zip(tests["fraction"], tests["batches"], strict=True)]
+    kept = np.array([s is not None for s in share], dtype=bool)
+    out = tests[kept].copy()
+    out["gap_ns"] = out["gap_ns"] / np.array([s for s in share if s is not None], dtype=float)
+    return out
 
 
 def analyse_flush_window(frame: pd.DataFrame) -> Answer:
@@ -187,7 +237,7 @@ def analyse_flush_window(frame: pd.DataFrame) -> Answer:
     for c in classes or [None]:
         marked = frame.copy()
         marked["spike"] = spike_mask(lat, c)
-        window, longest_spiked = flush_window(_gap_tests(marked))
+        window, longest_spiked = flush_window(_window_tests(_gap_tests(marked)))
         answers.append((window, longest_spiked, c.silhouette if c is not None else flatness(lat)))
         if raw is None:
             raw = marked
@@ -204,6 +254,9 @@ def analyse_flush_window(frame: pd.DataFrame) -> Answer:
         evidence = f"batches of {fraction:.0%} of the buffer: no spike after {format_ns(window * 1e9)} idle"
         if longest_spiked is not None:
             evidence += f", a spike after {format_ns(longest_spiked * 1e9)}"
+        if fraction < 1.0:
+            evidence += (" (gaps scaled to the whole buffer: a full batch overflowed the empty buffer, and a smaller "
+                         "one fits once the proportional idle drain has emptied its share)")
     return Answer(value=window, confidence=confidence, evidence=evidence, alternatives=alternatives, raw=raw)
 
 
