@@ -6,9 +6,12 @@ simulated device, so an experiment is written once.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..analysis.health_usage import run_usage, total_usage
 from ..errors import FtlscopeError
 from ..results import RunResult
 from ..runner import check_outcome
@@ -23,6 +26,9 @@ GiB = 1 << 30
 FILL_REQUEST = MiB
 PURGE_REQUEST = 256 * MiB
 SETTLE_NS = 1_000_000_000
+# Health counters (SMART log) read this often during every run, and at its start and end: what an experiment
+# wrote to the host and to NAND, and how hot the drive got, go into its experiment.json.
+HEALTH_INTERVAL = "5s"
 
 
 class Interrupted(FtlscopeError):
@@ -47,8 +53,13 @@ class Context:
         engine: str = "auto",
         progress: bool = False,
         label: str = "",
+        health_interval: str | int = HEALTH_INTERVAL,
     ):
         self.raw_dir = raw_dir
+        self.health_interval = health_interval
+        # "preconditioning" while precondition() or ensure_readable() run, so health use is told apart.
+        self.phase = "measurement"
+        self._last_health: dict[str, Any] | None = None
         self.engine = engine
         self.progress = progress
         self.label = label
@@ -87,7 +98,7 @@ class Context:
             window = f"{window}ns"  # durations here are ns; ftlscope.run reads a bare number as seconds
         result = self.device.run(workload, engine=self.engine, trace=trace, window=window,
                                  destructive=self.destructive, force=self.force, progress=self.progress,
-                                 label=description)
+                                 label=description, health_interval=self.health_interval)
         if self.first_summary is None:
             self.first_summary = result.summary
         self._save(result, label)
@@ -114,8 +125,40 @@ class Context:
                 "device_ns": run.get("virtual_ns") or run["measured_ns"],
                 "wall_ns": run.get("wall_ns", run["measured_ns"]),
                 "stop": run["stop"]["reason"],
+                "phase": self.phase,
+                "health": run_usage(result.summary.get("health")),
             }
         )
+        self._last_health = result.summary.get("health")
+
+    def health_usage(self) -> dict[str, Any]:
+        """What the runs so far did to the device, by the health samples taken during them: host and media
+        (NAND) bytes and write amplification of the measurement and of the preconditioning, the temperature at
+        the first and last sample and the highest one, and where the counters came from (or why there are
+        none)."""
+        last = self._last_health or {}
+        by_phase = {
+            phase: total_usage([run["health"] for run in self.runs if run.get("phase") == phase])
+            for phase in ("measurement", "preconditioning")
+        }
+        every = total_usage([run["health"] for run in self.runs])
+        return {
+            "source": last.get("source"),
+            "available": bool(last.get("available")),
+            "reason": last.get("reason"),
+            **by_phase,
+            "temperature_first_c": every["temperature_first_c"],
+            "temperature_last_c": every["temperature_last_c"],
+            "temperature_max_c": every["temperature_max_c"],
+        }
+
+    @contextmanager
+    def _preconditioning(self) -> Iterator[None]:
+        previous, self.phase = self.phase, "preconditioning"
+        try:
+            yield
+        finally:
+            self.phase = previous
 
     # ---- device state ------------------------------------------------------------------------------------
 
@@ -146,7 +189,8 @@ class Context:
             queue_depth=queue_depth, stop={"bytes": length}, data="random",
         )
         where = f" from {format_size(start)}" if start else ""
-        self.run(workload, f"precondition {pattern['kind']} fill {format_size(length)}{where}")
+        with self._preconditioning():
+            self.run(workload, f"precondition {pattern['kind']} fill {format_size(length)}{where}")
 
     def _purge(self, length: int) -> None:
         request = PURGE_REQUEST if length % PURGE_REQUEST == 0 else MiB if length % MiB == 0 else 4096
@@ -155,7 +199,8 @@ class Context:
             range={"start": 0, "length": length}, queue_depth=1, stop={"bytes": length},
         )
         try:
-            self.run(workload, f"precondition purge {format_size(length)}")
+            with self._preconditioning():
+                self.run(workload, f"precondition purge {format_size(length)}")
         except FtlscopeError as exc:
             if isinstance(exc, Interrupted):
                 raise

@@ -23,8 +23,9 @@ class Target(ABC):
 
     @abstractmethod
     def run(self, workload: Workload, *, engine: str, trace: bool, window: str, destructive: str | None,
-            force: bool, progress: bool, label: str) -> RunResult:
-        """Run one workload and return its result (health sampled as often as the target allows)."""
+            force: bool, progress: bool, label: str, health_interval: str | int) -> RunResult:
+        """Run one workload and return its result, the health counters sampled every ``health_interval`` (0:
+        not at all) and at its start and end."""
 
     @abstractmethod
     def idle(self, ns: int) -> None:

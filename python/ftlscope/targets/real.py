@@ -66,9 +66,9 @@ class RealTarget(Target):
         return cls(path, info["kind"], int(info["size_bytes"]), int(info["logical_block_size"]), notes)
 
     def run(self, workload: Workload, *, engine: str, trace: bool, window: str, destructive: str | None,
-            force: bool, progress: bool, label: str) -> RunResult:
+            force: bool, progress: bool, label: str, health_interval: str | int) -> RunResult:
         return engine_run(self.name, workload, engine=engine, trace=trace, window=window, destructive=destructive,
-                          force=force, progress=progress, label=label, health_interval=0)
+                          force=force, progress=progress, label=label, health_interval=health_interval)
 
     def idle(self, ns: int) -> None:
         time.sleep(ns / 1e9)

@@ -10,9 +10,6 @@ from ..sim import SimDevice
 from ..workload import Workload
 from .base import Target
 
-# Health counters sampled this often (virtual time) during a run: free on a simulated device.
-HEALTH_INTERVAL = "5s"
-
 
 class SimulatedTarget(Target):
     def __init__(self, device: SimDevice):
@@ -25,9 +22,9 @@ class SimulatedTarget(Target):
         self.logical_block = int(info["logical_block_size"])
 
     def run(self, workload: Workload, *, engine: str, trace: bool, window: str, destructive: str | None,
-            force: bool, progress: bool, label: str) -> RunResult:
+            force: bool, progress: bool, label: str, health_interval: str | int) -> RunResult:
         return engine_run(self.device, workload, engine=engine, trace=trace, window=window, destructive=destructive,
-                          force=force, progress=progress, label=label, health_interval=HEALTH_INTERVAL)
+                          force=force, progress=progress, label=label, health_interval=health_interval)
 
     def idle(self, ns: int) -> None:
         self.device.idle(f"{int(ns)}ns")  # a bare number would be read as seconds
