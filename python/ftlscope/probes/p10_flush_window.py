@@ -6,9 +6,10 @@ no buffer to drain. The probe trims what it wrote before it writes there again, 
 Why the whole buffer: the window is the time the device needs to empty *all* of it. A batch of a share ``f`` of
 the buffer fits again once the buffer has drained ``f`` of itself, which a drive whose idle drain is proportional
 (the device model's write buffer: a gap of ``g`` drains ``g / window`` of what is held) reaches well before the
-window: batches of 75 % read 0.74-0.84 of it. Only a full batch needs the buffer empty, whatever the shape of the
-drain. Where a full batch overflows the empty buffer (P8 read it a little too large), the batch shrinks and the
-gap found is corrected by the proportional drain (:func:`drained_share`).
+window: on the presets, batches of 75 % read 0.75-0.86 of it. Only a full batch needs the buffer empty, whatever
+the shape of the drain. Where a full batch overflows the empty buffer (P8 read it too large), the bytes it held
+before overflowing become the batch; should that overflow too, the batches shrink and the analysis scales their
+gaps by the proportional drain (:func:`drained_share`).
 """
 
 from __future__ import annotations
