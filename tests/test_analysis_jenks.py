@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftlscope.analysis.jenks import classify, classify_best, most_common_intervals, silhouette_1d
+from ftlscope.analysis.jenks import classify, classify_best, classify_series, most_common_intervals, silhouette_1d
 
 
 def test_two_levels_split_where_they_differ_and_spikes_are_the_smaller_class():
@@ -50,3 +50,24 @@ def test_flat_series_cannot_be_split():
 def test_intervals_rank_by_count():
     ranked = most_common_intervals([0, 4, 8, 12, 20, 24])
     assert ranked[0] == (4, 0.8) and ranked[1] == (8, 0.2)
+
+
+def test_a_long_series_is_classified_on_a_sample_that_keeps_its_rare_spikes():
+    # 50,000 writes near 50 us, 40 of them waiting ~2 ms for a flush (0.08 %): an evenly spread quantile sample
+    # of 3,000 points would hold at most a few of them; the sample keeps the largest values, so the spikes form
+    # their own class and every one of the 50,000 values is labelled.
+    rng = np.random.default_rng(3)
+    latency = 50_000 * (1 + 0.05 * rng.standard_normal(50_000))
+    spikes = rng.choice(50_000, 40, replace=False)
+    latency[spikes] = 2_000_000 * (1 + 0.02 * rng.standard_normal(40))
+    best = classify_series(latency, log=True)[0]
+    assert len(best.labels) == 50_000
+    high = best.abnormal("high")
+    assert set(np.flatnonzero(high)) == set(spikes.tolist())
+    assert best.silhouette > 0.9
+
+
+def test_a_short_series_is_classified_whole():
+    values = np.r_[np.full(20, 1.0), np.full(5, 10.0)] + np.linspace(0, 0.01, 25)
+    assert [c.n_classes for c in classify_series(values)] == [c.n_classes for c in classify_best(values)]
+    assert classify_series(values, log=True)[0].breaks == classify_best(np.log10(values))[0].breaks

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ftlscope import nvme_admin
-from ftlscope.experiments.context import NotAvailable
+from ftlscope.errors import NotAvailable
 from ftlscope.nvme_admin import NVME_IOCTL_RESET, block_name, controller_reset, controllers_of
 
 PCI = "devices/pci0000:00/0000:00:01.1/0000:01:00.0/nvme"

@@ -8,8 +8,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import simdevices
 
-from ftlscope.probes import write_probes as wp
+from ftlscope.analysis.jenks import classify_series
+from ftlscope.experiments.context import Context
+from ftlscope.probes import Answer
+from ftlscope.probes import p8_write_buffer as p8
+from ftlscope.probes import p9_write_parallelism as p9
+from ftlscope.probes import p10_flush_window as p10
 from ftlscope.probes.runner import probe_device
 from ftlscope.probes.truth import ground_truth, matches
 from ftlscope.sim import SimDevice
@@ -33,8 +39,8 @@ def writes(n: int, size: int, spikes_at: list[int], *, normal=50_000.0, spike=2_
     return np.arange(n) * size, lat
 
 
-def reading_of(position, lat, size) -> wp.BufferReading:
-    return wp.read_buffer(position, lat, size, wp.classify(lat, log=True)[0])
+def reading_of(position, lat, size) -> p8.BufferReading:
+    return p8.read_buffer(position, lat, size, classify_series(lat, log=True)[0])
 
 
 def test_the_bytes_before_the_first_spike_are_the_capacity():
@@ -75,37 +81,37 @@ def test_a_much_longer_flush_followed_by_ordinary_ones_is_a_second_level():
 
 def test_no_spike_means_no_buffer_and_flat_latencies_give_high_confidence():
     position, lat = writes(5000, 64 * KIB, [])
-    classes = wp.classify(lat, log=True)
-    r = wp.read_buffer(position, lat, 64 * KIB, classes[0] if classes else None)
+    classes = classify_series(lat, log=True)
+    r = p8.read_buffer(position, lat, 64 * KIB, classes[0] if classes else None)
     assert r.capacity == 0 and r.flushes == 0 and r.confidence > 0.5
 
 
 def test_long_series_are_classified_on_a_sample_and_keep_rare_spikes():
     size = 16 * KIB
     position, lat = writes(40_000, size, [4096, 8192, 12288, 16384, 20480, 24576, 28672, 32768, 36864])
-    classes = wp.classify(lat, log=True)
+    classes = classify_series(lat, log=True)
     assert len(classes[0].labels) == 40_000
     assert reading_of(position, lat, size).capacity == 64 * MIB
 
 
 def test_common_interval_groups_values_within_the_tolerance():
-    assert wp.common_interval([100, 101, 99, 100, 300, 50]) == (100.0, 4 / 6)
-    assert wp.common_interval([]) is None
+    assert p8.common_interval([100, 101, 99, 100, 300, 50]) == (100.0, 4 / 6)
+    assert p8.common_interval([]) is None
 
 
 def test_a_buffer_counting_write_commands_is_told_from_one_counting_bytes():
     def r(size, interval):
-        return wp.BufferReading(size, interval, first=interval, interval=interval, flushes=5, confidence=1.0)
+        return p8.BufferReading(size, interval, first=interval, interval=interval, flushes=5, confidence=1.0)
 
     # 64 writes between flushes at 16 KiB, 64 KiB and 256 KiB; the bytes fill first with 1 MiB writes.
     readings = [r(64 * KIB, 4 * MIB), r(16 * KIB, MIB), r(256 * KIB, 16 * MIB), r(MIB, 16 * MIB)]
-    chosen, ios, _ = wp.combine_buffer_readings(readings)
+    chosen, ios, _ = p8.combine_buffer_readings(readings)
     assert ios == 64 and chosen.capacity == 16 * MIB and chosen.size >= 256 * KIB
     # Counted at the small size only: 768 KiB is 12 writes of 64 KiB, 24 of 16 KiB flush it.
-    chosen, ios, _ = wp.combine_buffer_readings([r(64 * KIB, 768 * KIB), r(16 * KIB, 384 * KIB)])
+    chosen, ios, _ = p8.combine_buffer_readings([r(64 * KIB, 768 * KIB), r(16 * KIB, 384 * KIB)])
     assert ios == 24 and chosen.capacity == 768 * KIB
     # A buffer counted in bytes: the finest writes place the flush best.
-    chosen, ios, _ = wp.combine_buffer_readings([r(64 * KIB, 576 * KIB), r(16 * KIB, 592 * KIB)])
+    chosen, ios, _ = p8.combine_buffer_readings([r(64 * KIB, 576 * KIB), r(16 * KIB, 592 * KIB)])
     assert ios is None and chosen.capacity == 592 * KIB
 
 
@@ -122,18 +128,18 @@ def batches(latencies_of_one_batch, n=20, flush_in=(3,)) -> pd.DataFrame:
 def test_the_first_completion_cluster_of_a_batch_is_the_parallelism():
     # 16 writes, 4 slots, 10 us per insert, 170 ns of link transfer between writes.
     lat = [15_000 + 10_000 * (i // 4) + 170 * (i % 4) for i in range(16)]
-    r = wp.read_batches(batches(lat))
+    r = p9.read_batches(batches(lat))
     assert r.parallelism == 4 and not r.serial and r.period_ns == pytest.approx(10_000, rel=0.01)
     assert r.confidence > 0.9
 
 
 def test_a_serialised_batch_completes_one_write_at_a_time():
-    r = wp.read_batches(batches([55_000 + 40_000 * i for i in range(16)]))
+    r = p9.read_batches(batches([55_000 + 40_000 * i for i in range(16)]))
     assert r.parallelism == 1 and r.serial and r.period_ns == pytest.approx(40_000)
 
 
 def test_a_batch_completing_all_at_once_asks_for_a_larger_batch():
-    assert wp.read_batches(batches([15_000 + 50 * i for i in range(16)], flush_in=())).parallelism is None
+    assert p9.read_batches(batches([15_000 + 50 * i for i in range(16)], flush_in=())).parallelism is None
 
 
 def test_a_busy_queue_gives_the_parallelism_a_serialised_batch_hides():
@@ -144,15 +150,15 @@ def test_a_busy_queue_gives_the_parallelism_a_serialised_batch_hides():
     complete[400:] += 3e6
     submit = np.r_[np.zeros(depth), complete[:-depth]]
     frame = pd.DataFrame({"submit_ns": submit, "complete_ns": complete, "latency_ns": complete - submit})
-    assert wp.busy_parallelism(frame, depth, 40_000) == pytest.approx(4, rel=0.02)
+    assert p9.busy_parallelism(frame, depth, 40_000) == pytest.approx(4, rel=0.02)
 
 
 def test_the_flush_window_is_the_shortest_gap_after_which_nothing_spikes():
     tests = pd.DataFrame({"gap_ns": [2e6, 8e6, 32e6, 128e6, 64e6, 45e6], "spiked": [1, 1, 1, 0, 0, 1]}).astype(
         {"spiked": bool})
-    assert wp.flush_window(tests) == (pytest.approx(0.064), pytest.approx(0.045))
+    assert p10.flush_window(tests) == (pytest.approx(0.064), pytest.approx(0.045))
     never = pd.DataFrame({"gap_ns": [2e6, 5e9], "spiked": [True, True]})
-    assert wp.flush_window(never)[0] is None
+    assert p10.flush_window(never)[0] is None
 
 
 # ---- simulated devices ------------------------------------------------------------------------------------------
@@ -205,6 +211,8 @@ def test_presets_answer_their_ground_truth(preset, tmp_path):
         assert matches(pid, answer.value, truth[pid]), (pid, answer.value, truth[pid], answer.evidence)
         assert answer.figures and answer.figures[0].exists() and answer.raw is not None and len(answer.raw)
         assert answer.device_time_s < 60
+    if truth["P10"]:  # a finite window: within 20 % (issue 16), not only the factor of 2 of the match rule
+        assert 0.8 * truth["P10"] <= report.answers["P10"].value <= 1.2 * truth["P10"], report.answers["P10"].evidence
     serial = preset == "kelpie-a960g-ps"
     assert report.answers["P9"].extra["serialized_when_idle"] is serial
     if preset == "kelpie-a960g-ps":
@@ -222,3 +230,73 @@ def test_a_small_custom_device(ios, serial, tmp_path):
         assert matches(pid, report.answers[pid].value, truth[pid]), (pid, report.answers[pid].evidence)
     assert report.answers["P9"].extra["serialized_when_idle"] is (serial == "true")
     assert report.answers["P8"].extra.get("capacity_ios") == (ios or None)
+
+
+# ---- P10 against the proportional idle drain (issue 16: batches of 75 % of the buffer read 0.79 of the window) ----
+
+
+def proportional_spike(fraction: float, batches: int, gap_share: float) -> bool:
+    """The device model's buffer (device-model.md): ``batches`` batches of ``fraction`` of the buffer, a gap of
+    ``gap_share`` of the window between them draining that share of what is held; does a batch overflow?"""
+    held = 0.0
+    for b in range(batches):
+        if b:
+            held *= 1 - min(gap_share, 1.0)
+        held += fraction
+        if held > 1 + 1e-12:
+            return True
+    return False
+
+
+@pytest.mark.parametrize(("fraction", "batches"), [(1.0, 3), (0.9, 3), (0.75, 3), (0.6, 3), (0.75, 2)])
+def test_drained_share_is_where_a_proportional_drain_stops_overflowing(fraction, batches):
+    share = p10.drained_share(fraction, batches)
+    assert proportional_spike(fraction, batches, share * 0.999)
+    assert not proportional_spike(fraction, batches, share * 1.001)
+    assert p10.drained_share(0.3, 3) is None  # three batches of 30 % fit without any drain: the test is blind
+
+
+def test_gaps_of_smaller_batches_are_scaled_to_the_whole_buffer():
+    # Batches of 75 % on a 40 ms window: spikes stop at 0.736 of it; scaled, the window is found again.
+    window = 40e6
+    gaps = np.geomspace(2e6, 80e6, 40)
+    tests = pd.DataFrame({"gap_ns": gaps, "fraction": 0.75, "batches": 3,
+                          "spiked": [proportional_spike(0.75, 3, g / window) for g in gaps]})
+    unscaled, _ = p10.flush_window(tests)
+    found, _ = p10.flush_window(p10._window_tests(tests))
+    assert unscaled * 1e9 / window == pytest.approx(0.76, abs=0.05)  # the old bias
+    assert found * 1e9 / window == pytest.approx(1.0, abs=0.1)
+
+
+# Held-out drives (not presets): windows from 3 ms to 1 s, buffers from 512 KiB to 8 MiB, one flushing only part
+# of itself, one also counting write commands.
+HELD_OUT = [
+    ("10ms", "512KiB", "64MiB", {}),
+    ("50ms", "2MiB", "128MiB", {}),
+    ("200ms", "768KiB", "64MiB", {"partial_flush": "256KiB"}),
+    ("1s", "8MiB", "512MiB", {}),
+    ("3ms", "1MiB", "64MiB", {"capacity_ios": 64}),
+]
+
+
+@pytest.mark.parametrize(("window", "capacity", "device", "extra"), HELD_OUT)
+def test_the_flush_window_lands_on_the_window_of_held_out_drives(window, capacity, device, extra, tmp_path):
+    drive = simdevices.small_ssd(tmp_path, "held-out", device={"capacity": device},
+                                 write_buffer={"capacity": capacity, "idle_flush_window": window, **extra})
+    report = probe_device(drive, properties="P8,P10", out=tmp_path)
+    truth = ground_truth(drive.config_toml)["P10"]
+    value = report.answers["P10"].value
+    # Issue 16 asks for 20 %; a full-buffer batch fits only once the buffer is empty, so the answer is the window
+    # up to the search's resolution (10 % above), less the few microseconds between a batch and its gap.
+    assert 0.95 * truth <= value <= p10.GAP_RESOLUTION * truth, report.answers["P10"].evidence
+
+
+def test_a_buffer_p8_read_too_large_is_recounted_from_the_overflow(tmp_path):
+    drive = simdevices.small_ssd(tmp_path, "overestimated", write_buffer={"capacity": "1MiB",
+                                                                          "idle_flush_window": "20ms"})
+    known = {"P8": Answer(value=int(1.25 * MIB), confidence=1.0, evidence="read 25 % too large")}
+    ctx = Context(drive, raw_dir=tmp_path / "raw", writes=True)
+    ctx.precondition("purge")
+    answer = p10.probe_flush_window(ctx, known, tmp_path)
+    assert 0.95 * 0.020 <= answer.value <= p10.GAP_RESOLUTION * 0.020, answer.evidence
+    assert "batches of 1 MiB" in answer.evidence and "P8 read 1.25 MiB" in answer.evidence

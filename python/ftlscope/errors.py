@@ -41,3 +41,8 @@ class RunError(FtlscopeError):
     """A run failed part-way (I/O error, time-out). Results measured so far are kept."""
 
     exit_code = 1
+
+
+class NotAvailable(Exception):
+    """An operation (power cycle, controller reset, health log) the target cannot do; the text says why. Not an
+    FtlscopeError: an experiment catches it, skips the step and records the reason."""

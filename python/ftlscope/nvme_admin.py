@@ -12,7 +12,7 @@ is found through sysfs:
   name the paths of this namespace, when the kernel shows them);
 - a hidden path device (``nvme0c0n1``: subsystem 0, controller 0, namespace 1) points at its controller.
 
-Every way this cannot work raises :class:`~ftlscope.experiments.context.NotAvailable` with one line saying why,
+Every way this cannot work raises :class:`~ftlscope.errors.NotAvailable` with one line saying why,
 so an experiment skips the step and records the reason. The sysfs, /proc and /dev roots are parameters, so the
 resolution is tested on fake trees.
 """
@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from .devices import list_block_devices
+from .errors import NotAvailable
 
 __all__ = ["NVME_IOCTL_RESET", "controller_reset", "controllers_of", "block_name"]
 
@@ -50,8 +51,6 @@ READY_TIMEOUT_S = 60.0
 
 
 def _not_available(reason: str) -> Exception:
-    from .experiments.context import NotAvailable  # imported here: context imports this module lazily too
-
     return NotAvailable(f"controller reset is not available on this target: {reason}")
 
 

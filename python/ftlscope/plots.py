@@ -142,8 +142,9 @@ def readable_axes(fig) -> None:
                 number_axis(ax, axis)
 
 
-def save(fig, directory: Path, name: str) -> Path:
-    """Write ``directory/name.png`` and free the figure."""
+def save(fig, directory: Path, name: str, caption: str = "") -> Path:
+    """Write ``directory/name.png`` and free the figure. ``caption``, a sentence saying what the figure shows,
+    travels inside the PNG (its Description text), so a report captions the figure wherever the file goes."""
     path = Path(directory) / f"{name}.png"
     readable_axes(fig)
     if any(ax.get_legend_handles_labels()[0] for ax in fig.axes):
@@ -156,6 +157,40 @@ def save(fig, directory: Path, name: str) -> Path:
             text.set_text(_MICRO.sub("µs", text.get_text()))
         ax.set_title(_MICRO.sub("µs", ax.get_title()))
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, metadata={"Description": caption} if caption else None)
     plt.close(fig)
     return path
+
+
+def caption_of(path: Path) -> str:
+    """The caption :func:`save` put into a PNG ("" for a figure saved without one)."""
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        return str(image.info.get("Description", ""))
+
+
+def duration_axis(ax, axis: str = "x") -> None:
+    """Log scale for durations given in ns, labelled "2 ms", "500 µs", "1 s": decades always, 2 and 5 between
+    them while the axis spans less than 1.5 decades (matplotlib's own log ticks label minor ticks as "3x10^0"
+    once the axis spans one decade, and those labels collide)."""
+    from matplotlib.ticker import LogLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+
+    def minor(v: float, _pos) -> str:
+        lo, hi = sorted(target.get_view_interval())
+        return _duration_label(v) if lo > 0 and np.log10(hi / lo) < 1.5 else ""
+
+    target.set_major_locator(LogLocator(base=10))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: _duration_label(v)))
+    target.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+    target.set_minor_formatter(FuncFormatter(minor))
+
+
+def _duration_label(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:g} {unit}"
+    return f"{ns:g} ns"

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 import jenkspy
 import numpy as np
 
+# Jenks natural breaks (jenkspy) costs O(n^2): longer series are classified on a sample of their sorted values
+# (the breaks of 3,000 quantiles sit where those of 50,000 values do), then the breaks label every value.
+MAX_POINTS = 3000
+
 
 @dataclass(frozen=True)
 class Classification:
@@ -49,6 +53,32 @@ def classify_best(values, min_classes: int = 2, max_classes: int = 5) -> list[Cl
     """Every class count from ``min_classes`` to ``max_classes`` that the data supports, best silhouette first."""
     found = [c for k in range(min_classes, max_classes + 1) if (c := classify(values, k)) is not None]
     return sorted(found, key=lambda c: -c.silhouette)
+
+
+def classify_series(values, *, log: bool = False, min_classes: int = 2, max_classes: int = 5,
+                    max_points: int = MAX_POINTS) -> list[Classification]:
+    """Seed 003 §3.2's classification of a measured series, as every probe uses it: Jenks natural breaks for each
+    class count from ``min_classes`` to ``max_classes`` the data supports, best silhouette first, with labels
+    and silhouette for every value. ``log``: classify log10 of the values (latencies spanning microseconds to
+    seconds). A series longer than ``max_points`` is classified on a quantile sample that keeps its largest
+    values (up to 1 %, so rare spikes are in it); a classification whose breaks then put every value in one
+    class is dropped."""
+    x = np.asarray(values, dtype=float)
+    if log:
+        x = np.log10(np.maximum(x, 1.0))
+    if len(x) <= max_points:
+        return classify_best(x, min_classes, max_classes)
+    ordered = np.sort(x)
+    top = min(len(x) // 100, max_points // 10)
+    index = np.linspace(0, len(x) - top - 1, max_points - top).round().astype(int)
+    sample = np.concatenate([ordered[index], ordered[len(x) - top:]])
+    out = []
+    for c in classify_best(sample, min_classes, max_classes):
+        labels = np.clip(np.searchsorted(np.asarray(c.breaks[1:-1]), x, side="left"), 0, c.n_classes - 1)
+        if len(np.unique(labels)) < 2:
+            continue
+        out.append(Classification(c.n_classes, c.breaks, labels, silhouette_1d(x, labels)))
+    return sorted(out, key=lambda c: -c.silhouette)
 
 
 def silhouette_1d(values, labels) -> float:

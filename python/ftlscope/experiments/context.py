@@ -5,19 +5,19 @@ simulated device, so an experiment is written once.
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import safety, stopping
-from ..errors import FtlscopeError, TargetError, UsageError
+from .. import stopping
+from ..analysis.health_usage import run_usage, total_usage
+from ..errors import FtlscopeError
 from ..results import RunResult
-from ..runner import check_outcome, prepare_target
-from ..runner import run as engine_run
+from ..runner import check_outcome
 from ..sim import SimDevice
+from ..targets import Target, open_target
 from ..units import format_size
 from ..workload import Workload
 
@@ -27,6 +27,9 @@ GiB = 1 << 30
 FILL_REQUEST = MiB
 PURGE_REQUEST = 256 * MiB
 SETTLE_NS = 1_000_000_000
+# Health counters (SMART log) read this often during every run, and at its start and end: what an experiment
+# wrote to the host and to NAND, and how hot the drive got, go into its experiment.json.
+HEALTH_INTERVAL = "5s"
 
 
 class Interrupted(FtlscopeError):
@@ -39,10 +42,6 @@ class Interrupted(FtlscopeError):
     @property
     def exit_code(self) -> int:  # type: ignore[override]
         return stopping.exit_code()
-
-
-class NotAvailable(Exception):
-    """An operation (power cycle, controller reset, health log) the target cannot do; the text says why."""
 
 
 class Context:
@@ -62,8 +61,13 @@ class Context:
         progress: bool = False,
         label: str = "",
         show_serial: bool = False,
+        health_interval: str | int = HEALTH_INTERVAL,
     ):
         self.raw_dir = raw_dir
+        self.health_interval = health_interval
+        # "preconditioning" while precondition() or ensure_readable() run, so health use is told apart.
+        self.phase = "measurement"
+        self._last_health: dict[str, Any] | None = None
         self.engine = engine
         self.progress = progress
         self.label = label
@@ -77,51 +81,15 @@ class Context:
         # The range the probe runner preconditioned (refilled or erased); None outside probing.
         self.probe_span: int | None = None
         self._started_wall = time.monotonic()
-        self.device: SimDevice | None = None
-        if isinstance(target, SimDevice) or str(target).startswith("sim:"):
-            self.device = target if isinstance(target, SimDevice) else SimDevice.open(str(target))
-            self.target = self.device.name
-            self.kind = "simulated"
-            info = self.device.info
-            self.capacity = int(info["size_bytes"])
-            self.logical_block = int(info["logical_block_size"])
-            self._started_device_ns = self.device.now_ns
-            return
-        self.target = str(target)
-        self.kind, self.capacity, self.logical_block = self._open_real(writes, size)
-
-    def _open_real(self, writes: bool, size: int | None) -> tuple[str, int, int]:
-        from .. import _native
-
-        try:
-            st = os.stat(self.target)
-        except FileNotFoundError:
-            st = None
-        except OSError as exc:
-            raise TargetError(f"cannot look at {self.target}: {exc.strerror}") from None
-        if st is None or stat.S_ISREG(st.st_mode):
-            # A file: an experiment that writes needs the same permission as any write (checked first, before
-            # anything is touched); then the file is created/extended to --size and filled, so reads hit data.
-            if writes and st is not None:
-                safety.check_write_allowed(self.target, writes=True, destructive=self.destructive, force=self.force)
-            prepared = prepare_target(
-                self.target, Workload(mix={"read": 100}), size=size, destructive=self.destructive,
-                force=self.force, engine=self.engine, progress=self.progress,
-            )
-            self.notes.extend(prepared.notices)
-        elif stat.S_ISBLK(st.st_mode):
-            if size is not None:
-                raise UsageError("--size: a block device has its own size; use --param span=... to use part of it")
-            safety.check_write_allowed(self.target, writes=writes, destructive=self.destructive, force=self.force)
-            if not writes:
-                self.notes.append("read-only: the device's data was read in place")
-        else:
-            raise TargetError(f"{self.target} is neither a block device nor a regular file")
-        try:
-            info = json.loads(_native.target_info(self.target, False, True))
-        except Exception as exc:  # the native layer words the reason (permission, missing device)
-            raise TargetError(f"cannot open {self.target}: {exc}") from None
-        return info["kind"], int(info["size_bytes"]), int(info["logical_block_size"])
+        # The device under test, simulated or real: everything that differs between the two lives there.
+        self.device: Target = open_target(target, writes=writes, destructive=destructive, force=force, size=size,
+                                          engine=engine, progress=progress)
+        self.target = self.device.name
+        self.kind = self.device.kind
+        self.capacity = self.device.capacity
+        self.logical_block = self.device.logical_block
+        self.notes.extend(self.device.notes)
+        self._started_device_ns = self.device.clock_ns
 
     # ---- sizes -------------------------------------------------------------------------------------------
 
@@ -137,19 +105,10 @@ class Context:
         description = f"{self.label} {label}".strip()
         if isinstance(window, int):
             window = f"{window}ns"  # durations here are ns; ftlscope.run reads a bare number as seconds
-        result = engine_run(
-            self.device if self.device is not None else self.target,
-            workload,
-            engine=self.engine,
-            trace=trace,
-            window=window,
-            destructive=self.destructive,
-            force=self.force,
-            progress=self.progress,
-            label=description,
-            health_interval=0 if self.device is None else "5s",
-            show_serial=self.show_serial,
-        )
+        result = self.device.run(workload, engine=self.engine, trace=trace, window=window,
+                                 destructive=self.destructive, force=self.force, progress=self.progress,
+                                 label=description, health_interval=self.health_interval,
+                                 show_serial=self.show_serial)
         if self.first_summary is None:
             self.first_summary = result.summary
         self._save(result, label)
@@ -176,8 +135,40 @@ class Context:
                 "device_ns": run.get("virtual_ns") or run["measured_ns"],
                 "wall_ns": run.get("wall_ns", run["measured_ns"]),
                 "stop": run["stop"]["reason"],
+                "phase": self.phase,
+                "health": run_usage(result.summary.get("health")),
             }
         )
+        self._last_health = result.summary.get("health")
+
+    def health_usage(self) -> dict[str, Any]:
+        """What the runs so far did to the device, by the health samples taken during them: host and media
+        (NAND) bytes and write amplification of the measurement and of the preconditioning, the temperature at
+        the first and last sample and the highest one, and where the counters came from (or why there are
+        none)."""
+        last = self._last_health or {}
+        by_phase = {
+            phase: total_usage([run["health"] for run in self.runs if run.get("phase") == phase])
+            for phase in ("measurement", "preconditioning")
+        }
+        every = total_usage([run["health"] for run in self.runs])
+        return {
+            "source": last.get("source"),
+            "available": bool(last.get("available")),
+            "reason": last.get("reason"),
+            **by_phase,
+            "temperature_first_c": every["temperature_first_c"],
+            "temperature_last_c": every["temperature_last_c"],
+            "temperature_max_c": every["temperature_max_c"],
+        }
+
+    @contextmanager
+    def _preconditioning(self) -> Iterator[None]:
+        previous, self.phase = self.phase, "preconditioning"
+        try:
+            yield
+        finally:
+            self.phase = previous
 
     # ---- device state ------------------------------------------------------------------------------------
 
@@ -195,8 +186,7 @@ class Context:
             self._fill(length, pattern={"kind": "permutation"}, request=4096, queue_depth=32)
         else:
             raise ValueError(f"unknown preconditioning {kind}")
-        if self.device is not None:
-            self.device.filled_bytes = 0 if kind == "purge" else max(self.device.filled_bytes, length)
+        self.device.note_precondition(kind, length)
         # Let the device settle (write buffer drained, background work done), so the experiment measures
         # the state preconditioning made, not its tail: reads would otherwise hit the write buffer.
         self.idle(SETTLE_NS)
@@ -209,7 +199,8 @@ class Context:
             queue_depth=queue_depth, stop={"bytes": length}, data="random",
         )
         where = f" from {format_size(start)}" if start else ""
-        self.run(workload, f"precondition {pattern['kind']} fill {format_size(length)}{where}")
+        with self._preconditioning():
+            self.run(workload, f"precondition {pattern['kind']} fill {format_size(length)}{where}")
 
     def _purge(self, length: int) -> None:
         request = PURGE_REQUEST if length % PURGE_REQUEST == 0 else MiB if length % MiB == 0 else 4096
@@ -218,7 +209,8 @@ class Context:
             range={"start": 0, "length": length}, queue_depth=1, stop={"bytes": length},
         )
         try:
-            self.run(workload, f"precondition purge {format_size(length)}")
+            with self._preconditioning():
+                self.run(workload, f"precondition purge {format_size(length)}")
         except FtlscopeError as exc:
             if isinstance(exc, Interrupted):
                 raise
@@ -233,49 +225,36 @@ class Context:
         self.run(workload, "flush the write cache")
 
     def ensure_readable(self, span: int) -> None:
-        """Before reads: on a simulated device, write the range once (a fresh one holds nothing, and reads
-        of never-written pages would not touch flash). Files are filled when created; block devices are read
-        as they are."""
-        if self.device is None or self.device.filled_bytes >= span:
+        """Before reads: write what of the range the target says reads would not reach flash for (a fresh
+        simulated device holds nothing). Files are filled when created; block devices are read as they are."""
+        start = self.device.unreadable_from(span)
+        if start is None:
             return
-        # Write only what is missing: a whole-drive fill after another experiment's would cost hours of
-        # device time on a drive in a random-written state (every overwrite pays garbage collection).
-        start = self.device.filled_bytes // 4096 * 4096
         self._fill(span, pattern={"kind": "sequential"}, request=FILL_REQUEST, queue_depth=8, start=start)
-        self.device.filled_bytes = span
+        self.device.note_precondition("sequential-fill", span)
         self.idle(SETTLE_NS)
+
+    @property
+    def filled_bytes(self) -> int:
+        """Bytes from LBA 0 known to hold written data (0 where the target does not track it)."""
+        return self.device.filled_bytes
 
     def idle(self, ns: int) -> None:
         """Leave the device idle: in virtual time on a simulated device, really on a real one."""
-        if ns <= 0:
-            return
-        if self.device is not None:
-            self.device.idle(f"{int(ns)}ns")  # a bare number would be read as seconds
-        else:
-            time.sleep(ns / 1e9)
+        if ns > 0:
+            self.device.idle(ns)
 
     def power_cycle(self) -> int:
-        """Power the device off and on (caches lost). Raises NotAvailable where software cannot do it."""
-        if self.device is None:
-            raise NotAvailable("a power cycle needs a simulated device (software cannot cut a drive's power)")
+        """Power the device off and on (caches lost). Raises errors.NotAvailable where software cannot do it."""
         return self.device.power_cycle()
 
     def controller_reset(self) -> int:
-        """Reset the controller (caches kept). Raises NotAvailable where the target has no controller."""
-        if self.device is not None:
-            return self.device.controller_reset()
-        from ..nvme_admin import controller_reset
-
-        return controller_reset(self.target)
+        """Reset the controller (caches kept). Raises errors.NotAvailable where the target has no controller."""
+        return self.device.controller_reset()
 
     def health(self) -> dict[str, Any] | None:
         """The SMART-like counters, or None where the target has none."""
-        if self.device is not None:
-            return self.device.health()
-        from .. import _native
-
-        snapshot = json.loads(_native.health_snapshot(self.target))
-        return snapshot["sample"] if snapshot.get("available") else None
+        return self.device.health()
 
     # ---- accounting --------------------------------------------------------------------------------------
 
@@ -283,9 +262,7 @@ class Context:
     def device_time_ns(self) -> int:
         """Device time used so far: virtual time on a simulated device (runs, idling and resets), wall time
         on a real one."""
-        if self.device is not None:
-            return self.device.now_ns - self._started_device_ns
-        return int((time.monotonic() - self._started_wall) * 1e9)
+        return self.device.clock_ns - self._started_device_ns
 
     @property
     def wall_time_ns(self) -> int:

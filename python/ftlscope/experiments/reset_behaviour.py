@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 
 from .. import plots
-from ..errors import UsageError
+from ..errors import NotAvailable, UsageError
 from ..units import format_size
 from ._common import device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
-from .context import Context, NotAvailable
+from .context import Context
 
 # (read step, the action before it)
 STEPS = (

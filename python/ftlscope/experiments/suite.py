@@ -3,10 +3,13 @@ measurement, aggregate, analyse, draw, and write ``DIR/EXPERIMENT/``:
 
 - ``results.csv``    one row per point: every metric's mean, ``_std`` and ``_ci`` (95 % t interval) over the
                      repetitions, and ``n``;
-- ``findings.json``  what the analysis derived, each ``{"value", "unit", "evidence"}``;
+- ``findings.json``  what the analysis derived, each ``{"value", "unit", "evidence"}``; an experiment that writes
+                     also gets the host and NAND bytes its measurement wrote and the highest temperature
+                     the drive reported, from the health counters sampled during its runs;
 - ``*.png``          the figures;
 - ``experiment.json`` the conditions: target, environment, engine, parameters, preconditioning, repetitions,
-                     device and wall time, and how the run ended;
+                     device and wall time, what the runs did to the device (``health``: host and NAND bytes of
+                     the measurement and of the preconditioning, temperatures), and how the run ended;
 - ``raw/``           every repetition's points (``points.parquet``) and every engine run's summary JSON and
                      time windows (Parquet).
 
@@ -27,7 +30,8 @@ from ..env import system_env
 from ..errors import FtlscopeError, UsageError
 from ..jsonable import write_json
 from ..sim import SimDevice
-from .base import Experiment
+from ..units import format_size
+from .base import Experiment, finding
 from .context import Context, Interrupted
 
 
@@ -104,6 +108,9 @@ def run_experiment(
             if error is None:
                 raise
             analysis_problem = f"analysis of the partial results failed: {exc}"
+    health = ctx.health_usage()
+    if experiment.writes:
+        findings = {**findings, **{k: v for k, v in _health_findings(health).items() if k not in findings}}
     write_json(directory / "findings.json", findings)
 
     conditions = {
@@ -120,6 +127,7 @@ def run_experiment(
         "started_at_unix": started,
         "device_time_s": ctx.device_time_ns / 1e9,
         "wall_time_s": ctx.wall_time_ns / 1e9,
+        "health": health,
         "runs": ctx.runs,
         "notes": ctx.notes + ([analysis_problem] if analysis_problem else []),
         "completed": error is None,
@@ -137,3 +145,26 @@ def _target_conditions(ctx: Context) -> dict[str, Any]:
     described["size_bytes"] = ctx.capacity
     described["logical_block_size"] = ctx.logical_block
     return described
+
+
+def _health_findings(health: dict[str, Any]) -> dict[str, Any]:
+    """What a writing experiment's measurement did to the drive, from its health counters: host and NAND bytes
+    written and the highest temperature reported (each only where the drive reports it)."""
+    measured = health["measurement"]
+    source = f"health counters ({health.get('source') or 'health log'}) at the start and end of every run"
+    out: dict[str, Any] = {}
+    host, media = measured["host_bytes_written"], measured["media_bytes_written"]
+    if host is not None:
+        out["host_bytes_written"] = finding(host, "bytes", f"{format_size(host)} written by the host during the "
+                                                           f"measurement (preconditioning not counted); {source}")
+    if media is not None:
+        wa = "" if measured["write_amplification"] is None else \
+            f", {measured['write_amplification']:.2f}x the host's"
+        out["nand_bytes_written"] = finding(media, "bytes", f"{format_size(media)} written to NAND during the "
+                                                            f"measurement{wa}; {source}")
+    if health["temperature_max_c"] is not None:
+        out["temperature_max_c"] = finding(
+            health["temperature_max_c"], "°C",
+            f"highest temperature the drive reported during the experiment (first {health['temperature_first_c']}"
+            f" °C, last {health['temperature_last_c']} °C); {source}")
+    return out

@@ -13,29 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis.jenks import Classification, classify_best, most_common_intervals, silhouette_1d
+from ..analysis.jenks import classify_series, most_common_intervals, silhouette_1d
 from ..units import format_size
 
-# Jenks (jenkspy) is quadratic in the number of points: classify an evenly spread subsample of the sorted
-# values (the breaks of 3,000 quantiles sit where those of 50,000 values do), then label every value.
-JENKS_POINTS = 3000
-
 CELLS = {1: "slc", 2: "mlc", 3: "tlc"}
-
-
-def classifications(values, min_classes: int = 2, max_classes: int = 5,
-                    max_points: int = JENKS_POINTS) -> list[Classification]:
-    """Jenks classifications of ``values`` for every class count the data supports, best silhouette first,
-    with labels and silhouette for all values (breaks found on a quantile subsample when there are many)."""
-    x = np.asarray(values, dtype=float)
-    if len(x) <= max_points:
-        return classify_best(x, min_classes, max_classes)
-    sample = np.sort(x)[np.linspace(0, len(x) - 1, max_points).round().astype(int)]
-    out = []
-    for c in classify_best(sample, min_classes, max_classes):
-        labels = np.clip(np.searchsorted(np.asarray(c.breaks[1:-1]), x, side="left"), 0, c.n_classes - 1)
-        out.append(Classification(c.n_classes, c.breaks, labels, silhouette_1d(x, labels)))
-    return sorted(out, key=lambda c: -c.silhouette)
 
 
 # ---- P2: latency levels and the page pattern ---------------------------------------------------------------
@@ -72,7 +53,7 @@ def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
     x = np.asarray(values, dtype=float)
     if len(x) == 0:
         return []
-    found = classifications(x, 2, 5)
+    found = classify_series(x)
     if not found:  # a single latency level: every page reads alike
         return [Levels((float(np.median(x)),), np.zeros(len(x), dtype=int), 1.0, 1)]
     out = []
@@ -317,7 +298,7 @@ def interval_readings(positions, values, *, anchor: int | None = 0, min_contrast
     pos = np.asarray(positions)
     x = np.asarray(values, dtype=float)
     out = []
-    for c in classifications(x, 2, 5):
+    for c in classify_series(x):
         counts = c.counts()
         present = [k for k in range(c.n_classes) if counts[k] > 0]
         normal = int(np.argmax(counts))

@@ -39,8 +39,8 @@ def filled_span(ctx: Context) -> int:
     it; elsewhere the runner's default span is assumed (capped to the target)."""
     if ctx.probe_span:
         return int(ctx.probe_span)
-    if ctx.device is not None and ctx.device.filled_bytes > 0:
-        return int(ctx.device.filled_bytes)
+    if ctx.filled_bytes > 0:
+        return ctx.filled_bytes
     return ctx.span(DEFAULT_FILLED)
 
 

@@ -222,7 +222,9 @@ def page_type_figure(answer: Answer, directory: Path) -> Path:
         ax.set_yticks(list(levels.values()), list(levels))
         ax.set_xlabel(f"place in a unit's write order ({answer.extra.get('pattern_from', '')})")
         ax.set_ylabel("page type")
-    return plots.save(fig, directory, "P2_page_type")
+    return plots.save(fig, directory, "P2_page_type",
+                      "Latency of single-page reads in a block: the latency levels are the page types (low, middle, "
+                      "high pages), and their order in the block is the page pattern.")
 
 
 def run_page_type(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
@@ -321,7 +323,9 @@ def stripe_figure(answer: Answer, directory: Path, chunk: int) -> Path:
         for k in range(1, int(per.index.max()) // answer.value + 1):
             ax.axvline(k * answer.value, color="grey", linestyle=":", linewidth=0.8,
                        label=f"multiples of {answer.value}" if k == 1 else None)
-    return plots.save(fig, directory, "P4_stripe_width")
+    return plots.save(fig, directory, "P4_stripe_width",
+                      "Latency of two concurrent page reads against the chunks between them: the pair is slow where "
+                      "both reads land on one unit, so the spacing of the slow increments is the stripe width.")
 
 
 def run_stripe_width(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
@@ -428,7 +432,9 @@ def channel_figure(answer: Answer, directory: Path) -> Path:
     if abnormal:
         ax.scatter(abnormal, plots.microseconds(per.loc[abnormal, "median"]), color="tab:red", zorder=5, s=25,
                    label="abnormal: both units on one channel (bus)")
-    return plots.save(fig, directory, "P5_channel_layout")
+    return plots.save(fig, directory, "P5_channel_layout",
+                      "Time between the two completions of concurrent reads of one stripe row, by the units between "
+                      "them: reads on one channel share its bus and complete further apart.")
 
 
 def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:

@@ -148,7 +148,10 @@ def figure(answer: Answer, directory: Path) -> Path:
         marked = np.sort(table.loc[table["abnormal"], "position"].unique())
         ax.scatter(marked / 1024, plots.microseconds(mean.loc[marked, "extra_ns"]), color="tab:red", zorder=5,
                    s=30, label=f"abnormal: a page boundary between the sectors (every {format_size(answer.value)})")
-    return plots.save(fig, directory, "P1_page_size")
+    return plots.save(fig, directory, "P1_page_size",
+                      "A two-sector read pushed across offsets, against its two sectors read as two requests issued "
+                      "together: the offsets where they differ (red) put a page boundary between the sectors, so "
+                      "their spacing is the page size.")
 
 
 def run(ctx, known, directory: Path) -> Answer:

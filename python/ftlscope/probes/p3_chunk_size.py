@@ -142,7 +142,9 @@ def figure(answer: Answer, directory: Path, page: int) -> Path:
     right.plot(x, mean["ratio"], color="tab:grey", linewidth=0.6, alpha=0.7, label="against the pages read alone")
     right.set_ylabel("two-page read / (first page + second page alone)")
     right.set_ylim(0, 1.2)
-    return plots.save(fig, directory, "P3_chunk_size")
+    return plots.save(fig, directory, "P3_chunk_size",
+                      "Latency of a two-page read pushed across pages: it is faster where the two pages sit in "
+                      "different chunks (read in parallel), so the spacing of the fast offsets is the chunk size.")
 
 
 def run(ctx, known, directory: Path) -> Answer:

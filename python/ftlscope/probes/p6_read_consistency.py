@@ -343,7 +343,9 @@ def figure(answer: Answer, directory: Path, page: int) -> Path:
     bad = (per["flagged"] | per["unaligned"]).to_numpy(bool)
     if bad.any():
         ax.scatter(x[bad], y[bad], s=8, color="tab:red", zorder=5, label="abnormal: costs more than it should")
-    return plots.save(fig, directory, "P6_read_consistency")
+    return plots.save(fig, directory, "P6_read_consistency",
+                      "Mean latency of random reads of increasing size: a consistent drive's latency grows smoothly "
+                      "with the size; a size that costs more than its neighbours is penalised.")
 
 
 def run(ctx, known, directory: Path) -> Answer:

@@ -205,7 +205,9 @@ def figure(answer: Answer, directory: Path) -> Path:
         ax.scatter(x[hit], plots.microseconds(per["reread_ns"])[hit], color="tab:red", zorder=5, s=30,
                    label=f"abnormal: served from the buffer (up to {format_size(answer.value)})")
     plots.size_axis(ax, "x")
-    return plots.save(fig, directory, "P7_read_buffer")
+    return plots.save(fig, directory, "P7_read_buffer",
+                      "Latency of re-reading the first page of a large read, against that read's size: the re-read "
+                      "is served from the read buffer while the large read fits in it.")
 
 
 def run(ctx, known, directory: Path) -> Answer:

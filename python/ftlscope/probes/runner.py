@@ -84,8 +84,10 @@ def probe_device(
     directory = Path(out) if out is not None else None
     raw_dir = (directory or Path(_scratch_dir())) / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
+    # No health log read beside the probes' runs: they time single requests, and a SMART log read at a run's
+    # start would share the drive with its first ones.
     ctx = Context(target, raw_dir=raw_dir, writes=True, destructive=destructive, force=force, size=size,
-                  engine=engine, progress=progress, label="probe", show_serial=show_serial)
+                  engine=engine, progress=progress, label="probe", show_serial=show_serial, health_interval=0)
     started = time.monotonic()
     if span > ctx.capacity and span != DEFAULT_SPAN:
         # Said, not refused: the profile asks for its standard span on devices of every size.

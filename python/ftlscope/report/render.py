@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from .. import plots
 from ..units import format_size
 from .card import SPEC_TOLERANCE, build_card
 from .facts import Facts, format_bytes
@@ -78,7 +79,10 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         if not file.is_file():
             missing.append(path)
             return None
-        return {**embed_figure(file, out), "id": figure_id(path), "caption": caption or Path(path).stem}
+        # A figure's own caption (a sentence saved in the PNG) first; a probe's name or the file name only for
+        # figures saved without one.
+        own = plots.caption_of(file)
+        return {**embed_figure(file, out), "id": figure_id(path), "caption": own or caption or Path(path).stem}
 
     card = build_card(record)
     for row in card:

@@ -1,0 +1,308 @@
+"""P10 internal flush window (seed 003 §3.1 ``F7_seqwSleep``, Table 4): batches of the whole buffer (P8's
+capacity) separated by idle gaps, the gap found by a geometric binary search between 2 ms and 5 s: the shortest gap
+after which the next batches see no spike. Never ("inf") when even 5 s does not drain the buffer; 0 when there is
+no buffer to drain. The probe trims what it wrote before it writes there again, and when it is done.
+
+Why the whole buffer: the window is the time the device needs to empty *all* of it. A batch of a share ``f`` of
+the buffer fits again once the buffer has drained ``f`` of itself, which a drive whose idle drain is proportional
+(the device model's write buffer: a gap of ``g`` drains ``g / window`` of what is held) reaches well before the
+window: on the presets, batches of 75 % read 0.75-0.86 of it. Only a full batch needs the buffer empty, whatever
+the shape of the drain. Where a full batch overflows the empty buffer (P8 read it too large), the bytes it held
+before overflowing become the batch; should that overflow too, the batches shrink and the analysis scales their
+gaps by the proportional drain (:func:`drained_share`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import plots
+from ..analysis.jenks import classify_series
+from ..experiments.context import Context
+from ..units import format_ns, format_size
+from ._write_common import (
+    KIB,
+    MIB,
+    MS,
+    QUEUE_DEPTH,
+    SPIKE_RATIO,
+    WRITE_SIZE,
+    Region,
+    S,
+    flatness,
+    flush_cache,
+    power_of_two_above,
+    power_of_two_below,
+    quick_spikes,
+    spike_mask,
+    write_series,
+)
+from .base import ERASED, Answer, Probe, until_stable
+
+# F7_seqwSleep's binary search over idle gaps.
+GAP_MIN_NS = 2 * MS
+GAP_MAX_NS = 5 * S
+GAP_FLOOR_NS = 62_500  # below 2 ms the search halves down to this before giving up on finding a spike
+GAP_GROWTH = 4
+GAP_RESOLUTION = 1.1  # stop when the clean and the spiked gap are this close (factor): the answer within 10 %
+BATCH_FRACTION = 1.0  # of the P8 capacity per batch: the buffer must be empty again for the next batch to fit
+SHRINK = 0.8  # when a batch overflowed the empty buffer (P8 read it too large), the next batch is this much smaller
+MIN_FRACTION = 0.5  # ... down to this share (with GAP_BATCHES batches their sum still overflows a buffer)
+GAP_BATCHES = 3
+
+
+# ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
+
+
+def drained_share(fraction: float, batches: int) -> float | None:
+    """The share of the flush window a gap must last for ``batches`` batches of ``fraction`` of the buffer each
+    to meet no flush, when a gap of ``g`` drains ``g / window`` of what the buffer holds (device-model.md's write
+    buffer): with ``x = 1 - g / window`` left after each gap, the last batch finds ``fraction * (1 + x + ... +
+    x^(batches-1))`` of the buffer taken, which must not exceed 1. 1 for a full batch; None when the batches fit
+    without any drain (the test sees nothing)."""
+    if fraction >= 1.0:
+        return 1.0
+    if fraction * batches <= 1.0:
+        return None
+    # fraction * (x^(k-1) + ... + x + 1) - 1 = 0 has exactly one root in [0, 1): the sum grows with x.
+    roots = np.roots([fraction] * (batches - 1) + [fraction - 1.0])
+    x = min(float(r.real) for r in roots if abs(r.imag) < 1e-9 and -1e-9 <= r.real < 1.0)
+    return 1.0 - max(x, 0.0)
+
+
+def flush_window(tests: pd.DataFrame) -> tuple[float | None, float | None]:
+    """``tests``: one row per idle-gap test with ``gap_ns`` and ``spiked``. The shortest gap after which no test
+    with that or a longer gap spiked (seconds; None = even the longest spiked), and the longest spiked gap."""
+    by_gap = tests.groupby("gap_ns")["spiked"].any().sort_index()
+    if by_gap.empty:
+        return None, None
+    if by_gap.iloc[-1]:
+        return None, float(by_gap.index[-1]) / 1e9
+    spiked = by_gap[by_gap]
+    longest_spiked = float(spiked.index[-1]) if not spiked.empty else None
+    clean = by_gap[(~by_gap) & (by_gap.index > (longest_spiked if longest_spiked is not None else -1))]
+    return float(clean.index[0]) / 1e9, None if longest_spiked is None else longest_spiked / 1e9
+
+
+# ---- measurement ------------------------------------------------------------------------------------------------
+
+
+def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    region = Region(ctx)
+    buffer = known.get("P8")
+    capacity = int(buffer.value) if buffer is not None and buffer.value else 0
+    if capacity == 0:
+        # Nothing buffered, nothing to drain: a write never waits for a flush, whatever the gap.
+        frame = gap_test(ctx, region, 4 * MIB, WRITE_SIZE, 0, batches=2)
+        region.release()
+        frame["spiked"] = False
+        answer = Answer(value=0.0, confidence=None if buffer is None else buffer.confidence,
+                        evidence="no write buffer (P8): writes never wait for a flush, with or without idle time",
+                        raw=frame)
+        answer.figures = [figure_flush_window(frame, pd.DataFrame(), directory)]
+        return answer
+    ios = (buffer.extra or {}).get("capacity_ios")
+    size = min(WRITE_SIZE, power_of_two_below(capacity // 8))
+    if ios:
+        size = max(size, power_of_two_above(capacity / ios))
+    size = max(size, ctx.logical_block, 4 * KIB)
+    state: dict[str, Any] = {"fraction": BATCH_FRACTION, "test": 0, "capacity": capacity}
+
+    def test(gap_ns: int) -> bool:
+        """One F7_seqwSleep test: is there a spike after ``gap_ns`` of idle time?"""
+        while True:
+            batch = max(int(state["capacity"] * state["fraction"]) // size, 1) * size
+            frame = gap_test(ctx, region, batch, size, gap_ns, batches=GAP_BATCHES)
+            frame["test"] = state["test"]
+            frame["fraction"] = batch / state["capacity"]
+            state["test"] += 1
+            first = frame[frame["batch"] == 0]
+            later = frame[frame["batch"] > 0]["latency_ns"].to_numpy()
+            overflow = quick_spikes(first["latency_ns"].to_numpy())
+            if overflow.any():
+                # The first batch overflowed the empty buffer, so the test says nothing about the gap. P8 read the
+                # buffer too large: the bytes written before the overflow are its capacity (as P8 reads it), once;
+                # after that the batches shrink, and the analysis scales their gaps (drained_share).
+                held = int(first["position"].to_numpy()[np.flatnonzero(overflow)[0]]) // size * size
+                if not state.get("recounted") and size <= held < state["capacity"]:
+                    state["capacity"] = held
+                    state["recounted"] = True
+                    continue
+                if state["fraction"] * SHRINK >= MIN_FRACTION:
+                    state["fraction"] *= SHRINK
+                    continue
+            state.setdefault("frames", []).append(frame)
+            return bool(later.max() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy()))
+
+    def measure_round(index: int) -> pd.DataFrame:
+        state["frames"] = []
+        if index == 0:
+            search(test)
+        else:
+            # Confirm the boundary the first round found.
+            for gap in state["confirm"]:
+                test(gap)
+        frame = pd.concat(state["frames"], ignore_index=True)
+        frame["round"] = index
+        return frame
+
+    def search(spiked) -> None:
+        """The shortest clean gap: up from 2 ms in steps of 4 to the first gap without a spike (5 s at most:
+        never, if that still spikes), or down by halves when even 2 ms is clean; then a geometric binary search
+        between the longest spiked and the shortest clean gap."""
+        lo, hi = None, GAP_MIN_NS
+        if spiked(hi):
+            while True:
+                lo, hi = hi, min(hi * GAP_GROWTH, GAP_MAX_NS)
+                if not spiked(hi):
+                    break
+                if hi >= GAP_MAX_NS:
+                    state["confirm"] = [GAP_MAX_NS]
+                    return
+        else:
+            while hi > GAP_FLOOR_NS:
+                if spiked(hi // 2):
+                    lo = hi // 2
+                    break
+                hi //= 2
+            else:
+                state["confirm"] = [hi]
+                return
+        while hi / lo > GAP_RESOLUTION:
+            mid = int(math.sqrt(lo * hi))
+            if spiked(mid):
+                lo = mid
+            else:
+                hi = mid
+        state["confirm"] = [lo, hi]
+
+    answer = until_stable(measure_round, analyse_flush_window, min_rounds=2, max_rounds=3)
+    region.release()
+    if state["capacity"] != capacity:
+        answer.evidence += (f"; batches of {format_size(state['capacity'])}, the bytes a first batch held before it "
+                            f"overflowed the empty buffer (P8 read {format_size(capacity)})")
+    tests = _gap_tests(answer.raw)
+    answer.figures = [figure_flush_window(answer.raw, tests, directory, answer.value)]
+    return answer
+
+
+def gap_test(ctx: Context, region: Region, batch_bytes: int, size: int, gap_ns: int, *, batches: int) -> pd.DataFrame:
+    """From an empty buffer into erased space: ``batches`` sequential batches of ``batch_bytes``, ``gap_ns`` of
+    idle time between them."""
+    region.recycle()
+    flush_cache(ctx)
+    frames = []
+    for b in range(batches):
+        if b:
+            ctx.idle(gap_ns)
+        frame = write_series(ctx, region.take(batch_bytes), batch_bytes, size, QUEUE_DEPTH,
+                             f"batch {b + 1} of {format_size(batch_bytes)} after {format_ns(gap_ns)} idle")
+        frame["batch"] = b
+        frame["position"] += b * batch_bytes
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    out["gap_ns"] = gap_ns
+    return out
+
+
+def _gap_tests(raw: pd.DataFrame) -> pd.DataFrame:
+    if raw is None or raw.empty or "spike" not in raw:
+        return pd.DataFrame()
+    batches = raw.groupby(["round", "test"])["batch"].max().rename("batches") + 1
+    later = raw[raw["batch"] > 0]
+    tests = later.groupby(["round", "test"]).agg(gap_ns=("gap_ns", "first"), spiked=("spike", "any"),
+                                                 worst_ns=("latency_ns", "max"), fraction=("fraction", "first"))
+    return tests.join(batches).reset_index()
+
+
+def _window_tests(tests: pd.DataFrame) -> pd.DataFrame:
+    """The gap tests with each gap as the share of the window it stands for (:func:`drained_share`): the gap
+    itself for full-buffer batches; tests whose batches fit without any drain are left out."""
+    share = [drained_share(f, int(b)) for f, b in zip(tests["fraction"], tests["batches"], strict=True)]
+    kept = np.array([s is not None for s in share], dtype=bool)
+    out = tests[kept].copy()
+    out["gap_ns"] = out["gap_ns"] / np.array([s for s in share if s is not None], dtype=float)
+    return out
+
+
+def analyse_flush_window(frame: pd.DataFrame) -> Answer:
+    lat = frame["latency_ns"].to_numpy()
+    classes = classify_series(lat, log=True)
+    answers: list[tuple[float | None, float | None, float]] = []
+    raw = None
+    for c in classes or [None]:
+        marked = frame.copy()
+        marked["spike"] = spike_mask(lat, c)
+        window, longest_spiked = flush_window(_window_tests(_gap_tests(marked)))
+        answers.append((window, longest_spiked, c.silhouette if c is not None else flatness(lat)))
+        if raw is None:
+            raw = marked
+    window, longest_spiked, confidence = answers[0]
+    alternatives = []
+    for w, _, s in answers[1:]:
+        if w != window and all(a["value"] != w for a in alternatives):
+            alternatives.append({"value": w, "confidence": round(s, 4)})
+    fraction = float(frame["fraction"].min())
+    if window is None:
+        evidence = (f"writes after {format_ns(longest_spiked * 1e9)} of idle time still waited for a flush: the "
+                    f"buffer never drains while idle")
+    else:
+        evidence = f"batches of {fraction:.0%} of the buffer: no spike after {format_ns(window * 1e9)} idle"
+        if longest_spiked is not None:
+            evidence += f", a spike after {format_ns(longest_spiked * 1e9)}"
+        if fraction < 1.0:
+            evidence += (" (gaps scaled to the whole buffer: a full batch overflowed the empty buffer, and a smaller "
+                         "one fits once the proportional idle drain has emptied its share)")
+    return Answer(value=window, confidence=confidence, evidence=evidence, alternatives=alternatives, raw=raw)
+
+
+def figure_flush_window(raw: pd.DataFrame, tests: pd.DataFrame, directory: Path,
+                        window: float | None = None) -> Path:
+    """Seed 003 Figure 3: the longest write latency after each idle gap tried; and the writes of the two tests
+    either side of the answer (the longest gap that still spiked, the shortest that did not)."""
+    fig, (left, right) = plots.panels("P10 internal flush window: write batches separated by idle gaps",
+                                      1, 2, size=(11, 4.0))
+    shown: list[tuple[pd.DataFrame, str, str]] = []
+    if not tests.empty:
+        for spiked, color, label in ((True, "tab:red", "spike"), (False, "tab:green", "no spike")):
+            t = tests[tests["spiked"] == spiked]
+            left.scatter(t["gap_ns"], t["worst_ns"] / 1e3, color=color, label=label)
+        if window:
+            left.axvline(window * 1e9, color="grey", linestyle="--", linewidth=1,
+                         label=f"flush window {format_ns(window * 1e9)}")
+        plots.duration_axis(left, "x")
+        left.set_yscale("log")
+        spiked = tests[tests["spiked"]]
+        clean = tests[~tests["spiked"]]
+        if not spiked.empty:
+            row = spiked.loc[spiked["gap_ns"].idxmax()]
+            shown.append((raw[(raw["round"] == row["round"]) & (raw["test"] == row["test"])], "tab:red",
+                          f"after {format_ns(row['gap_ns'])}: spike"))
+            clean = clean[clean["gap_ns"] > row["gap_ns"]]
+        if not clean.empty:
+            row = clean.loc[clean["gap_ns"].idxmin()]
+            shown.append((raw[(raw["round"] == row["round"]) & (raw["test"] == row["test"])], "tab:green",
+                          f"after {format_ns(row['gap_ns'])}: no spike"))
+    elif raw is not None and not raw.empty:
+        left.text(0.5, 0.5, "no write buffer (P8): no idle time needed", ha="center", va="center",
+                  transform=left.transAxes)
+        shown.append((raw, "tab:blue", "two batches back to back: no spike"))
+    left.set_xlabel("idle gap between batches")
+    left.set_ylabel("longest write latency after the gap (us)")
+    for frame, color, label in shown:
+        right.scatter(frame["position"] / MIB, frame["latency_ns"] / 1e3, s=4, color=color, label=label)
+    right.set_yscale("log")
+    right.set_xlabel("data written in the test (MiB; batches back to back, gaps not drawn)")
+    right.set_ylabel("write latency (us)")
+    return plots.save(fig, directory, "P10_flush_window",
+                      "Write batches separated by idle gaps of growing length: the shortest gap after which no write "
+                      "waits for a flush is the flush window (left); the writes of the tests either side of it "
+                      "(right).")
+
+
+PROBES = [Probe("P10", "internal flush window", ERASED, ("P8",), probe_flush_window, unit="seconds")]

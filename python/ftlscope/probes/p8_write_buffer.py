@@ -1,0 +1,372 @@
+"""P8 write buffer capacity (seed 003 §3.1 ``F6_conSeqW``, §4.2, Table 4): concurrent sequential writes into
+erased space from an empty buffer (a host flush empties it first). A full buffer makes the write that overflows it
+wait for a flush: a latency spike. The bytes written before the first spike are the capacity; when later spikes
+come closer together than that, the buffer flushes only part of itself (Table 4's "p"); a rare, much larger spike
+after many first-level ones is a second level filling up. The written amount grows until enough spikes are seen
+(buffers range from none to hundreds of MiB). A repeat with smaller writes refines the capacity and tells a buffer
+counted in bytes from one counted in write commands (§4.2, A200GH). The probe trims what it wrote before it writes
+there again, and when it is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import plots
+from ..analysis.jenks import Classification, classify_series
+from ..experiments.context import Context
+from ..units import format_size
+from ._write_common import (
+    KIB,
+    MIB,
+    QUEUE_DEPTH,
+    SPIKE_RATIO,
+    WRITE_SIZE,
+    Region,
+    flatness,
+    flush_cache,
+    quick_spikes,
+    spike_events,
+    spike_mask,
+    write_series,
+)
+from .base import ERASED, Answer, Probe, until_stable
+
+GIB = 1 << 30
+FIRST_CHUNK = 8 * MIB
+MAX_CHUNK = 128 * MIB
+# Write at least this much in the first round to meet a second level (Table 4: 126.5 MB to 810 MB) ...
+SECOND_LEVEL_SEARCH = 1 * GIB
+# ... and never more than this, even when a huge first level has shown fewer than MIN_FLUSHES spikes.
+MAX_WRITTEN = 3 * GIB
+MIN_FLUSHES = 4
+MAX_IOS_WRITE = 4 * MIB  # the largest writes tried to outgrow a buffer that counts write commands
+# A second-level flush is at least this many times the first level's spikes.
+SECOND_LEVEL_RATIO = 4.0
+
+
+# ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
+
+
+def common_interval(values, tolerance: float = 0.05) -> tuple[float, float] | None:
+    """The most common value among ``values`` (intervals between neighbouring abnormal points, seed 003 §3.2),
+    values within ``tolerance`` of each other counting as one: (value, share of all values)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v[v > 0]
+    if len(v) == 0:
+        return None
+    groups: list[list[float]] = [[v[0]]]
+    for x in v[1:]:
+        if x <= groups[-1][0] * (1 + tolerance):
+            groups[-1].append(x)
+        else:
+            groups.append([x])
+    best = max(groups, key=len)  # ties: the smaller value, as groups are in increasing order
+    return float(np.median(best)), len(best) / len(v)
+
+
+@dataclass
+class BufferReading:
+    """What one series of writes from an empty buffer says about the buffer (bytes)."""
+
+    size: int
+    capacity: int
+    first: int | None = None  # bytes written before the first flush
+    interval: int | None = None  # most common bytes between flushes
+    share: float = 0.0
+    partial: int | None = None
+    second_level: int | None = None
+    flushes: int = 0
+    confidence: float | None = None
+    classes: int = 0
+
+    @property
+    def interval_writes(self) -> float | None:
+        return None if not self.interval else self.interval / self.size
+
+
+def read_buffer(position, latency_ns, size: int, classification: Classification | None) -> BufferReading:
+    """Seed 003's P8 reading of one series: the flushes are the abnormal writes; the capacity is the bytes
+    before the first flush (the buffer started empty) or, when that is shorter, the most common interval."""
+    lat = np.asarray(latency_ns, dtype=float)
+    mask = spike_mask(lat, classification)
+    events = spike_events(position, lat, mask)
+    confidence = None if classification is None else classification.silhouette
+    classes = 0 if classification is None else classification.n_classes
+    if events.empty:
+        return BufferReading(size, 0, flushes=0, confidence=flatness(lat), classes=classes)
+    positions = events["position"].to_numpy(dtype=float)
+    first = int(positions[0])
+    common = common_interval(np.diff(positions))
+    interval = None if common is None else int(round(common[0]))
+    share = 0.0 if common is None else common[1]
+    capacity = first
+    partial = None
+    if interval is not None:
+        if first < 0.9 * interval:
+            capacity = interval  # the buffer was not empty at the start: trust the spacing
+        elif interval < 0.9 * first:
+            partial = interval  # later flushes free only part of it (Table 4 "p")
+    second = _second_level(events, capacity)
+    return BufferReading(size, capacity, first, interval, share, partial, second, len(events), confidence, classes)
+
+
+def second_level_flushes(events: pd.DataFrame) -> list[int]:
+    """The flushes (rows of ``events``) far longer than the first level's (a whole level programmed to NAND)
+    and followed by ordinary ones again: a lasting change, e.g. an exhausted SLC cache, is no second level."""
+    peaks = events["peak_ns"].to_numpy(dtype=float)
+    if len(peaks) < 3:
+        return []
+    big = peaks >= SECOND_LEVEL_RATIO * float(np.percentile(peaks, 25))
+    return [int(i) for i in np.flatnonzero(big) if i + 1 < len(peaks) and not big[i + 1]]
+
+
+def _second_level(events: pd.DataFrame, first_level: int) -> int | None:
+    """A second level's size: the bytes that went into it before its first flush, i.e. everything written but
+    what the first level holds."""
+    flushes = second_level_flushes(events)
+    if not flushes:
+        return None
+    size = int(events["position"].iloc[flushes[0]]) - first_level
+    return size if size > first_level else None
+
+
+def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReading, int | None, str]:
+    """Series at several write sizes. A buffer that also flushes after a number of write commands (capacity_ios)
+    flushes sooner, in bytes, with small writes: a series whose capacity falls short of the largest by more than
+    10 % and more than one write is limited by the count, which is its bytes before the first flush over its
+    write size. The byte capacity is read from the finest series that is not. Returns (reading used,
+    capacity_ios or None, a note)."""
+    found = [r for r in readings if r.capacity > 0]
+    if not found:
+        return readings[0], None, ""
+    top = max(r.capacity for r in found)
+    limited = [r for r in found if top - r.capacity > max(0.1 * top, r.size)]
+    full = [r for r in found if r not in limited]
+    ios = int(round(float(np.median([r.capacity / r.size for r in limited])))) if limited else None
+    note = ""
+    largest = max(found, key=lambda r: r.size)
+    if ios is not None and full == [largest] and abs(largest.capacity / largest.size - ios) <= 0.05 * ios:
+        note = (f"every write size tried flushed after {ios} writes, so the byte capacity is at least "
+                f"{format_size(largest.capacity)}")
+    # The finest writes place the flush best; among equals, the series with the clearer classification.
+    chosen = min(full, key=lambda r: (r.size, -(r.confidence or 0)))
+    return chosen, ios, note
+
+
+# ---- measurement ------------------------------------------------------------------------------------------------
+
+
+def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level: int, limit: int,
+                       series: int) -> pd.DataFrame:
+    """F6_conSeqW from an empty buffer into erased space, in growing pieces with no pause between them (the
+    buffer does not drain), until MIN_FLUSHES spikes are seen (and at least ``second_level`` bytes written, and any
+    second-level flush followed by an ordinary one), or ``limit`` bytes."""
+    region.recycle()
+    flush_cache(ctx)
+    frames: list[pd.DataFrame] = []
+    written = 0
+    chunk = FIRST_CHUNK
+    while written < limit:
+        chunk = max(min(chunk, limit - written) // size * size, size)
+        frame = write_series(ctx, region.take(chunk), chunk, size, QUEUE_DEPTH,
+                             f"sequential {format_size(size)} writes, {format_size(written)}+{format_size(chunk)}")
+        frame["position"] += written
+        frames.append(frame)
+        written += chunk
+        if _enough(pd.concat(frames, ignore_index=True), written, second_level):
+            break
+        chunk = min(chunk * 2, MAX_CHUNK)
+    out = pd.concat(frames, ignore_index=True)
+    out["series"] = series
+    return out
+
+
+def _enough(frame: pd.DataFrame, written: int, second_level: int) -> bool:
+    lat = frame["latency_ns"].to_numpy()
+    events = spike_events(frame["position"].to_numpy(), lat, quick_spikes(lat))
+    if written < second_level:
+        return False
+    if len(events) == 0:
+        return 0 < second_level <= written  # no buffer, or one beyond reach; else write up to the limit
+    if len(events) < MIN_FLUSHES:
+        return False
+    peaks = events["peak_ns"].to_numpy(dtype=float)
+    return not (peaks[-1] >= SECOND_LEVEL_RATIO * np.percentile(peaks, 25))  # wait for an ordinary flush after
+
+
+def _series_readings(frame: pd.DataFrame) -> tuple[list[BufferReading], dict[int, Classification | None]]:
+    readings, chosen = [], {}
+    for sid, s in frame.groupby("series", sort=True):
+        classes = classify_series(s["latency_ns"].to_numpy(), log=True)
+        c = classes[0] if classes else None
+        chosen[int(sid)] = c
+        readings.append(read_buffer(s["position"].to_numpy(), s["latency_ns"].to_numpy(), int(s["size"].iloc[0]), c))
+    return readings, chosen
+
+
+def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    region = Region(ctx)
+    size = max(WRITE_SIZE, ctx.logical_block)
+    fine = max(size // 4, ctx.logical_block, 4 * KIB)
+    # On a small device, less: the probe must not wear it or fill it (it trims what it wrote between series).
+    search = min(SECOND_LEVEL_SEARCH, ctx.capacity // 8 // MIB * MIB)
+    most = max(min(MAX_WRITTEN, ctx.capacity // 4 // MIB * MIB), search)
+    state: dict[str, Any] = {"series": 0}
+
+    def next_series() -> int:
+        state["series"] += 1
+        return state["series"] - 1
+
+    def measure_round(index: int) -> pd.DataFrame:
+        if index == 0:
+            frame = fill_until_flushes(ctx, region, size, second_level=search, limit=most, series=next_series())
+            state["main"] = _read_series(frame)
+            return frame
+        main: BufferReading = state["main"]
+        if index > 1:
+            return fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
+                                      series=next_series())
+        frames = [fill_until_flushes(ctx, region, fine, second_level=0, limit=_limit(main, fine, search),
+                                     series=next_series())]
+        reading = _read_series(frames[-1])
+        # Flushes sooner (in bytes) with smaller writes: the buffer also counts commands (capacity_ios). While a
+        # larger size flushes after as many writes, it is counted too: larger writes, until the bytes fill first.
+        if reading.capacity and main.capacity - reading.capacity > max(0.1 * main.capacity, reading.size):
+            count = reading.capacity / reading.size
+            previous = main
+            while abs(previous.capacity / previous.size - count) <= 0.05 * count and previous.size < MAX_IOS_WRITE:
+                larger = previous.size * 4
+                frames.append(fill_until_flushes(ctx, region, larger, second_level=0,
+                                                 limit=_limit(main, larger, search), series=next_series()))
+                previous = _read_series(frames[-1])
+        return pd.concat(frames, ignore_index=True)
+
+    answer = until_stable(measure_round, analyse_write_buffer, min_rounds=2, max_rounds=3)
+    region.release()
+    answer.figures = [figure_write_buffer(answer.raw, directory, int(answer.value or 0))]
+    return answer
+
+
+def _best(classes: list[Classification]) -> Classification | None:
+    return classes[0] if classes else None
+
+
+def _read_series(frame: pd.DataFrame) -> BufferReading:
+    lat = frame["latency_ns"].to_numpy()
+    classification = _best(classify_series(lat, log=True))
+    return read_buffer(frame["position"].to_numpy(), lat, int(frame["size"].iloc[0]), classification)
+
+
+def _limit(main: BufferReading, size: int, most: int) -> int:
+    """Bytes to write for MIN_FLUSHES flushes at ``size``, from what the first round saw (a flush after a
+    number of writes comes sooner in bytes with smaller writes, later with larger ones)."""
+    if not main.capacity:
+        return min(64 * MIB, most)
+    expected = (main.first or main.capacity) + (MIN_FLUSHES - 1) * (main.interval or main.capacity)
+    expected = expected * max(size / main.size, 1.0) + size
+    return int(min(max(2 * expected, 64 * MIB), most))
+
+
+def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
+    readings, chosen = _series_readings(frame)
+    reading, ios, note = combine_buffer_readings(readings)
+    main = readings[0]
+    extra: dict[str, Any] = {}
+    if reading.partial:
+        extra["partial_flush"] = reading.partial
+    if main.second_level:
+        extra["second_level"] = main.second_level
+    if ios:
+        extra["capacity_ios"] = ios
+    sid = readings.index(reading)
+    series_ids = sorted(chosen)
+    raw = _mark_spikes(frame, chosen)
+    alternatives = _buffer_alternatives(frame[frame["series"] == series_ids[sid]], reading)
+    if reading.capacity == 0:
+        used = frame[frame["series"] == series_ids[sid]]
+        evidence = (f"no write among {len(used)} ({format_size(int(used['size'].sum()))} written into an empty "
+                    f"buffer) waited {SPIKE_RATIO:g}x the normal latency: no blocking write buffer")
+    else:
+        evidence = (f"{reading.flushes} flush spikes in sequential {format_size(reading.size)} writes from an "
+                    f"empty buffer; first after {format_size(reading.first or 0)}")
+        if reading.interval:
+            evidence += f", then every {format_size(reading.interval)} ({reading.share:.0%} of the intervals)"
+        if reading.partial:
+            evidence += f"; partial flushes of {format_size(reading.partial)}"
+        if main.second_level:
+            evidence += f"; a second level of {format_size(main.second_level)}"
+        if ios:
+            evidence += f"; flushes every {ios} writes whatever their size"
+    if note:
+        evidence += f"; {note}"
+    return Answer(value=int(reading.capacity), confidence=reading.confidence, evidence=evidence,
+                  alternatives=alternatives, extra=extra, raw=raw)
+
+
+def _buffer_alternatives(series: pd.DataFrame, reading: BufferReading) -> list[dict[str, Any]]:
+    """The capacity other class counts give (seed 003 Table 3), and the most common interval when it differs."""
+    out: list[dict[str, Any]] = []
+    seen = {reading.capacity}
+    lat = series["latency_ns"].to_numpy()
+    for c in classify_series(lat, log=True)[1:]:
+        alt = read_buffer(series["position"].to_numpy(), lat, reading.size, c)
+        if alt.capacity not in seen:
+            seen.add(alt.capacity)
+            out.append({"value": int(alt.capacity), "confidence": round(c.silhouette, 4)})
+    if reading.interval and reading.interval not in seen:
+        out.append({"value": int(reading.interval), "confidence": round((reading.confidence or 0) * reading.share, 4)})
+    return out
+
+
+def _mark_spikes(frame: pd.DataFrame, chosen: dict[int, Classification | None]) -> pd.DataFrame:
+    """The raw latencies with ``spike`` (waited for a flush) and ``level`` (0 buffered, 1 first-level flush,
+    2 second-level flush; marked on the first write of each flush)."""
+    parts = []
+    for sid, s in frame.groupby("series", sort=True):
+        s = s.copy()
+        mask = spike_mask(s["latency_ns"].to_numpy(), chosen[int(sid)])
+        s["spike"] = mask
+        level = mask.astype(np.int8)
+        events = spike_events(s["position"].to_numpy(), s["latency_ns"].to_numpy(), mask)
+        for i in second_level_flushes(events):
+            level[int(events["index"].iloc[i])] = 2
+        s["level"] = level
+        parts.append(s)
+    return pd.concat(parts, ignore_index=True)
+
+
+def figure_write_buffer(raw: pd.DataFrame, directory: Path, capacity: int = 0) -> Path:
+    """Seed 003 Figure 2: write latency against data written, flush spikes marked, the capacity as a line."""
+    series = sorted(raw["series"].unique())[:3]
+    fig, axes = plots.panels("P8 write buffer: write latency vs data written", 1, len(series),
+                             size=(5.5 * len(series), 4.0))
+    for ax, sid in zip(axes, series, strict=True):
+        s = raw[raw["series"] == sid]
+        x = s["position"].to_numpy() / MIB
+        y = s["latency_ns"].to_numpy() / 1e3
+        spike = s["spike"].to_numpy(dtype=bool)
+        second = s["level"].to_numpy() == 2
+        ax.scatter(x[~spike], y[~spike], s=3, color="tab:blue", label="buffered")
+        ax.scatter(x[spike], y[spike], s=10, color="tab:red", label="waited for a flush")
+        if second.any():
+            ax.scatter(x[second], y[second], s=40, marker="D", color="tab:purple", label="second-level flush")
+        if capacity:
+            ax.axvline(capacity / MIB, color="grey", linestyle="--", linewidth=1,
+                       label=f"capacity {format_size(capacity)}")
+        ax.set_yscale("log")
+        ax.set_xlabel("data written (MiB)")
+        ax.set_ylabel("write latency (us)")
+        ax.set_title(f"{format_size(int(s['size'].iloc[0]))} writes from an empty buffer", fontsize=9)
+    return plots.save(fig, directory, "P8_write_buffer",
+                      "Latency of sequential writes into an empty write buffer against the data written: the writes "
+                      "that waited for a flush (red) come once the buffer is full, so the data written before the "
+                      "first of them is its capacity.")
+
+
+PROBES = [Probe("P8", "write buffer capacity", ERASED, (), probe_write_buffer, unit="bytes")]

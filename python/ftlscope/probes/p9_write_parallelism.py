@@ -1,0 +1,244 @@
+"""P9 write parallelism (seed 003 §4.3-4.4, Table 4): batches of smallest-size writes into erased space, issued at
+the same instant, each batch meeting an empty queue; the writes of a batch complete in clusters, and the size of
+the first cluster is the parallelism. A device that serialises such batches (§4.4) shows clusters of one; then a
+queue that never drains tells its parallelism from the completion rate (writes per buffer-insert time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import plots
+from ..analysis.jenks import classify_series
+from ..experiments.context import Context
+from ..units import format_ns, format_size
+from ..workload import Workload
+from ._write_common import SPIKE_RATIO, Region
+from .base import ERASED, Answer, Probe, until_stable
+
+# Batches of writes issued at the same instant.
+FIRST_BATCH = 16
+MAX_BATCH = 256
+BATCHES = 24
+BOUNDARY_RATIO = 3.0  # the step between two completion clusters against the steps inside one
+
+
+# ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
+
+
+@dataclass
+class BatchReading:
+    """What batches of simultaneous writes say: the writes of the first completion cluster (None: the whole
+    batch completed as one cluster), the time between clusters, and how clear the clusters are."""
+
+    parallelism: int | None
+    period_ns: float
+    confidence: float
+    alternatives: list[dict[str, Any]]
+    serial: bool  # every write its own cluster, evenly spaced
+
+
+def read_batches(frame: pd.DataFrame) -> BatchReading:
+    """``frame``: ``batch`` and ``latency_ns`` per write. The sorted latencies of a batch rise in steps; the large
+    steps (Jenks' highest class of the steps) separate completion clusters. Batches that met a flush (their last
+    completion more than twice the quickest batch's) are left out."""
+    groups = [np.sort(g.to_numpy(dtype=float)) for _, g in frame.groupby("batch")["latency_ns"]]
+    groups = [g for g in groups if len(g) >= 2]
+    if not groups:
+        return BatchReading(None, 0.0, 0.0, [], False)
+    worst = np.array([g[-1] for g in groups])
+    groups = [g for g, w in zip(groups, worst, strict=True) if w <= 2 * worst.min()]
+    batch = len(groups[0])
+    steps = [np.diff(g) for g in groups]
+    pooled = np.concatenate(steps)
+    readings: list[tuple[int | None, float, float]] = []
+    for c in classify_series(pooled, log=False):
+        top = c.labels == c.n_classes - 1
+        bottom = c.labels == 0
+        if pooled[top].mean() < BOUNDARY_RATIO * max(pooled[bottom].mean(), 1.0):
+            continue
+        breaks = np.asarray(c.breaks[1:-1])
+        threshold = breaks[-1]
+        firsts, periods = [], []
+        for g, d in zip(groups, steps, strict=True):
+            big = np.flatnonzero(d > threshold)
+            if len(big) == 0:
+                firsts.append(len(g))
+                continue
+            firsts.append(int(big[0]) + 1)
+            periods.append(g[big[0] + 1] - g[0])
+        values, counts = np.unique(firsts, return_counts=True)
+        p = int(values[np.argmax(counts)])
+        readings.append((None if p >= batch else p, float(np.median(periods)) if periods else 0.0, c.silhouette))
+    if readings:
+        p, period, confidence = readings[0]
+        alternatives = []
+        for q, _, s in readings[1:]:
+            if q != p and all(a["value"] != q for a in alternatives):
+                alternatives.append({"value": q, "confidence": round(s, 4)})
+        return BatchReading(p, period, confidence, alternatives, False)
+    # One level of steps: evenly spaced completions (one at a time), or all at once.
+    step = float(np.median(pooled))
+    first = float(np.median([g[0] for g in groups]))
+    if step >= 0.1 * first:
+        spread = float(np.std(pooled) / max(step, 1.0))
+        return BatchReading(1, step, float(np.clip(1 - spread, 0, 1)), [], True)
+    return BatchReading(None, 0.0, 1.0, [], False)
+
+
+def busy_parallelism(frame: pd.DataFrame, depth: int, period_ns: float) -> float:
+    """Writes the buffer admits per insert time, from a queue kept ``depth`` deep: the completion rate times the
+    time between completion clusters. ``frame``: ``submit_ns``, ``complete_ns``, ``latency_ns`` in submission
+    order. The rate is counted from when the first ``depth`` writes (which met an empty queue, and may have been
+    serialised) have completed, to the last submission (then the queue drains); gaps between completions longer
+    than SPIKE_RATIO times the median latency are flushes, not the buffer's pace, and are left out."""
+    if period_ns <= 0 or len(frame) <= 2 * depth:
+        return 0.0
+    start = float(frame["complete_ns"].iloc[:depth].max())
+    end = float(frame["submit_ns"].iloc[-1])
+    done = np.sort(frame["complete_ns"].to_numpy(dtype=float))
+    done = done[(done >= start) & (done <= end)]
+    gaps = np.diff(done)
+    if len(gaps) == 0:
+        return 0.0
+    kept = gaps[gaps <= SPIKE_RATIO * float(np.median(frame["latency_ns"].to_numpy(dtype=float)))]
+    return float(len(kept) / kept.sum() * period_ns) if kept.sum() > 0 else 0.0
+
+
+# ---- measurement ------------------------------------------------------------------------------------------------
+
+
+def probe_write_parallelism(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    region = Region(ctx)
+    size = max(ctx.logical_block, 512)
+    state = {"batch": FIRST_BATCH, "depth": FIRST_BATCH}
+
+    def measure_round(index: int) -> pd.DataFrame:
+        while True:
+            batch = state["batch"]
+            frame = batch_series(ctx, region, size, batch, BATCHES)
+            reading = read_batches(frame)
+            if batch >= MAX_BATCH or (reading.parallelism is not None and reading.parallelism <= batch // 2):
+                break
+            state["batch"] = min(batch * 4, MAX_BATCH)  # too few clusters in a batch to read one off
+        frame["kind"], frame["depth"] = "batch", batch
+        frames = [frame]
+        while True:
+            depth = max(state["depth"], batch)
+            busy = busy_series(ctx, region, size, depth, depth * max(32, depth))
+            busy["kind"], busy["depth"] = "busy", depth
+            frames.append(busy)
+            if depth >= MAX_BATCH or 2 * busy_parallelism(busy, depth, reading.period_ns) <= depth:
+                break
+            state["depth"] = min(depth * 4, MAX_BATCH)  # the queue ran short of writes: deeper
+        out = pd.concat(frames, ignore_index=True)
+        out["series"] = index
+        return out
+
+    answer = until_stable(measure_round, analyse_write_parallelism, min_rounds=2, max_rounds=4)
+    region.release()
+    answer.figures = [figure_write_parallelism(answer.raw, directory)]
+    return answer
+
+
+def batch_series(ctx: Context, region: Region, size: int, batch: int, batches: int) -> pd.DataFrame:
+    """Batches of ``batch`` writes issued at one instant; each batch waits for the previous one to complete,
+    so it meets an empty queue."""
+    length = batch * batches * size
+    start = region.take(length)
+    wl = Workload(mix={"write": 100}, sizes=[size], pattern={"kind": "sequential"},
+                  range={"start": start, "length": length}, queue_depth=batch,
+                  batch={"size": batch, "idle_ns": 0}, stop={"ops": batch * batches})
+    t = ctx.run(wl, f"{batches} batches of {batch} concurrent {format_size(size)} writes", trace=True).trace
+    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset"])
+    submit = t["submit_ns"].to_numpy(dtype=np.int64)
+    return pd.DataFrame({
+        "batch": np.unique(submit, return_inverse=True)[1],
+        "latency_ns": t["latency_ns"].to_numpy(dtype=np.int64),
+        "submit_ns": submit,
+        "complete_ns": t["complete_ns"].to_numpy(dtype=np.int64),
+    })
+
+
+def busy_series(ctx: Context, region: Region, size: int, depth: int, ops: int) -> pd.DataFrame:
+    """A queue kept ``depth`` deep: every write arrives while others are pending."""
+    length = ops * size
+    wl = Workload(mix={"write": 100}, sizes=[size], pattern={"kind": "sequential"},
+                  range={"start": region.take(length), "length": length}, queue_depth=depth, stop={"ops": ops})
+    t = ctx.run(wl, f"{ops} {format_size(size)} writes at queue depth {depth}", trace=True).trace
+    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset"])
+    return pd.DataFrame({
+        "latency_ns": t["latency_ns"].to_numpy(dtype=np.int64),
+        "submit_ns": t["submit_ns"].to_numpy(dtype=np.int64),
+        "complete_ns": t["complete_ns"].to_numpy(dtype=np.int64),
+    })
+
+
+def analyse_write_parallelism(frame: pd.DataFrame) -> Answer:
+    batch_kind, busy_kind = frame[frame["kind"] == "batch"], frame[frame["kind"] == "busy"]
+    largest = int(batch_kind["depth"].max())
+    batches = batch_kind[batch_kind["depth"] == largest].copy()
+    batches["batch"] = batches["series"] * 1_000_000 + batches["batch"]
+    reading = read_batches(batches)
+    depth = int(busy_kind["depth"].max()) if not busy_kind.empty else 0
+    estimates = [busy_parallelism(s, depth, reading.period_ns)
+                 for _, s in busy_kind[busy_kind["depth"] == depth].groupby("series")]
+    busy = float(np.median(estimates)) if estimates else 0.0
+    rate = busy / reading.period_ns if reading.period_ns > 0 else 0.0
+    serialised = reading.serial and round(busy) >= 2
+    alternatives = list(reading.alternatives)
+    if serialised:
+        value = int(round(busy))
+        evidence = (f"a batch meeting an empty queue completes one write every {format_ns(reading.period_ns)} "
+                    f"(serialised); with the queue kept {depth} deep, {rate * 1e9:,.0f} writes/s = "
+                    f"{busy:.2f} writes per {format_ns(reading.period_ns)}")
+    elif reading.parallelism is None:
+        value = largest
+        evidence = f"all {largest} writes of a batch completed together: at least {largest} in parallel"
+    else:
+        value = reading.parallelism
+        evidence = (f"of {largest} writes issued at once, the first {value} complete together, the next cluster "
+                    f"{format_ns(reading.period_ns)} later")
+        if reading.serial:
+            evidence = (f"writes of a batch complete one at a time, {format_ns(reading.period_ns)} apart, also with "
+                        f"a busy queue ({busy:.2f} writes per step): parallelism 1")
+        elif busy and round(busy) != value:
+            evidence += f"; a busy queue gives {busy:.2f} writes per cluster period"
+            alternatives.append({"value": int(round(busy)), "confidence": None})
+    raw = frame.copy()
+    return Answer(value=int(value), confidence=reading.confidence, evidence=evidence, alternatives=alternatives,
+                  extra={"serialized_when_idle": bool(serialised)}, raw=raw)
+
+
+def figure_write_parallelism(raw: pd.DataFrame, directory: Path) -> Path:
+    """Seed 003 Figure 4: completion latency of the i-th write of a batch; and completions in a busy queue."""
+    fig, (left, right) = plots.panels("P9 write parallelism: concurrent writes", 1, 2, size=(11, 4.0))
+    largest = int(raw.loc[raw["kind"] == "batch", "depth"].max())
+    batches = raw[(raw["kind"] == "batch") & (raw["depth"] == largest) & (raw["series"] == raw["series"].min())]
+    for _, g in batches.groupby("batch"):
+        lat = np.sort(g["latency_ns"].to_numpy()) / 1e3
+        left.plot(np.arange(1, len(lat) + 1), lat, marker="o", markersize=3, alpha=0.4, color="tab:blue")
+    left.set_xlabel("i-th completion in a batch issued at once")
+    left.set_ylabel("latency (us)")
+    left.set_title(f"batches of {largest} meeting an empty queue", fontsize=9)
+    deepest = int(raw.loc[raw["kind"] == "busy", "depth"].max())
+    busy = raw[(raw["kind"] == "busy") & (raw["depth"] == deepest) & (raw["series"] == raw["series"].min())]
+    done = np.sort(busy["complete_ns"].to_numpy())
+    done = done[len(done) // 2: len(done) // 2 + 4 * deepest]
+    if len(done):
+        right.step((done - done[0]) / 1e3, np.arange(1, len(done) + 1), where="post")
+    right.set_xlabel("time (us)")
+    right.set_ylabel("writes completed")
+    right.set_title(f"queue kept {deepest} deep", fontsize=9)
+    return plots.save(fig, directory, "P9_write_parallelism",
+                      "Latency of the i-th completion of writes issued at one instant (left): the writes that "
+                      "complete together are the ones the buffer takes in parallel; completions over time with the "
+                      "queue kept deep (right).")
+
+
+PROBES = [Probe("P9", "write parallelism", ERASED, (), probe_write_parallelism, unit="writes")]
