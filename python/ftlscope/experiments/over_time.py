@@ -33,6 +33,7 @@ import pandas as pd
 from .. import plots
 from ..analysis import changepoint
 from ..errors import UsageError
+from ..metrics import WINDOW_INDEX
 from ..units import format_size
 from ._common import check_qd, check_size, check_window, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
@@ -68,7 +69,7 @@ def _measure(ctx: Context, p: dict[str, Any], op: str):
                      window=f"{p['window']}ns")
     for row in window_rows(result, op).to_dict("records"):
         yield {"phase": "window", **row}
-    yield {"phase": "run", "window": -1, "capacity": ctx.capacity, "span": span,
+    yield {"phase": "run", WINDOW_INDEX: -1, "capacity": ctx.capacity, "span": span,
            "seconds": device_seconds(result), **op_metrics(result, op)}
 
 
@@ -84,7 +85,7 @@ def measure_read(ctx: Context, p: dict[str, Any]):
 
 
 def _windows(table: pd.DataFrame) -> pd.DataFrame:
-    w = table[table["phase"] == "window"].sort_values("window").reset_index(drop=True)
+    w = table[table["phase"] == "window"].sort_values(WINDOW_INDEX).reset_index(drop=True)
     return w
 
 
@@ -145,11 +146,11 @@ def analyse_write(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
                           ("throughput_before_mb_s", "MB/s"), ("throughput_after_mb_s", "MB/s")):
             findings[key] = finding(None, unit, why)
         return findings
-    first_low = int(w["window"].iloc[drop.index])
+    first_low = int(w[WINDOW_INDEX].iloc[drop.index])
     every = _windows(table)
-    cliff_bytes = float(every.loc[every["window"] < first_low, "bytes"].sum())
+    cliff_bytes = float(every.loc[every[WINDOW_INDEX] < first_low, "bytes"].sum())
     cliff_s = float(w["t_s"].iloc[drop.index] - every["t_s"].iloc[0])
-    last_high = every.loc[every["window"] < first_low, "bytes"]
+    last_high = every.loc[every[WINDOW_INDEX] < first_low, "bytes"]
     resolution = float(last_high.iloc[-1]) if len(last_high) else 0.0
     evidence = (f"the biggest fall among the change points of the per-window throughput: from window "
                 f"{first_low} (t = {cliff_s:.2f} s) the mean falls from {drop.before:.0f} to {drop.after:.0f} MB/s; "
@@ -274,7 +275,7 @@ def _params(min_drop: float) -> tuple[Param, ...]:
     )
 
 
-KEYS = ("phase", "window")
+KEYS = ("phase", WINDOW_INDEX)
 
 EXPERIMENTS = [
     Experiment(

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.ticker import ScalarFormatter
 
 from .. import plots
+from ..metrics import WINDOW_INDEX
 from .card import build_card
 from .facts import Facts
 from .render import PROPERTY_ORDER, embed_figure, write_pages
@@ -134,8 +135,8 @@ def _bs_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
 
 def _write_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
     fig = None
-    for label, table in _tables(runs, labels, "seq-write-over-time", {"phase", "bytes", "mb_s", "window"}):
-        windows = table[table["phase"] == "window"].sort_values("window")
+    for label, table in _tables(runs, labels, "seq-write-over-time", {"phase", "bytes", "mb_s", WINDOW_INDEX}):
+        windows = table[table["phase"] == "window"].sort_values(WINDOW_INDEX)
         if windows.empty:
             continue
         if fig is None:

@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from .. import metrics
 from ..units import format_size
 from .card import SPEC_TOLERANCE, build_card
 from .facts import Facts, format_bytes
@@ -22,7 +23,8 @@ from .sentences import sentence
 
 MAX_TABLE_ROWS = 24
 # Columns a reader scans first; the full table is in results.csv beside the report.
-MAIN_METRICS = ("iops", "mb_s", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_p99.9_us", "slow_share")
+MAIN_METRICS = (metrics.IOPS, metrics.MB_S, metrics.LAT_MEAN_US, metrics.LAT_P50_US, metrics.LAT_P99_US,
+                metrics.LAT_P99_9_US, metrics.SLOW_SHARE)
 PROPERTY_ORDER = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10")
 
 
@@ -234,8 +236,9 @@ def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
 
 
 def _header(column: str) -> str:
-    names = {"iops": "IOPS", "mb_s": "MB/s", "lat_mean_us": "mean µs", "lat_p50_us": "p50 µs",
-             "lat_p99_us": "p99 µs", "lat_p99.9_us": "p99.9 µs", "slow_share": "share > 1 ms", "qd": "QD"}
+    names = {metrics.IOPS: "IOPS", metrics.MB_S: "MB/s", metrics.LAT_MEAN_US: "mean µs", metrics.LAT_P50_US: "p50 µs",
+             metrics.LAT_P99_US: "p99 µs", metrics.LAT_P99_9_US: "p99.9 µs", metrics.SLOW_SHARE: "share > 1 ms",
+             "qd": "QD"}
     return names.get(column, column.replace("_", " "))
 
 
