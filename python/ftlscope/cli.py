@@ -281,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", metavar="K=V,...",
                    help="datasheet figures to check, e.g. seq_read=3500MB/s,seq_write=3000MB/s,"
                         "random_read_iops=500k,qd1_read_latency=80us,write_cliff=40GB")
+    p.add_argument("--sla-p99", metavar="TIME",
+                   help="your p99 latency target (e.g. 500us): the queue-depth guidance for latency-sensitive work "
+                        "gives the deepest queue whose p99 stays under it (default: within 2x QD 1's p99)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of each experiment (default 1)")
     p.add_argument("--show-serial", action="store_true", help="show the drive's serial number (default: a hash)")
     _add_db_flag(p)
@@ -438,6 +441,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .units import parse_size
 
     spec = parse_spec(args.spec)
+    suite = sla_suite(args.suite, args.sla_p99)
     if not args.no_store:
         from .store import RunStore
 
@@ -445,7 +449,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError(f"--repeat: give at least 1 (got {args.repeat})")
     outcome = profile(
-        args.target, suite=args.suite, out=args.out, span=parse_size(args.span, "--span") if args.span else None,
+        args.target, suite=suite, out=args.out, span=parse_size(args.span, "--span") if args.span else None,
         spec=spec, show_serial=args.show_serial, destructive=args.destructive, force=args.force,
         size=parse_size(args.size, "--size") if args.size else None, engine=args.engine, repeat=args.repeat,
         progress=not args.quiet, log=lambda text: err_console.print(f"[bold]{text}[/bold]"),
@@ -464,6 +468,18 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if outcome.error is not None:
         raise outcome.error
     return 0
+
+
+def sla_suite(name: str, sla_p99: str | None):
+    """The suite to run: ``name``, with qd-sweep measuring against ``--sla-p99`` when it is given."""
+    from .profile.suites import get_suite, with_params
+    from .units import parse_duration_ns
+
+    if sla_p99 is None:
+        return name
+    if parse_duration_ns(sla_p99, "--sla-p99") <= 0:
+        raise UsageError(f"--sla-p99: give a latency above 0, e.g. 500us (got {sla_p99})")
+    return with_params(get_suite(name), "qd-sweep", {"sla_p99": sla_p99})
 
 
 def card_table(card: list[dict], title: str) -> Table:

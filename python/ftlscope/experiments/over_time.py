@@ -33,7 +33,7 @@ import pandas as pd
 from .. import plots
 from ..analysis import changepoint
 from ..errors import UsageError
-from ..metrics import WINDOW_INDEX
+from ..metrics import LAT_P50_US, LAT_P99_US, WINDOW_INDEX
 from ..units import format_size
 from ._common import check_qd, check_size, check_window, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
@@ -145,6 +145,7 @@ def analyse_write(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         for key, unit in (("cliff_bytes", "B"), ("cliff_seconds", "s"), ("cliff_pct_of_capacity", "%"),
                           ("throughput_before_mb_s", "MB/s"), ("throughput_after_mb_s", "MB/s")):
             findings[key] = finding(None, unit, why)
+        findings.update(_window_latency(w, "every full window (no cliff)"))
         return findings
     first_low = int(w[WINDOW_INDEX].iloc[drop.index])
     every = _windows(table)
@@ -164,7 +165,19 @@ def analyse_write(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
                                                                       "the cliff")
     findings["throughput_after_mb_s"] = finding(drop.after, "MB/s", "mean window MB/s of the level after "
                                                                     "the cliff (to the next change point)")
+    findings.update(_window_latency(w[w[WINDOW_INDEX] < first_low], f"the full windows before the cliff "
+                                                                   f"(window {first_low})"))
     return findings
+
+
+def _window_latency(w: pd.DataFrame, which: str) -> dict[str, Any]:
+    """The typical write latency of a window at the rate the level runs at: the median over ``w`` of each
+    window's p50 and p99 (a median, so a single window with a flush does not stand for the level)."""
+    if w.empty:
+        return {}
+    evidence = f"median over {which} of each window's {{}} (results.csv phase=window, {len(w)} windows)"
+    return {"window_lat_p50_us": finding(float(w[LAT_P50_US].median()), "us", evidence.format("p50")),
+            "window_lat_p99_us": finding(float(w[LAT_P99_US].median()), "us", evidence.format("p99"))}
 
 
 def analyse_read(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:

@@ -96,6 +96,12 @@ def _full_steps() -> tuple[Step, ...]:
 SUITES = {"quick": QUICK, "standard": STANDARD}
 
 
+def with_params(suite: Suite, experiment: str, params: dict[str, str]) -> Suite:
+    """``suite`` with ``params`` added to every step of ``experiment`` (``profile --sla-p99`` sets qd-sweep's)."""
+    steps = tuple(Step(s.experiment, {**s.params, **params}) if s.experiment == experiment else s for s in suite.steps)
+    return Suite(suite.name, suite.summary, suite.probes, steps)
+
+
 def get_suite(name: str) -> Suite:
     if name == "full":
         return Suite("full", "the probes and every experiment at the seeds' parameters, over the whole drive",
