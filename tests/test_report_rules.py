@@ -68,9 +68,30 @@ def test_card_says_why_a_figure_is_missing():
     probes = {"P8": {"value": 0, "answer": "none"}, "P10": {"value": None, "answer": "never"}}
     card = {row["key"]: row for row in build_card(record({"seq-write-over-time": {}}, probes))}
     assert card["write_cliff"]["display"] == "none found in the bytes written"
+    assert card["flush_window"]["display"] == "none (write-through)"  # no buffer: nothing to flush
+    buffered = {"P8": {"value": 2**20, "answer": "1 MiB"}, "P10": {"value": None, "answer": "never"}}
+    card = {row["key"]: row for row in build_card(record({"seq-write-over-time": {}}, buffered))}
     assert card["flush_window"]["display"] == "does not flush when idle"
+    # A hard disk's card shows what a disk's datasheet gives, not flash internals or a "write cliff".
     hdd = {row["key"]: row for row in build_card(record(rotational=True))}
-    assert hdd["page_size"]["display"] == "not applicable (a rotating disk)"
+    assert {"access_time", "outer_seq_read", "inner_seq_read", "random_read_iops_qd1", "random_read_iops_qd32",
+            "random_write_iops", "write_cache"} <= set(hdd)
+    assert not {"page_size", "write_cliff", "write_buffer", "flush_window", "seq_write"} & set(hdd)
+    assert hdd["access_time"]["display"] == "not measured in this suite"
+    # No write buffer (P8 none): the flush window is not "0 ms" but write-through.
+    through = {row["key"]: row for row in build_card(record(properties={"P8": {"value": 0, "answer": "none"},
+                                                                          "P10": {"value": 0.0, "answer": "0 s"}}))}
+    assert through["flush_window"]["display"] == "none (write-through)"
+
+
+def test_a_missed_spec_says_by_how_much_in_the_cards_units():
+    experiments = {"bs-sweep": {"sequential_peak_mb_s": finding(1650.0, "MB/s")},
+                   "qd1-baseline": {"random_read_lat_mean_us": finding(85.0, "us")}}
+    card = {row["key"]: row for row in build_card(record(experiments, spec=parse_spec(
+        "seq_read=2GB/s,qd1_read_latency=0.07ms")))}
+    assert card["seq_read"]["verdict"] == "✗ 1,650 MB/s, 17.5 % below 2,000 MB/s"
+    assert card["qd1_read_latency"]["verdict"] == "✗ 85 µs, 21.4 % above 70 µs"
+    assert card["seq_read"]["spec_display"] == "2,000 MB/s"
 
 
 def test_guidance_is_silent_without_evidence():
@@ -83,7 +104,7 @@ def test_guidance_cites_what_it_says():
     advice = {a["rule"]: a for a in build_guidance(record({"qd-sweep": QD_SWEEP}))}
     throughput = advice["queue-depth-throughput"]
     assert "QD 32" in throughput["text"] and "500,000 IOPS" in throughput["text"]
-    assert "[rule: 90 % of peak IOPS]" in throughput["text"] and "knee at QD 64" in throughput["text"]
+    assert "rule: 90 % of peak IOPS" in throughput["text"] and "knee at QD 64" in throughput["text"]
     assert {(e["finding"], e["value"]) for e in throughput["evidence"]} == {
         ("practical_knee_qd", 32), ("peak_iops", 500_000.0), ("peak_qd", 256), ("knee_qd", 64)}
     assert all(e["figure"] == "experiments/qd-sweep/fig.png" for e in throughput["evidence"])
@@ -103,7 +124,7 @@ def latency_sweep(params=None, **extra):
 def test_latency_sensitive_work_gets_a_latency_rule():
     latency = {a["rule"]: a for a in build_guidance(latency_sweep())}["queue-depth-latency"]
     assert "keep at most QD 8" in latency["text"] and "150 µs" in latency["text"] and "80 µs" in latency["text"]
-    assert "[rule: p99 within 2x QD 1's" in latency["text"]
+    assert "(rule: p99 within 2x QD 1's" in latency["text"]
     # With the user's p99 target the line follows it instead, and says so.
     rec = latency_sweep({"sla_p99": 500_000}, sla_p99_us=finding(500.0, "us"), sla_max_qd=finding(4, "QD"),
                         sla_max_qd_p99_us=finding(420.0, "us"))

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .errors import FtlscopeError, UsageError
@@ -461,7 +462,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     console.print(card_table(record["card"], f"{record['target'].get('model') or record['target']['name']}"
                                              f" — {record['suite']} profile"))
     for advice in record["guidance"]:
-        console.print(f"• [bold]{advice['topic']}.[/bold] {advice['text']}")
+        console.print(f"• [bold]{advice['topic']}.[/bold] {escape(advice['text'])}")
     stored = f"; stored as {outcome.run_id} in {outcome.store_path}" if outcome.store_path else ""
     err_console.print(f"[dim]ftlscope: wrote {outcome.directory}/ (report.html, report.md, profile.json, "
                       f"probes/, experiments/){stored}[/dim]")
@@ -487,9 +488,12 @@ def card_table(card: list[dict], title: str) -> Table:
     for col in ("", "measured", "datasheet"):
         table.add_column(col)
     for row in card:
-        mark = {True: " ✓", False: " ✗"}.get(row.get("meets_spec"), "")
         measured = row["display"] + (f" ({row['detail']})" if row.get("detail") else "")
-        table.add_row(row["label"], measured, (row["spec"]["given"] + mark) if row.get("spec") else "")
+        datasheet = ""
+        if row.get("spec"):
+            # The datasheet figure in the card's units, and by how much the drive falls short of it.
+            datasheet = row.get("verdict") or f"{row.get('spec_display') or row['spec']['given']} (not measured)"
+        table.add_row(row["label"], measured, datasheet)
     return table
 
 

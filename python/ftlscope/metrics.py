@@ -66,10 +66,11 @@ FINDINGS: dict[str, tuple[str, ...]] = {
     "qd-sweep": ("peak_iops", "peak_qd", "knee_qd", "practical_knee_qd", "littles_law_error_pct", "p99_growth",
                  "sla_max_qd", "sla_p99_us", "sla_max_qd_p99_us", "qd1_p99_us", "latency_limit_qd",
                  "latency_limit_p99_us"),
-    "corners": ("seq1m_q8t1_read_mb_s", "seq1m_q8t1_write_mb_s", "seq1m_q1t1_read_mb_s", "seq1m_q1t1_write_mb_s",
-                "rnd4k_q32t1_read_iops", "rnd4k_q32t1_write_iops", "rnd4k_q1t1_read_iops",
-                "rnd4k_q1t1_write_iops"),
-    "zoning": ("outer_mb_s", "inner_mb_s", "inner_to_outer_ratio"),
+    "corners": tuple(f"{corner}_{op}_{metric}" for corner in ("seq1m_q8t1", "seq1m_q1t1", "rnd4k_q32t1", "rnd4k_q1t1")
+                     for op in ("read", "write") for metric in ("mb_s", "iops") if metric == "mb_s" or
+                     corner.startswith("rnd")),
+    "zoning": ("outer_mb_s", "inner_mb_s", "inner_to_outer_ratio", "random_read_lat_mean_us", "random_read_iops_qd1",
+               "random_read_iops_qd32"),
     "alignment": ("aligned_from_bytes", "misaligned_penalty_pct", "worst_penalty_pct"),
     "seq-write-over-time": ("cliff_bytes", "cliff_pct_of_capacity", "throughput_before_mb_s",
                             "throughput_after_mb_s", "mb_s", "window_lat_p50_us", "window_lat_p99_us"),

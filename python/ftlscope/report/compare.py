@@ -54,12 +54,19 @@ def _unique(labels: list[str]) -> list[str]:
 
 
 def _card_rows(runs) -> list[dict[str, Any]]:
-    cards = [build_card(record) for record, _ in runs]
+    # A flash drive's card and a hard disk's have different rows: one line per row any card has.
+    cards = [{row["key"]: row for row in build_card(record)} for record, _ in runs]
+    labels: dict[str, str] = {}
+    for card in cards:
+        labels.update({key: row["label"] for key, row in card.items() if key not in labels})
     rows = []
-    for index, item in enumerate(cards[0] if cards else []):
-        rows.append({"label": item["label"], "cells": [
-            (card[index]["display"] or "") + (f" ({card[index]['detail']})" if card[index].get("detail") else "")
-            for card in cards]})
+    for key, label in labels.items():
+        cells = []
+        for card in cards:
+            row = card.get(key)
+            cells.append("" if row is None else (row["display"] or "") + (f" ({row['detail']})" if row.get("detail")
+                                                                            else ""))
+        rows.append({"label": label, "cells": cells})
     return rows
 
 

@@ -54,7 +54,7 @@ def _present(*evidence: Evidence | None) -> bool:
 def queue_depth_latency(f: Facts) -> Advice | None:
     """Latency rule: the deepest queue whose p99 stays within a factor of QD 1's — or, when the user gave a p99
     target (``profile --sla-p99``), the deepest whose p99 stays under it."""
-    target = f.finding("qd-sweep", "sla_p99_us")
+    target = f.finding("qd-sweep", "sla_p99_us", "qd_percentiles")
     lead = "Latency-sensitive work (databases, key-value stores): "
     if f.param("qd-sweep", "sla_p99") not in (None, SLA_DEFAULT_NS) and target is not None:
         sla = f.finding("qd-sweep", "sla_max_qd", "qd_percentiles")
@@ -64,13 +64,13 @@ def queue_depth_latency(f: Facts) -> Advice | None:
                 return None
             return Advice("queue-depth-latency", "Queue depth",
                           f"{lead}no queue depth measured meets the p99 target of {target.display} (--sla-p99): "
-                          f"even at QD 1 p99 is {base.display} [rule: p99 under the target].", (target, base))
+                          f"even at QD 1 p99 is {base.display} (rule: p99 under --sla-p99).", (target, base))
         at = f.finding("qd-sweep", "sla_max_qd_p99_us", "qd_percentiles")
         if at is None:
             return None
         return Advice("queue-depth-latency", "Queue depth",
-                      f"{lead}keep at most {sla.display} in flight: its p99, {at.display}, is the deepest queue's "
-                      f"to stay under your target of {target.display} [rule: p99 under --sla-p99].",
+                      f"{lead}keep at most {sla.display} in flight, the deepest queue whose p99 ({at.display}) stays "
+                      f"under your target of {target.display} (rule: p99 under --sla-p99).",
                       (sla, at, target))
     limit = f.finding("qd-sweep", "latency_limit_qd", "qd_percentiles")
     at = f.finding("qd-sweep", "latency_limit_p99_us", "qd_percentiles")
@@ -79,9 +79,9 @@ def queue_depth_latency(f: Facts) -> Advice | None:
     if not _present(limit, at, base) or factor is None:
         return None
     return Advice("queue-depth-latency", "Queue depth",
-                  f"{lead}keep at most {limit.display} in flight: its p99, {at.display}, is within {factor:g} times "
-                  f"the p99 at QD 1 ({base.display}), and deeper queues exceed that [rule: p99 within {factor:g}x "
-                  f"QD 1's; give --sla-p99 for your own target].", (limit, at, base))
+                  f"{lead}keep at most {limit.display} in flight, the deepest queue whose p99 ({at.display}) stays "
+                  f"within {factor:g} times the p99 at QD 1 ({base.display}) (rule: p99 within {factor:g}x QD 1's; "
+                  f"profile --sla-p99 sets your own target).", (limit, at, base))
 
 
 def queue_depth_throughput(f: Facts) -> Advice | None:
@@ -97,14 +97,14 @@ def queue_depth_throughput(f: Facts) -> Advice | None:
     if practical is None:
         return None
     text = (f"{lead}{practical.display} already gives 90 % of the peak {peak.display} (reached at "
-            f"{peak_qd.display}) [rule: 90 % of peak IOPS]")
+            f"{peak_qd.display}; rule: 90 % of peak IOPS)")
     cited = [practical, peak, peak_qd]
     if knee is None:
         text += ("; IOPS still grew at the deepest queue measured, so submit as much at once as the application "
                  f"can ({FTL_THESIS})")
     else:
         text += (f"; past the knee at {knee.display} a doubling adds under 5 % IOPS while mean latency grows over "
-                 f"20 % [rule: the knee of {PROFILING}]")
+                 f"20 % (rule: the knee of {PROFILING})")
         cited.append(knee)
         growth = f.finding("qd-sweep", "p99_growth", "qd_tail_bars")
         moderate = f.param("qd-sweep", "moderate_qd")
@@ -125,10 +125,16 @@ def request_size(f: Facts) -> Advice | None:
         parts.append(f"sequential reads of {sequential.display} already reach 80 % of the peak "
                      f"{sequential_peak.display}; larger requests add little")
         cited += [sequential, sequential_peak]
-    if _present(random, random_peak):
+    smallest = min(f.param("bs-sweep", "sizes") or [0])
+    if _present(random, random_peak) and random.value > smallest:
         parts.append(f"random reads need {random.display} requests to reach 80 % of their peak "
                      f"{random_peak.display} — below that they are bound by IOPS, not bandwidth, so read "
                      f"what you need rather than padding small random reads")
+        cited += [random, random_peak]
+    elif _present(random, random_peak):
+        # The smallest size measured already reaches it: there is no "below that" to warn about.
+        parts.append(f"random reads reach 80 % of their peak {random_peak.display} already with {random.display} "
+                     f"requests, the smallest measured: small random reads cost no more per byte than large ones")
         cited += [random, random_peak]
     return _compose("request-size", "Request size", "At QD 32, ", parts, cited)
 

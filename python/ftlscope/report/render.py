@@ -16,9 +16,10 @@ import pandas as pd
 
 from .. import metrics
 from ..units import format_size
-from .card import SPEC_TOLERANCE, build_card
+from .card import SPEC_TOLERANCE, build_card, corner_rows
 from .facts import Facts, format_bytes
 from .guidance import build_guidance
+from .references import REFERENCES, cite
 from .sentences import sentence
 
 MAX_TABLE_ROWS = 24
@@ -114,7 +115,7 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         figures = [f for f in (figure(p) for p in entry.get("figures") or []) if f]
         sections.append({
             "name": entry["name"], "anchor": "exp-" + anchor(entry["name"]), "summary": entry.get("summary", ""),
-            "source": entry.get("source", ""), "sentence": sentence(facts, entry["name"]),
+            "source": cite(entry.get("source", "")), "sentence": sentence(facts, entry["name"]),
             "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or []),
             "results_path": _relative(directory / entry["results"], out), "completed": entry.get("completed", True),
             "stopped": entry.get("stopped"), "params": _shown_params(entry),
@@ -128,6 +129,8 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         "target": target,
         "target_rows": _target_rows(target),
         "card": card,
+        "corners": corner_rows(record),
+        "references": list(REFERENCES),
         "spec_tolerance_pct": round(SPEC_TOLERANCE * 100),
         "has_spec": bool(record.get("spec")),
         "guidance": guidance,
