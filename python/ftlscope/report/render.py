@@ -114,7 +114,7 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
     for entry in record.get("experiments") or []:
         figures = [f for f in (figure(p) for p in entry.get("figures") or []) if f]
         sections.append({
-            "name": entry["name"], "anchor": "exp-" + anchor(entry["name"]), "summary": entry.get("summary", ""),
+            "name": entry["name"], "anchor": "exp-" + anchor(entry["name"]), "summary": cite(entry.get("summary", "")),
             "source": cite(entry.get("source", "")), "sentence": sentence(facts, entry["name"]),
             "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or []),
             "results_path": _relative(directory / entry["results"], out), "completed": entry.get("completed", True),
@@ -255,7 +255,7 @@ def _target_rows(target: dict[str, Any]) -> list[tuple[str, str]]:
         ("rotational", None if target.get("rotational") is None else "yes" if target["rotational"] else "no"),
         ("transport", target.get("transport")), ("description", target.get("description")),
     ]
-    return [(k, str(v)) for k, v in rows if v not in (None, "")]
+    return [(k, cite(str(v))) for k, v in rows if v not in (None, "")]
 
 
 def _lba(target: dict[str, Any]) -> str | None:
