@@ -123,7 +123,7 @@ def test_a_hard_disk_card_shows_a_disks_figures(profiles):
 
 
 def test_the_report_shows_p99_9_the_corners_and_the_references(profiles):
-    for preset, (record, directory) in profiles.items():
+    for preset, (_record, directory) in profiles.items():
         md = (directory / "report.md").read_text()
         assert "p99.9 µs" in md, preset
         assert "| SEQ1M Q8T1 |" in md and "| RND4K Q1T1 |" in md, preset

@@ -17,15 +17,18 @@ import pandas as pd
 from .. import metrics
 from ..units import format_size
 from .card import SPEC_TOLERANCE, build_card, corner_rows
-from .facts import Facts, format_bytes
+from .facts import Facts, format_bytes, significant
 from .guidance import build_guidance
 from .references import REFERENCES, cite
 from .sentences import sentence
+from .tables import direction_pivots, percent_of_peak
 
 MAX_TABLE_ROWS = 24
 # Columns a reader scans first; the full table is in results.csv beside the report.
-MAIN_METRICS = (metrics.IOPS, metrics.MB_S, metrics.LAT_MEAN_US, metrics.LAT_P50_US, metrics.LAT_P99_US,
-                metrics.LAT_P99_9_US, metrics.SLOW_SHARE)
+MAIN_METRICS = (metrics.IOPS, "pct_of_peak", metrics.MB_S, metrics.LAT_MEAN_US, metrics.LAT_P50_US,
+                metrics.LAT_P99_US, metrics.LAT_P99_9_US, metrics.SLOW_SHARE)
+# Columns shown as percentages: (column, factor to %).
+PERCENT_COLUMNS = {metrics.SLOW_SHARE: 100.0, "pct_of_peak": 1.0}
 PROPERTY_ORDER = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10")
 
 
@@ -116,7 +119,8 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         sections.append({
             "name": entry["name"], "anchor": "exp-" + anchor(entry["name"]), "summary": cite(entry.get("summary", "")),
             "source": cite(entry.get("source", "")), "sentence": sentence(facts, entry["name"]),
-            "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or []),
+            "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or [], entry["name"]),
+            "pivots": _pivots(directory / entry["results"], entry["name"]),
             "results_path": _relative(directory / entry["results"], out), "completed": entry.get("completed", True),
             "stopped": entry.get("stopped"), "params": _shown_params(entry),
             "device_time": _seconds(entry.get("device_time_s")), "wall_time": _seconds(entry.get("wall_time_s")),
@@ -194,17 +198,27 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
-    """The experiment's results as a short table: its key columns and the main metrics (mean ± 95 % CI when
-    there were repetitions); long time series are thinned, and the note says where the full table is."""
+def _read(path: Path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path)
+        return pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError):
         return None
-    if frame.empty:
+
+
+def _pivots(path: Path, name: str) -> list[dict[str, Any]]:
+    frame = _read(path)
+    return [] if frame is None else direction_pivots(name, frame)
+
+
+def _table(path: Path, keys: list[str], name: str = "") -> dict[str, Any] | None:
+    """The experiment's results as a short table: its key columns and the main metrics (mean ± 95 % CI when
+    there were repetitions); long time series are thinned, and the note says where the full table is."""
+    frame = _read(path)
+    if frame is None or frame.empty:
         return None
+    frame = percent_of_peak(name, frame)
     note = ""
     total = len(frame)
     if "phase" in frame.columns and (frame["phase"] == "window").any() and (frame["phase"] != "window").any():
@@ -228,10 +242,12 @@ def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
                 text = format_size(value)
             elif column.endswith("_bytes") and isinstance(value, int | float) and not pd.isna(value):
                 text = format_bytes(value)
+            elif column in PERCENT_COLUMNS and isinstance(value, int | float) and not pd.isna(value):
+                text = significant(float(value) * PERCENT_COLUMNS[column]) if value else "0"
             else:
                 text = _cell(value.item() if hasattr(value, "item") else value)
             if repeated and column in metrics and f"{column}_ci" in frame.columns and not pd.isna(row[f"{column}_ci"]):
-                text += f" ± {_cell(float(row[f'{column}_ci']))}"
+                text += f" ± {_cell(float(row[f'{column}_ci']) * PERCENT_COLUMNS.get(column, 1.0))}"
             cells.append(text)
         rows.append(cells)
     headers = [_header(c) for c in columns]
@@ -240,8 +256,9 @@ def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
 
 def _header(column: str) -> str:
     names = {metrics.IOPS: "IOPS", metrics.MB_S: "MB/s", metrics.LAT_MEAN_US: "mean µs", metrics.LAT_P50_US: "p50 µs",
-             metrics.LAT_P99_US: "p99 µs", metrics.LAT_P99_9_US: "p99.9 µs", metrics.SLOW_SHARE: "share > 1 ms",
-             "qd": "QD"}
+             metrics.LAT_P99_US: "p99 µs", metrics.LAT_P99_9_US: "p99.9 µs", metrics.SLOW_SHARE: "% > 1 ms",
+             "qd": "QD", "pct_of_peak": "% of peak", "offset_bytes": "offset", "window_index": "window",
+             "position_bytes": "position"}
     return names.get(column, column.replace("_", " "))
 
 
