@@ -118,3 +118,23 @@ def test_a_broken_store_or_spec_is_refused_before_the_device_is_touched(tmp_path
     errors = capsys.readouterr().err.splitlines()
     assert errors[0].startswith("ftlscope: error: --db:") and errors[1].startswith("ftlscope: error: --spec:")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_sla_p99_is_checked_first_and_reaches_the_queue_depth_sweep(tmp_path, capsys):
+    from ftlscope.cli import main, sla_suite
+
+    assert main(["profile", "--sla-p99", "fast", "--out", str(tmp_path / "c"), "--no-store"]) == 2
+    assert main(["profile", "--sla-p99", "0us", "--out", str(tmp_path / "d"), "--no-store"]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].startswith("ftlscope: error: --sla-p99") and errors[1].startswith("ftlscope: error: --sla-p99")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+    suite = sla_suite("quick", "500us")
+    assert {s.experiment: s.params for s in suite.steps}["qd-sweep"]["sla_p99"] == "500us"
+    assert sla_suite("quick", None) == "quick"
+    # Profiled with it, the latency line follows the target.
+    tiny = Suite("tiny", "qd-sweep", probes=False, steps=(
+        Step("qd-sweep", {"runtime": "100ms", "warmup": "0s", "qds": "1,4,16", "sla_p99": "2ms"}),))
+    outcome = runner.profile(small_ssd(tmp_path), suite=tiny, out=tmp_path / "run")
+    runner.finish(outcome, store=False)
+    latency = next(a for a in outcome.record["guidance"] if a["rule"] == "queue-depth-latency")
+    assert "--sla-p99" in latency["text"] and "2 ms" in latency["text"]

@@ -43,6 +43,20 @@ TEMPLATES: dict[str, tuple[Template, ...]] = {
         ("From QD 64 to 1024 throughput changes by {qd_throughput_gain_pct} and latency by a factor of "
          "{qd_latency_growth}; Little's law holds within {littles_law_error_pct}.", lambda v: True),
     ),
+    "corners": (
+        "CrystalDiskMark's corners: SEQ1M Q8T1 reads at {seq1m_q8t1_read_mb_s} and writes at "
+        "{seq1m_q8t1_write_mb_s}; RND4K Q32T1 reads {rnd4k_q32t1_read_iops} and writes {rnd4k_q32t1_write_iops}; "
+        "RND4K Q1T1 reads {rnd4k_q1t1_read_iops} and writes {rnd4k_q1t1_write_iops}.",
+    ),
+    "zoning": (
+        ("Sequential reads run at {outer_mb_s} in the outer zone and {inner_mb_s} in the inner one "
+         "({inner_to_outer_ratio} the outer rate); a 4 KiB random read at QD 1 takes {random_read_lat_mean_us} "
+         "(seek and rotation), {random_read_iops_qd1} at QD 1 and {random_read_iops_qd32} at QD 32.",
+         lambda v: v["inner_to_outer_ratio"] < 0.95),
+        "Sequential reads run at {outer_mb_s} at the start and {inner_mb_s} at the end (no zoning); a 4 KiB "
+        "random read at QD 1 takes {random_read_lat_mean_us}, {random_read_iops_qd1} at QD 1 and "
+        "{random_read_iops_qd32} at QD 32.",
+    ),
     "qd-sweep": (
         "4 KiB random reads peak at {peak_iops} at {peak_qd}; the knee (where a doubling adds under 5 % IOPS "
         "while mean latency grows over 20 %) is at {knee_qd}, 90 % of the peak is reached at {practical_knee_qd}, "
