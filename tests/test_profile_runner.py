@@ -70,10 +70,15 @@ def test_out_must_not_hold_another_profile(tmp_path):
 
 
 def test_suites_and_span():
-    assert [s.experiment for s in get_suite("quick").steps] == [
-        "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "seq-write-over-time"]
+    quick = get_suite("quick")
+    assert [s.experiment for s in quick.for_target(rotational=False).steps] == [
+        "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "corners", "seq-write-over-time"]
+    # A hard disk also gets the read-only zoning and access-time measurement.
+    assert [s.experiment for s in quick.for_target(rotational=True).steps] == [
+        "bs-sweep", "qd-sweep", "alignment", "zoning", "qd1-baseline", "corners", "seq-write-over-time"]
     full = get_suite("full")
-    assert len(full.steps) == 19 and full.probes
+    assert len(full.steps) == 21 and full.probes
+    assert "zoning" not in {s.experiment for s in full.for_target(rotational=False).steps}
     standard = {s.experiment for s in get_suite("standard").steps}
     assert "random-fill" not in standard and "trim-before-overwrite" not in standard
     from ftlscope.experiments import get

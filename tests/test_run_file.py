@@ -126,8 +126,8 @@ def test_percentiles_never_exceed_the_max(four_op_result):
     over = [(lat["max"], p, lat[p]) for lat in rows for p in PERCENTILES if lat[p] > lat["max"]]
     w = four_op_result.windows
     for _, row in w[w["ops"] > 0].iterrows():
-        over += [(row["lat_max_ns"], p, row[f"lat_{p}_ns"]) for p in PERCENTILES
-                 if row[f"lat_{p}_ns"] > row["lat_max_ns"]]
+        over += [(row["lat_max_ns"], p, row[f"lat_{p.replace('.', '_')}_ns"]) for p in PERCENTILES
+                 if row[f"lat_{p.replace('.', '_')}_ns"] > row["lat_max_ns"]]
     assert not over, f"(max, percentile, value) with the percentile above the max: {over[:5]}"
 
 

@@ -14,7 +14,7 @@ from .. import plots
 from ..metrics import WINDOW_INDEX
 from .card import build_card
 from .facts import Facts
-from .render import PROPERTY_ORDER, embed_figure, write_pages
+from .render import PROPERTY_ORDER, answer_text, embed_figure, write_pages
 
 
 def run_label(record: dict[str, Any]) -> str:
@@ -79,7 +79,7 @@ def _property_rows(runs) -> list[dict[str, Any]]:
             continue
         name = next(a.get("name", "") for a in answers if a)
         rows.append({"label": f"{pid} {name}", "cells": [
-            "" if a is None else (a.get("answer") or str(a.get("value"))) for a in answers]})
+            "" if a is None else answer_text(f, pid, a) for f, a in zip(facts, answers, strict=True)]})
     return rows
 
 

@@ -107,7 +107,7 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         )
         figures = [f for f in (figure(p, f"{pid} {answer.get('name', '')}") for p in answer.get("figures") or []) if f]
         properties.append({
-            "pid": pid, "name": answer.get("name", ""), "answer": answer.get("answer") or str(answer.get("value")),
+            "pid": pid, "name": answer.get("name", ""), "answer": answer_text(facts, pid, answer),
             "confidence": "" if answer.get("confidence") is None else f"{answer['confidence']:.2f}",
             "alternatives": alternatives, "device_time": f"{answer.get('device_time_s') or 0:.2f} s",
             "figures": figures,
@@ -145,6 +145,15 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         "health_rows": _health_rows(record.get("health_before"), record.get("health_after")),
         "notes": list(record.get("notes") or []) + [f"figure missing from the run directory: {p}" for p in missing],
     }
+
+
+def answer_text(facts: Facts, pid: str, answer: dict[str, Any]) -> str:
+    """A probe's answer in the card's units (P10 ``32 ms``, not ``0.032 s``): sizes and the flush window are
+    formatted as the card formats them; other answers are the probe's words."""
+    evidence = facts.prop(pid)
+    if evidence is not None and evidence.unit and isinstance(evidence.value, int | float) and evidence.value:
+        return evidence.display
+    return answer.get("answer") or str(answer.get("value"))
 
 
 def embed_figure(file: Path, out: Path) -> dict[str, Any]:
