@@ -76,7 +76,7 @@ EXPERIMENTS = [
     Experiment(
         name="corners",
         summary="CrystalDiskMark's four corners, read and write: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1",
-        source="CrystalDiskMark's default tests (1 GiB, one thread)",
+        source="CrystalDiskMark's default tests: 1 GiB, one thread",
         writes=True,
         preconditioning="none",
         params=(

@@ -92,7 +92,7 @@ EXPERIMENTS = [
         name="zoning",
         summary="sequential read rate from the outer to the inner zone, and random-read access time at QD 1 and "
                 "32 over the whole range (read-only)",
-        source="seed 002 (zoning)",
+        source="seed 002, its zoning measurements",
         writes=False,
         preconditioning="none",
         params=(
