@@ -236,7 +236,7 @@ def write_rate(f: Facts) -> Advice | None:
     elif _present(p50, p99) and not calm:
         text += (f" Sequential writes{f' at {sustained.display}' if sustained is not None else ''} already wait "
                  f"for flushes: their p99 is {p99.display} against a p50 of {p50.display}. Pace latency-critical "
-                 f"writes below the full write rate, or keep {pause}.")
+                 f"writes below the full write rate, or pause {window.display} after every {buffer.display}.")
         cited += ([sustained] if sustained is not None else []) + [p50, p99]
     else:
         text += f" Writing below that rate, or {pause}, avoids the latency spikes of a full-buffer flush."
