@@ -85,7 +85,7 @@ def test_permuted_reads_cost_what_sequential_ones_do_on_a_device_that_does_not_r
     chunk_pages = parse_size(cfg["mapping"]["chunk_size"]) // parse_size(cfg["geometry"]["page_size"])
     outcome = bench("permuted-reads", PRESET, tmp_path, span="256MiB", windows="2,4", ops=4000)
     assert set(outcome.table["pattern"]) == {"sequential", "permuted", "random"}
-    assert list(outcome.table.drop_duplicates("window")["qd"]) == [4, 8]
+    assert list(outcome.table.drop_duplicates("permutation_window")["qd"]) == [4, 8]
     for window in (2, 4):
         # The simulated controller serves each unit's queue in arrival order: which pages are in flight decides
         # the throughput, not their order, and a window keeps the same pages in flight as sequential reads.
@@ -108,7 +108,7 @@ def test_alignment_costs_below_the_page_size_and_not_from_it(tmp_path, device):
         )
     page = parse_size(truth(target)["geometry"]["page_size"])
     outcome = bench("alignment", target, tmp_path / "out", span="256MiB", size="64KiB", qd=16, max_ops=1500)
-    assert list(outcome.table["offset"]) == [0] + [512 << i for i in range(7)]  # 512 B .. 32 KiB
+    assert list(outcome.table["offset_bytes"]) == [0] + [512 << i for i in range(7)]  # 512 B .. 32 KiB
     # A read shifted by less than a page straddles one more page than an aligned one; shifted by whole pages,
     # it reads as many pages as aligned.
     assert value(outcome, "aligned_from_bytes") == page

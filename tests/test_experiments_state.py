@@ -121,7 +121,7 @@ def test_discarding_before_an_overwrite_saves_the_gc_copies_of_a_full_small_driv
     assert value(outcome, "write_amplification_saved") == pytest.approx(plain - trimmed)
     assert value(outcome, "overwrite_speedup") > 2
     assert value(outcome, "speedup_with_trim_time") > 2
-    windows = outcome.table[outcome.table["window"] >= 0]
+    windows = outcome.table[outcome.table["window_index"] >= 0]
     assert set(windows["condition"]) == {"overwrite", "trim-then-overwrite"}
     assert [p.name for p in outcome.figures] == ["trim_before_overwrite.png"]
 

@@ -186,7 +186,7 @@ def test_data_dependence_on_the_default_drive(tmp_path):
     assert len(table) == 2 * (5 + 1) * 2  # states x (patterns + Write Zeroes) x rounds
     # the second round runs the patterns in the opposite order
     full = table[(table["state"] == "full") & (table["op"] == "write")]
-    assert full["case"].tolist() == ["zeros", "ones", "0xaa", "lba_stamped", "random",
+    assert full["write_case"].tolist() == ["zeros", "ones", "0xaa", "lba_stamped", "random",
                                      "random", "lba_stamped", "0xaa", "ones", "zeros"]
     # Write Zeroes rounds on the full device each zeroed their own 64 MiB after the data cases' range
     assert device.content(0) != "zeroes"
@@ -200,7 +200,7 @@ def _synthetic(fast: float) -> pd.DataFrame:
     for rnd, jitter in enumerate((-10.0, 10.0)):
         for data in ("zeros", "ones", "random"):
             mb = (fast if data == "zeros" else 1000.0) + jitter
-            rows.append({"state": "empty", "case": data, "op": "write", "data": data, "round": rnd, "mb_s": mb,
+            rows.append({"state": "empty", "write_case": data, "op": "write", "data": data, "round": rnd, "mb_s": mb,
                          "seconds": 1e3 / mb, "lat_p50_us": 100.0, "lat_p99_us": 200.0})
     return pd.DataFrame(rows)
 

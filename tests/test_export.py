@@ -67,7 +67,7 @@ def test_export_writes_files_pandas_reads_back(store, tmp_path):
     assert len(summaries) == 5 and set(summaries["op"]) == {"read", "write"}
     real = summaries[(summaries["run_id"] == "20261122-100000-b") & (summaries["seq"] == 0)]
     assert real["op"].tolist() == ["read", "write"] and real["ops"].sum() == 64
-    assert (real["lat_ns_p99.99"] >= real["lat_ns_p50"]).all() and (real["lat_ns_mean"] > 0).all()
+    assert (real["lat_p99_99_ns"] >= real["lat_p50_ns"]).all() and (real["lat_mean_ns"] > 0).all()
     assert summaries["label"].iloc[0] == "4 KiB random read QD 1"
 
     results = pd.read_parquet(out / "results_qd-sweep.parquet")

@@ -55,7 +55,7 @@ def test_profile_writes_report_record_and_parts(profiled):
         assert record["health_before"] is not None and record["health_after"]["host_bytes_written"] > 0
         assert set(record["probes"]["properties"]) == {f"P{i}" for i in range(1, 11)}
         assert [e["name"] for e in record["experiments"]] == [
-            "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "seq-write-over-time"]
+            "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "corners", "seq-write-over-time"]
         for entry in record["experiments"]:
             assert (directory / entry["results"]).is_file()
             assert (directory / entry["directory"] / "findings.json").is_file()
@@ -63,8 +63,8 @@ def test_profile_writes_report_record_and_parts(profiled):
             assert (directory / name).stat().st_size > 0
         # The summary card carries the measured figures (not placeholders) the issue lists.
         card = {row["key"]: row for row in record["card"]}
-        for key in ("qd1_read_latency", "random_read_iops", "seq_read", "seq_write", "write_cliff",
-                    "write_buffer", "flush_window", "page_size"):
+        for key in ("qd1_read_latency", "random_read_iops", "random_write_iops", "seq_read", "seq_write",
+                    "write_cliff", "write_buffer", "flush_window", "page_size"):
             assert card[key]["value"] is not None, key
 
 

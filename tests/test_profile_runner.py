@@ -70,10 +70,15 @@ def test_out_must_not_hold_another_profile(tmp_path):
 
 
 def test_suites_and_span():
-    assert [s.experiment for s in get_suite("quick").steps] == [
-        "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "seq-write-over-time"]
+    quick = get_suite("quick")
+    assert [s.experiment for s in quick.for_target(rotational=False).steps] == [
+        "bs-sweep", "qd-sweep", "alignment", "qd1-baseline", "corners", "seq-write-over-time"]
+    # A hard disk also gets the read-only zoning and access-time measurement.
+    assert [s.experiment for s in quick.for_target(rotational=True).steps] == [
+        "bs-sweep", "qd-sweep", "alignment", "zoning", "qd1-baseline", "corners", "seq-write-over-time"]
     full = get_suite("full")
-    assert len(full.steps) == 19 and full.probes
+    assert len(full.steps) == 21 and full.probes
+    assert "zoning" not in {s.experiment for s in full.for_target(rotational=False).steps}
     standard = {s.experiment for s in get_suite("standard").steps}
     assert "random-fill" not in standard and "trim-before-overwrite" not in standard
     from ftlscope.experiments import get
@@ -118,3 +123,23 @@ def test_a_broken_store_or_spec_is_refused_before_the_device_is_touched(tmp_path
     errors = capsys.readouterr().err.splitlines()
     assert errors[0].startswith("ftlscope: error: --db:") and errors[1].startswith("ftlscope: error: --spec:")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_sla_p99_is_checked_first_and_reaches_the_queue_depth_sweep(tmp_path, capsys):
+    from ftlscope.cli import main, sla_suite
+
+    assert main(["profile", "--sla-p99", "fast", "--out", str(tmp_path / "c"), "--no-store"]) == 2
+    assert main(["profile", "--sla-p99", "0us", "--out", str(tmp_path / "d"), "--no-store"]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].startswith("ftlscope: error: --sla-p99") and errors[1].startswith("ftlscope: error: --sla-p99")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()
+    suite = sla_suite("quick", "500us")
+    assert {s.experiment: s.params for s in suite.steps}["qd-sweep"]["sla_p99"] == "500us"
+    assert sla_suite("quick", None) == "quick"
+    # Profiled with it, the latency line follows the target.
+    tiny = Suite("tiny", "qd-sweep", probes=False, steps=(
+        Step("qd-sweep", {"runtime": "100ms", "warmup": "0s", "qds": "1,4,16", "sla_p99": "2ms"}),))
+    outcome = runner.profile(small_ssd(tmp_path), suite=tiny, out=tmp_path / "run")
+    runner.finish(outcome, store=False)
+    latency = next(a for a in outcome.record["guidance"] if a["rule"] == "queue-depth-latency")
+    assert "--sla-p99" in latency["text"] and "2 ms" in latency["text"]

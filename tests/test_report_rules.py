@@ -68,9 +68,30 @@ def test_card_says_why_a_figure_is_missing():
     probes = {"P8": {"value": 0, "answer": "none"}, "P10": {"value": None, "answer": "never"}}
     card = {row["key"]: row for row in build_card(record({"seq-write-over-time": {}}, probes))}
     assert card["write_cliff"]["display"] == "none found in the bytes written"
+    assert card["flush_window"]["display"] == "none (write-through)"  # no buffer: nothing to flush
+    buffered = {"P8": {"value": 2**20, "answer": "1 MiB"}, "P10": {"value": None, "answer": "never"}}
+    card = {row["key"]: row for row in build_card(record({"seq-write-over-time": {}}, buffered))}
     assert card["flush_window"]["display"] == "does not flush when idle"
+    # A hard disk's card shows what a disk's datasheet gives, not flash internals or a "write cliff".
     hdd = {row["key"]: row for row in build_card(record(rotational=True))}
-    assert hdd["page_size"]["display"] == "not applicable (a rotating disk)"
+    assert {"access_time", "outer_seq_read", "inner_seq_read", "random_read_iops_qd1", "random_read_iops_qd32",
+            "random_write_iops", "write_cache"} <= set(hdd)
+    assert not {"page_size", "write_cliff", "write_buffer", "flush_window", "seq_write"} & set(hdd)
+    assert hdd["access_time"]["display"] == "not measured in this suite"
+    # No write buffer (P8 none): the flush window is not "0 ms" but write-through.
+    through = {row["key"]: row for row in build_card(record(properties={"P8": {"value": 0, "answer": "none"},
+                                                                          "P10": {"value": 0.0, "answer": "0 s"}}))}
+    assert through["flush_window"]["display"] == "none (write-through)"
+
+
+def test_a_missed_spec_says_by_how_much_in_the_cards_units():
+    experiments = {"bs-sweep": {"sequential_peak_mb_s": finding(1650.0, "MB/s")},
+                   "qd1-baseline": {"random_read_lat_mean_us": finding(85.0, "us")}}
+    card = {row["key"]: row for row in build_card(record(experiments, spec=parse_spec(
+        "seq_read=2GB/s,qd1_read_latency=0.07ms")))}
+    assert card["seq_read"]["verdict"] == "✗ 1,650 MB/s, 17.5 % below 2,000 MB/s"
+    assert card["qd1_read_latency"]["verdict"] == "✗ 85 µs, 21.4 % above 70 µs"
+    assert card["seq_read"]["spec_display"] == "2,000 MB/s"
 
 
 def test_guidance_is_silent_without_evidence():
@@ -81,12 +102,48 @@ def test_guidance_is_silent_without_evidence():
 
 def test_guidance_cites_what_it_says():
     advice = {a["rule"]: a for a in build_guidance(record({"qd-sweep": QD_SWEEP}))}
-    latency = advice["queue-depth-latency"]
-    assert "QD 32" in latency["text"] and "500,000 IOPS" in latency["text"]
-    assert {(e["finding"], e["value"]) for e in latency["evidence"]} == {
-        ("practical_knee_qd", 32), ("peak_iops", 500_000.0), ("sla_max_qd", 128)}
-    assert "QD 64" in advice["queue-depth-throughput"]["text"]
-    assert all(e["figure"] == "experiments/qd-sweep/fig.png" for e in latency["evidence"])
+    throughput = advice["queue-depth-throughput"]
+    assert "QD 32" in throughput["text"] and "500,000 IOPS" in throughput["text"]
+    assert "rule: 90 % of peak IOPS" in throughput["text"] and "knee at QD 64" in throughput["text"]
+    assert {(e["finding"], e["value"]) for e in throughput["evidence"]} == {
+        ("practical_knee_qd", 32), ("peak_iops", 500_000.0), ("peak_qd", 256), ("knee_qd", 64)}
+    assert all(e["figure"] == "experiments/qd-sweep/fig.png" for e in throughput["evidence"])
+    # No latency line without the latency rule's findings: a throughput figure is not a latency limit.
+    assert "queue-depth-latency" not in advice
+
+
+def latency_sweep(params=None, **extra):
+    found = {**QD_SWEEP, "qd1_p99_us": finding(80.0, "us"), "latency_limit_qd": finding(8, "QD"),
+             "latency_limit_p99_us": finding(150.0, "us"), "sla_p99_us": finding(1000.0, "us"),
+             "sla_max_qd_p99_us": finding(950.0, "us"), **extra}
+    rec = record({"qd-sweep": found})
+    rec["experiments"][0]["params"] = {"latency_factor": 2.0, "sla_p99": 10**6, "moderate_qd": 16, **(params or {})}
+    return rec
+
+
+def test_latency_sensitive_work_gets_a_latency_rule():
+    latency = {a["rule"]: a for a in build_guidance(latency_sweep())}["queue-depth-latency"]
+    assert "keep at most QD 8" in latency["text"] and "150 µs" in latency["text"] and "80 µs" in latency["text"]
+    assert "(rule: p99 within 2x QD 1's" in latency["text"]
+    # With the user's p99 target the line follows it instead, and says so.
+    rec = latency_sweep({"sla_p99": 500_000}, sla_p99_us=finding(500.0, "us"), sla_max_qd=finding(4, "QD"),
+                        sla_max_qd_p99_us=finding(420.0, "us"))
+    latency = {a["rule"]: a for a in build_guidance(rec)}["queue-depth-latency"]
+    assert "keep at most QD 4" in latency["text"] and "500 µs" in latency["text"] and "--sla-p99" in latency["text"]
+    rec = latency_sweep({"sla_p99": 50_000}, sla_p99_us=finding(50.0, "us"), sla_max_qd=finding(None, "QD"))
+    latency = {a["rule"]: a for a in build_guidance(rec)}["queue-depth-latency"]
+    assert "no queue depth measured meets" in latency["text"]
+
+
+def test_p99_growth_is_said_only_against_a_shallower_queue_and_when_it_grew():
+    shallow_knee = latency_sweep(knee_qd=finding(2, "QD"), p99_growth=finding(0.167, "ratio"))
+    text = {a["rule"]: a for a in build_guidance(shallow_knee)}["queue-depth-throughput"]["text"]
+    assert "p99" not in text and "0.17x" not in text
+    deep = latency_sweep(p99_growth=finding(8.23, "ratio"))
+    text = {a["rule"]: a for a in build_guidance(deep)}["queue-depth-throughput"]["text"]
+    assert "At the knee p99 is 8.23x the p99 at QD 16" in text
+    flat = latency_sweep(p99_growth=finding(1.0, "ratio"))
+    assert "the p99 at QD 16" not in {a["rule"]: a for a in build_guidance(flat)}["queue-depth-throughput"]["text"]
 
 
 def test_write_rate_follows_newt_and_compares_with_the_write_speed():
@@ -95,6 +152,15 @@ def test_write_rate_follows_newt_and_compares_with_the_write_speed():
     advice = {a["rule"]: a for a in build_guidance(record(slow_writes, probes))}
     assert "about 62.9 MB/s" in advice["write-rate"]["text"]  # 12 MiB / 0.2 s (seed 003: 11.5 MB / 200 ms)
     assert "Writing below that rate" in advice["write-rate"]["text"]
+    # Drain rate above the write rate, but the writes' own latency shows waiting: no "no rate limit".
+    waiting = {"seq-write-over-time": {"throughput_before_mb_s": finding(40.0, "MB/s"),
+                                       "window_lat_p50_us": finding(2400.0, "us"),
+                                       "window_lat_p99_us": finding(33000.0, "us")}}
+    text = {a["rule"]: a for a in build_guidance(record(waiting, probes))}["write-rate"]["text"]
+    assert "no rate limit is needed" not in text and "already wait" in text and "33 ms" in text
+    calm = {"seq-write-over-time": {**waiting["seq-write-over-time"], "window_lat_p99_us": finding(3000.0, "us")}}
+    text = {a["rule"]: a for a in build_guidance(record(calm, probes))}["write-rate"]["text"]
+    assert "no rate limit is needed" in text and "3 ms" in text
     never = {"P8": {"value": 12 * 2**20, "answer": "12 MiB"}, "P10": {"value": None, "answer": "never"}}
     text = build_guidance(record(properties=never))[0]["text"]
     assert "does not drain in idle" in text
@@ -123,7 +189,11 @@ def test_formatting():
     assert format_value(2398.2, "us") == "2.4 ms"
     assert format_value(0.032, "s") == "32 ms"
     assert format_value(1500.37, "ratio") == "1,500x"
-    assert format_value(0.849, "ratio") == "0.849x"
+    assert format_value(0.849, "ratio") == "0.85x"
+    assert format_value(1.0, "ratio") == "1.00x"
+    assert format_value(2.68e-05, "%") == "< 0.1 %"
+    assert format_value(0.0004, "share") == "< 0.1 %"
+    assert format_value(1.5e6, "us") == "1.5 s"
     assert format_value(True, "bool") == "True"
 
 
@@ -153,7 +223,7 @@ def test_write_order_and_zeroes_rules_read_the_whole_drive_experiments():
     }
     advice = {a["rule"]: a["text"] for a in build_guidance(record(experiments))}
     assert advice["write-order"].startswith("Write sequentially") and "7.56x" in advice["write-order"]
-    assert "Write Zeroes is slower than writing zeroes (0.5x the MB/s)" in advice["zeroes-trim"]
+    assert "Write Zeroes is slower than writing zeroes (0.50x the MB/s)" in advice["zeroes-trim"]
     assert "fell from 6.71x to 3.08x" in advice["zeroes-trim"]
     calm = {"random-fill": {"write_amplification": finding(1.02, "ratio"), "slowdown_ratio": finding(1.0, "ratio")}}
     assert build_guidance(record(calm))[0]["text"].startswith("The write order matters little")

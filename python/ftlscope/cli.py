@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -446,6 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", metavar="K=V,...",
                    help="datasheet figures to check, e.g. seq_read=3500MB/s,seq_write=3000MB/s,"
                         "random_read_iops=500k,qd1_read_latency=80us,write_cliff=40GB")
+    p.add_argument("--sla-p99", metavar="TIME",
+                   help="your p99 latency target (e.g. 500us): the queue-depth guidance for latency-sensitive work "
+                        "gives the deepest queue whose p99 stays under it (default: within 2x QD 1's p99)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of each experiment (default 1)")
     _add_db_flag(p)
     p.add_argument("--no-store", action="store_true", help="do not add the run to the store")
@@ -619,6 +623,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .units import parse_size
 
     spec = parse_spec(args.spec)
+    suite = sla_suite(args.suite, args.sla_p99)
     if not args.no_store:
         from .store import RunStore
 
@@ -626,7 +631,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError(f"--repeat: give at least 1 (got {args.repeat})")
     outcome = profile(
-        args.target, suite=args.suite, out=args.out, span=parse_size(args.span, "--span") if args.span else None,
+        args.target, suite=suite, out=args.out, span=parse_size(args.span, "--span") if args.span else None,
         spec=spec, show_serial=args.show_serial, destructive=args.destructive, force=args.force,
         size=parse_size(args.size, "--size") if args.size else None, engine=args.engine, repeat=args.repeat,
         progress=not args.quiet, log=_step_log(args.quiet),
@@ -638,7 +643,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     console.print(card_table(record["card"], f"{record['target'].get('model') or record['target']['name']}"
                                              f" — {record['suite']} profile"))
     for advice in record["guidance"]:
-        console.print(f"• [bold]{advice['topic']}.[/bold] {advice['text']}")
+        console.print(f"• [bold]{advice['topic']}.[/bold] {escape(advice['text'])}")
     stored = f"; stored as {outcome.run_id} in {outcome.store_path}" if outcome.store_path else ""
     err_console.print(f"[dim]ftlscope: wrote {outcome.directory}/ (report.html, report.md, profile.json, "
                       f"probes/, experiments/){stored}[/dim]")
@@ -654,14 +659,29 @@ def _step_log(quiet: bool):
     return lambda text: err_console.print(f"[bold]{text}[/bold]")
 
 
+def sla_suite(name: str, sla_p99: str | None):
+    """The suite to run: ``name``, with qd-sweep measuring against ``--sla-p99`` when it is given."""
+    from .profile.suites import get_suite, with_params
+    from .units import parse_duration_ns
+
+    if sla_p99 is None:
+        return name
+    if parse_duration_ns(sla_p99, "--sla-p99") <= 0:
+        raise UsageError(f"--sla-p99: give a latency above 0, e.g. 500us (got {sla_p99})")
+    return with_params(get_suite(name), "qd-sweep", {"sla_p99": sla_p99})
+
+
 def card_table(card: list[dict], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("", "measured", "datasheet"):
         table.add_column(col)
     for row in card:
-        mark = {True: " ✓", False: " ✗"}.get(row.get("meets_spec"), "")
         measured = row["display"] + (f" ({row['detail']})" if row.get("detail") else "")
-        table.add_row(row["label"], measured, (row["spec"]["given"] + mark) if row.get("spec") else "")
+        datasheet = ""
+        if row.get("spec"):
+            # The datasheet figure in the card's units, and by how much the drive falls short of it.
+            datasheet = row.get("verdict") or f"{row.get('spec_display') or row['spec']['given']} (not measured)"
+        table.add_row(row["label"], measured, datasheet)
     return table
 
 

@@ -10,8 +10,9 @@
   the same names.
 - ``summaries.parquet``: one row per engine run and operation: ``run_id``, ``experiment``, ``seq``,
   ``repetition``, ``label``, ``stop``, ``device_ns``, ``wall_ns``, ``op``, ``ops``, ``bytes``, ``errors``,
-  ``iops``, ``bw_bytes``, ``lat_ns_mean``, ``lat_ns_stddev``, ``lat_ns_min``, ``lat_ns_max``, ``lat_ns_p50`` ...
-  ``lat_ns_p99.99``, ``ops_over_1ms``, read from each run's summary JSON.
+  ``iops``, ``bw_bytes``, ``lat_mean_ns``, ``lat_stddev_ns``, ``lat_min_ns``, ``lat_max_ns``, ``lat_p50_ns`` ...
+  ``lat_p99_9_ns``, ``lat_p99_99_ns``, ``ops_over_1ms``, read from each run's summary JSON (the JSON's ``p99.9``
+  becomes ``p99_9``: column names are SQL-friendly, see :mod:`ftlscope.metrics`).
 - ``results_<experiment>.parquet``: the results.csv rows of that experiment from every run, with a ``run_id``
   column first (the columns are the union over the runs).
 
@@ -32,16 +33,11 @@ from typing import Any
 import pandas as pd
 
 from .errors import UsageError
-from .results import LATENCY_KEYS
+from .metrics import LATENCY_KEYS, SUMMARY_COLUMNS, latency_column
 from .store import COLUMNS, RunStore, StoredRun, results_path, table_frame
 from .workload import OPS
 
-_SUMMARY_COLUMNS = (
-    ("run_id", "experiment", "seq", "repetition", "label", "stop", "device_ns", "wall_ns", "op", "ops", "bytes",
-     "errors", "iops", "bw_bytes")
-    + tuple(f"lat_ns_{key}" for key in LATENCY_KEYS)
-    + ("ops_over_1ms",)
-)
+_SUMMARY_COLUMNS = SUMMARY_COLUMNS
 _MISSING_SHOWN = 3
 
 
@@ -159,7 +155,7 @@ def _summaries_frame(runs: Sequence[StoredRun], notes: list[str]) -> pd.DataFram
                     rows.append({
                         **base, "op": op,
                         **{key: metrics.get(key) for key in ("ops", "bytes", "errors", "iops", "bw_bytes")},
-                        **{f"lat_ns_{key}": latency.get(key) for key in LATENCY_KEYS},
+                        **{latency_column(key, "ns"): latency.get(key) for key in LATENCY_KEYS},
                         "ops_over_1ms": metrics.get("ops_over_1ms"),
                     })
         for files, what in ((missing, "missing"), (unreadable, "unreadable")):

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .metrics import LATENCY_KEYS, WINDOW_INDEX, latency_column
 from .workload import OPS
 
-LATENCY_KEYS = ("mean", "stddev", "min", "max", "p50", "p90", "p95", "p99", "p99.9", "p99.99")
+__all__ = ["LATENCY_KEYS", "RunResult", "trace_frame", "windows_frame"]
 
 _TRACE_DTYPES = {
     "op": np.uint8,
@@ -42,15 +43,17 @@ def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
 
 
 def windows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per (window, operation) with throughput and latency percentiles."""
+    """One row per (window, operation) with throughput and latency percentiles, under the SQL-friendly names of
+    :mod:`ftlscope.metrics` (``window_index``, ``lat_p99_9_ns``)."""
     flat = []
     for row in rows:
         lat = row.pop("lat_ns")
-        flat.append({**row, **{f"lat_{k}_ns": v for k, v in lat.items()}})
+        index = row.pop("window")
+        flat.append({WINDOW_INDEX: index, **row, **{latency_column(k, "ns"): v for k, v in lat.items()}})
     frame = pd.DataFrame(flat)
     if frame.empty:
         return frame
-    return frame.sort_values(["window", "op"]).reset_index(drop=True)
+    return frame.sort_values([WINDOW_INDEX, "op"]).reset_index(drop=True)
 
 
 @dataclass

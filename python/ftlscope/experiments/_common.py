@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import UsageError
+from ..metrics import LATENCY_COLUMNS, WINDOW_INDEX, latency_column
 from ..results import RunResult
 from ..workload import Workload
 
@@ -33,19 +34,6 @@ def check_window(p: dict[str, Any]) -> None:
         raise UsageError(f"--param window: give at least 1ms (got {p['window']} ns)")
 
 
-# Latency columns of every experiment's table, in microseconds: (summary key, column).
-LATENCY_COLUMNS = (
-    ("mean", "lat_mean_us"),
-    ("stddev", "lat_stddev_us"),
-    ("min", "lat_min_us"),
-    ("p50", "lat_p50_us"),
-    ("p90", "lat_p90_us"),
-    ("p95", "lat_p95_us"),
-    ("p99", "lat_p99_us"),
-    ("p99.9", "lat_p99_9_us"),
-    ("p99.99", "lat_p99_99_us"),
-    ("max", "lat_max_us"),
-)
 
 
 def op_metrics(result: RunResult, op: str, prefix: str = "") -> dict[str, Any]:
@@ -67,15 +55,15 @@ def op_metrics(result: RunResult, op: str, prefix: str = "") -> dict[str, Any]:
 
 
 def window_rows(result: RunResult, op: str) -> pd.DataFrame:
-    """The run's time windows for one operation: ``t_s`` (window start, device time), ``iops``, ``mb_s``,
-    ``slow_share`` and ``lat_*_us``."""
+    """The run's time windows for one operation: ``window_index``, ``t_s`` (window start, device time),
+    ``iops``, ``mb_s``, ``slow_share`` and ``lat_*_us``."""
     w = result.windows
     if w.empty:
         return pd.DataFrame()
     w = w[w["op"] == op]
     out = pd.DataFrame(
         {
-            "window": w["window"].to_numpy(),
+            WINDOW_INDEX: w[WINDOW_INDEX].to_numpy(),
             "t_s": w["start_ns"].to_numpy() / 1e9,
             "duration_s": w["duration_ns"].to_numpy() / 1e9,
             "ops": w["ops"].to_numpy(),
@@ -86,7 +74,7 @@ def window_rows(result: RunResult, op: str) -> pd.DataFrame:
         }
     )
     for key, column in LATENCY_COLUMNS:
-        out[column] = w[f"lat_{key}_ns"].to_numpy() / 1e3
+        out[column] = w[latency_column(key, "ns")].to_numpy() / 1e3
     return out
 
 

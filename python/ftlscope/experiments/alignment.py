@@ -60,22 +60,22 @@ def measure(ctx: Context, p: dict[str, Any]):
                       total_bytes=(span - size) // size * size, ops=p["max_ops"] or None,
                       runtime_ns=p["runtime"] or None, align_offset=offset)
         result = ctx.run(wl, f"{format_size(size)} sequential read at offset {format_size(offset)}")
-        yield {"offset": offset, "size": size, **op_metrics(result, "read")}
+        yield {"offset_bytes": offset, "size": size, **op_metrics(result, "read")}
 
 
 def penalties(table: pd.DataFrame) -> pd.Series:
     """Per offset: how much fewer IOPS than at offset 0, in % (negative = faster than aligned)."""
-    iops = table.groupby("offset")["iops"].mean().sort_index()
+    iops = table.groupby("offset_bytes")["iops"].mean().sort_index()
     return pd.Series(-100 * relative_change(iops.to_numpy(), iops.loc[0]), index=iops.index)
 
 
 def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     findings: dict[str, Any] = {}
-    if 0 not in set(table["offset"]):
+    if 0 not in set(table["offset_bytes"]):
         return findings
     size = format_size(int(table["size"].iloc[0]))
     pen = penalties(table)
-    aligned = table.loc[table["offset"] == 0, "iops"].mean()
+    aligned = table.loc[table["offset_bytes"] == 0, "iops"].mean()
     findings["aligned_iops"] = finding(aligned, "IOPS", f"results.csv, offset 0, {size} sequential reads")
     shifted = pen.drop(index=0)
     if shifted.empty:
@@ -109,19 +109,19 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
 
 def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], directory: Path) -> list[Path]:
     # The seed's figure 5.12: IOPS at the maximum read size against the offset.
-    t = table.sort_values("offset")
-    labels = ["0" if o == 0 else format_size(o) for o in t["offset"]]
+    t = table.sort_values("offset_bytes")
+    labels = ["0" if o == 0 else format_size(o) for o in t["offset_bytes"]]
     x = np.arange(len(t))
     fig, ax = plots.figure(f"{format_size(int(t['size'].iloc[0]))} sequential reads, QD {p['qd']}: IOPS by offset",
                            "offset of every request", "IOPS")
     err = t["iops_std"].fillna(0).to_numpy() if "iops_std" in t else None
     err = err if err is not None and (err > 0).any() else None  # no caps on a single repetition
-    colours = ["tab:green" if o == 0 else "tab:blue" for o in t["offset"]]
+    colours = ["tab:green" if o == 0 else "tab:blue" for o in t["offset_bytes"]]
     ax.bar(x, t["iops"].to_numpy(), yerr=err, capsize=3, color=colours, alpha=0.85)
     ax.set_xticks(x, labels, rotation=30)
     start = findings.get("aligned_from_bytes", {}).get("value")
-    if start is not None and start in set(t["offset"]):
-        ax.axvline(list(t["offset"]).index(start) - 0.5, color="grey", linestyle=":",
+    if start is not None and start in set(t["offset_bytes"]):
+        ax.axvline(list(t["offset_bytes"]).index(start) - 0.5, color="grey", linestyle=":",
                    label=f"no penalty from {format_size(start)}")
     return [plots.save(fig, directory, "alignment_iops")]
 
@@ -145,7 +145,7 @@ EXPERIMENTS = [
             Param("runtime", "duration", 10 * 10**9, "time limit per offset (0 = none)", "10s"),
             Param("tolerance", "float", 2.0, "an offset 'costs' when its IOPS are this many % below offset 0", "2"),
         ),
-        keys=("offset", "size"),
+        keys=("offset_bytes", "size"),
         measure=measure,
         analyse=analyse,
         figures=figures,

@@ -37,6 +37,7 @@ import pandas as pd
 from .. import plots
 from ..analysis import steady_state
 from ..errors import UsageError
+from ..metrics import WINDOW_INDEX
 from ..units import format_size
 from ._common import check_qd, check_window, finding_value, window_rows, workload
 from .base import Experiment, Param, finding
@@ -70,14 +71,14 @@ def measure(ctx: Context, p: dict[str, Any]):
         return
     rows["written_bytes"] = rows["bytes"].cumsum()
     for row in rows.to_dict("records"):
-        yield {"window": int(row.pop("window")), **row}
+        yield {WINDOW_INDEX: int(row.pop(WINDOW_INDEX)), **row}
 
 
 # ---- analysis ------------------------------------------------------------------------------------------------
 
 def _complete(table: pd.DataFrame) -> pd.DataFrame:
     """The table's windows in time order, without a last window cut short by the end of the run."""
-    t = table.sort_values("window").reset_index(drop=True)
+    t = table.sort_values(WINDOW_INDEX).reset_index(drop=True)
     full = t["duration_s"].max()
     return t[t["duration_s"] >= 0.5 * full].reset_index(drop=True)
 
@@ -103,7 +104,7 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         burst_rows = t.iloc[:end.index]
         findings["drop_seconds"] = finding(
             end.seconds - start[0], "s",
-            f"window {int(t['window'].iloc[end.index])} (t = {start[end.index]:.3g} s) is the first whose 3-window "
+            f"window {int(t[WINDOW_INDEX].iloc[end.index])} (t = {start[end.index]:.3g} s) is the first whose 3-window "
             f"rolling median is more than {p['drop']:.0%} below the first windows' {burst:,.0f} IOPS; placed "
             f"inside its window from the cumulative bytes (results.csv written_bytes; burst_vs_steady_iops.png)")
         findings["drop_bytes"] = finding(
@@ -283,7 +284,7 @@ EXPERIMENTS = [
             Param("settle", "duration", 300 * S, "idle after the purge, so the drive recovers its SLC cache",
                   "5min"),
         ),
-        keys=("window",),
+        keys=(WINDOW_INDEX,),
         measure=measure,
         analyse=analyse,
         figures=figures,

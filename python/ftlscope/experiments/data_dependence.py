@@ -95,7 +95,7 @@ class _Cases:
         result = self.ctx.run(wl, f"{state} device, round {rnd + 1}: {what}, {format_size(self.length)} "
                                   f"sequential in {format_size(p['size'])} QD {p['qd']}")
         self.purged = False
-        return {"state": state, "case": ZEROES if op == ZEROES else data, "op": op,
+        return {"state": state, "write_case": ZEROES if op == ZEROES else data, "op": op,
                 "data": "-" if op == ZEROES else data, "round": rnd,
                 "seconds": device_seconds(result), **op_metrics(result, op)}
 
@@ -183,7 +183,7 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
                 "(above 1: Write Zeroes is faster)")
         if len(zeroes):
             findings[f"write_zeroes_lat_p50_us_{state}"] = finding(
-                float(zeroes["lat_p50_us"].mean()), "us", f"results.csv rows state={state}, case=write_zeroes")
+                float(zeroes["lat_p50_us"].mean()), "us", f"results.csv rows state={state}, write_case=write_zeroes")
     if verdicts:
         parts = [f"{state}: ratio {ratio:.3f}" + ("" if pv is None else f", ANOVA p = {pv:.3g}")
                  for state, ratio, pv, _ in verdicts]
@@ -201,14 +201,14 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     out: list[Path] = []
     states = [s for s in STATES if s in set(table["state"])]
     # one value per (state, case): the mean over rounds, and the spread over rounds and repetitions
-    per_case = table.groupby(["state", "case"], sort=False).agg(
+    per_case = table.groupby(["state", "write_case"], sort=False).agg(
         seconds=("seconds", "mean"), seconds_sd=("seconds", "std"), mb_s=("mb_s", "mean"),
         mb_s_sd=("mb_s", "std"), lat_p50_us=("lat_p50_us", "mean"), lat_p99_us=("lat_p99_us", "mean"),
         op=("op", "first")).fillna({"seconds_sd": 0.0, "mb_s_sd": 0.0})
     width = 0.8 / max(len(states), 1)
     writes = per_case[per_case["op"] == "write"]
     if not writes.empty:
-        patterns = list(dict.fromkeys(writes.index.get_level_values("case")))
+        patterns = list(dict.fromkeys(writes.index.get_level_values("write_case")))
         fig, ax = plots.figure("Relative write duration by data pattern (1 = random data)", "data pattern",
                                "duration / duration with random data")
         for i, state in enumerate(states):
@@ -224,7 +224,7 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         ax.axhline(1.0, color="black", linewidth=0.8)
         out.append(plots.save(fig, directory, "data_dependence_relative_duration"))
 
-    cases = list(dict.fromkeys(per_case.index.get_level_values("case")))
+    cases = list(dict.fromkeys(per_case.index.get_level_values("write_case")))
     fig, axes = plots.panels(f"Sequential writes by content, and Write Zeroes ({format_size(p['size'])}, "
                              f"QD {p['qd']})", 1, 2, size=(11, 4.2))
     for i, state in enumerate(states):
@@ -272,7 +272,7 @@ EXPERIMENTS = [
             Param("threshold", "float", 0.05, "a fastest/slowest pattern ratio above 1 + this can count as "
                                               "data-dependent", "0.05"),
         ),
-        keys=("state", "case", "op", "data", "round"),
+        keys=("state", "write_case", "op", "data", "round"),
         measure=measure,
         analyse=analyse,
         figures=figures,

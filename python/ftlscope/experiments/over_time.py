@@ -33,6 +33,7 @@ import pandas as pd
 from .. import plots
 from ..analysis import changepoint
 from ..errors import UsageError
+from ..metrics import LAT_P50_US, LAT_P99_US, WINDOW_INDEX
 from ..units import format_size
 from ._common import check_qd, check_size, check_window, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
@@ -68,7 +69,7 @@ def _measure(ctx: Context, p: dict[str, Any], op: str):
                      window=f"{p['window']}ns")
     for row in window_rows(result, op).to_dict("records"):
         yield {"phase": "window", **row}
-    yield {"phase": "run", "window": -1, "capacity": ctx.capacity, "span": span,
+    yield {"phase": "run", WINDOW_INDEX: -1, "capacity": ctx.capacity, "span": span,
            "seconds": device_seconds(result), **op_metrics(result, op)}
 
 
@@ -84,7 +85,7 @@ def measure_read(ctx: Context, p: dict[str, Any]):
 
 
 def _windows(table: pd.DataFrame) -> pd.DataFrame:
-    w = table[table["phase"] == "window"].sort_values("window").reset_index(drop=True)
+    w = table[table["phase"] == "window"].sort_values(WINDOW_INDEX).reset_index(drop=True)
     return w
 
 
@@ -144,12 +145,13 @@ def analyse_write(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         for key, unit in (("cliff_bytes", "B"), ("cliff_seconds", "s"), ("cliff_pct_of_capacity", "%"),
                           ("throughput_before_mb_s", "MB/s"), ("throughput_after_mb_s", "MB/s")):
             findings[key] = finding(None, unit, why)
+        findings.update(_window_latency(w, "every full window (no cliff)"))
         return findings
-    first_low = int(w["window"].iloc[drop.index])
+    first_low = int(w[WINDOW_INDEX].iloc[drop.index])
     every = _windows(table)
-    cliff_bytes = float(every.loc[every["window"] < first_low, "bytes"].sum())
+    cliff_bytes = float(every.loc[every[WINDOW_INDEX] < first_low, "bytes"].sum())
     cliff_s = float(w["t_s"].iloc[drop.index] - every["t_s"].iloc[0])
-    last_high = every.loc[every["window"] < first_low, "bytes"]
+    last_high = every.loc[every[WINDOW_INDEX] < first_low, "bytes"]
     resolution = float(last_high.iloc[-1]) if len(last_high) else 0.0
     evidence = (f"the biggest fall among the change points of the per-window throughput: from window "
                 f"{first_low} (t = {cliff_s:.2f} s) the mean falls from {drop.before:.0f} to {drop.after:.0f} MB/s; "
@@ -163,7 +165,19 @@ def analyse_write(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
                                                                       "the cliff")
     findings["throughput_after_mb_s"] = finding(drop.after, "MB/s", "mean window MB/s of the level after "
                                                                     "the cliff (to the next change point)")
+    findings.update(_window_latency(w[w[WINDOW_INDEX] < first_low], f"the full windows before the cliff "
+                                                                   f"(window {first_low})"))
     return findings
+
+
+def _window_latency(w: pd.DataFrame, which: str) -> dict[str, Any]:
+    """The typical write latency of a window at the rate the level runs at: the median over ``w`` of each
+    window's p50 and p99 (a median, so a single window with a flush does not stand for the level)."""
+    if w.empty:
+        return {}
+    evidence = f"median over {which} of each window's {{}} (results.csv phase=window, {len(w)} windows)"
+    return {"window_lat_p50_us": finding(float(w[LAT_P50_US].median()), "us", evidence.format("p50")),
+            "window_lat_p99_us": finding(float(w[LAT_P99_US].median()), "us", evidence.format("p99"))}
 
 
 def analyse_read(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +288,7 @@ def _params(min_drop: float) -> tuple[Param, ...]:
     )
 
 
-KEYS = ("phase", "window")
+KEYS = ("phase", WINDOW_INDEX)
 
 EXPERIMENTS = [
     Experiment(

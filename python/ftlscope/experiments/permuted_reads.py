@@ -55,12 +55,12 @@ def measure(ctx: Context, p: dict[str, Any]):
             wl = workload("read", size=p["size"], pattern=pattern, qd=qd, span=span, ops=p["ops"] or None,
                           runtime_ns=p["runtime"] or None, seed=1 + ctx.repetition)
             result = ctx.run(wl, f"window {window} qd {qd} {format_size(p['size'])} {label} read")
-            yield {"window": window, "qd": qd, "pattern": label, **op_metrics(result, "read")}
+            yield {"permutation_window": window, "qd": qd, "pattern": label, **op_metrics(result, "read")}
 
 
 def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     findings: dict[str, Any] = {}
-    iops = table.pivot_table(index=["window", "qd"], columns="pattern", values="iops", aggfunc="mean")
+    iops = table.pivot_table(index=["permutation_window", "qd"], columns="pattern", values="iops", aggfunc="mean")
     for (window, qd), row in iops.iterrows():
         if not {"sequential", "permuted", "random"} <= set(row.dropna().index):
             continue
@@ -84,14 +84,14 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
 def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], directory: Path) -> list[Path]:
     # The seed's figure 5.16: read throughput of permuted reads by window size, here beside sequential and
     # random at the same queue depth.
-    windows = sorted(table["window"].unique())
+    windows = sorted(table["permutation_window"].unique())
     labels = ("sequential", "permuted", "random")
     x = np.arange(len(windows))
     width = 0.27
     fig, ax = plots.figure(f"{format_size(p['size'])} reads, QD = {p['qd_per_window']} x window", "shuffle window",
                            "IOPS")
     for i, label in enumerate(labels):
-        t = table[table["pattern"] == label].set_index("window").reindex(windows)
+        t = table[table["pattern"] == label].set_index("permutation_window").reindex(windows)
         err = t["iops_std"].fillna(0).to_numpy() if "iops_std" in t else None
         err = err if err is not None and (err > 0).any() else None  # no caps on a single repetition
         ax.bar(x + (i - 1) * width, t["iops"].to_numpy(), width, yerr=err, capsize=3, label=label, alpha=0.85)
@@ -117,7 +117,7 @@ EXPERIMENTS = [
             Param("ops", "int", 262144, "reads per point (0 = only the time limit)", "262144"),
             Param("runtime", "duration", 10 * 10**9, "time limit per point (0 = only the ops limit)", "10s"),
         ),
-        keys=("window", "qd", "pattern"),
+        keys=("permutation_window", "qd", "pattern"),
         measure=measure,
         analyse=analyse,
         figures=figures,

@@ -63,6 +63,7 @@ import pandas as pd
 
 from .. import plots
 from ..errors import FtlscopeError, UsageError
+from ..metrics import WINDOW_INDEX
 from ..units import format_size
 from ._common import check_qd, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
@@ -135,11 +136,11 @@ def measure_trim(ctx: Context, p: dict[str, Any]):
                 # A target without discard: the first condition stands, the second cannot be measured.
                 reason = f"the discard failed, so {condition} was not measured: {exc.message}"
                 ctx.notes.append(reason)
-                yield {"condition": condition, "phase": "trim", "window": WHOLE, "status": "skipped",
+                yield {"condition": condition, "phase": "trim", WINDOW_INDEX: WHOLE, "status": "skipped",
                        "reason": reason}
                 return
             trim_s = device_seconds(result)
-            yield {"condition": condition, "phase": "trim", "window": WHOLE, "total_s": trim_s,
+            yield {"condition": condition, "phase": "trim", WINDOW_INDEX: WHOLE, "total_s": trim_s,
                    "bytes": region, **op_metrics(result, "trim")}
         wl = workload("write", size=p["size"], pattern="permutation", qd=p["qd"], span=region,
                       total_bytes=region, runtime_ns=p["runtime"] or None, seed=1)
@@ -153,18 +154,18 @@ def measure_trim(ctx: Context, p: dict[str, Any]):
         metrics = op_metrics(result, "write")
         written = result.summary["write"]["bytes"] if "write" in result.summary else 0
         wa = _write_amplification(before, after)
-        yield {"condition": condition, "phase": "overwrite", "window": WHOLE, "total_s": seconds,
+        yield {"condition": condition, "phase": "overwrite", WINDOW_INDEX: WHOLE, "total_s": seconds,
                "durable_s": durable, "with_trim_s": durable + trim_s, "bytes": written,
                "region_done": written / region, "write_amplification": np.nan if wa is None else wa, **metrics}
         windows = window_rows(result, "write")
         for _, w in windows.iterrows():
-            yield {"condition": condition, "phase": "overwrite", "window": int(w["window"]), "t_s": w["t_s"],
+            yield {"condition": condition, "phase": "overwrite", WINDOW_INDEX: int(w[WINDOW_INDEX]), "t_s": w["t_s"],
                    "mb_s": w["mb_s"], "iops": w["iops"], "slow_share": w["slow_share"],
                    "lat_mean_us": w["lat_mean_us"], "lat_p99_us": w["lat_p99_us"], "lat_max_us": w["lat_max_us"]}
 
 
 def _whole(table: pd.DataFrame, condition: str, phase: str) -> pd.Series | None:
-    rows = table[(table["condition"] == condition) & (table["phase"] == phase) & (table["window"] == WHOLE)]
+    rows = table[(table["condition"] == condition) & (table["phase"] == phase) & (table[WINDOW_INDEX] == WHOLE)]
     return None if rows.empty else rows.iloc[0]
 
 
@@ -215,7 +216,7 @@ def figures_trim(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any
                              size=(14, 4))
     colours = {"overwrite": "tab:red", "trim-then-overwrite": "tab:blue"}
     for condition in CONDITIONS:
-        w = table[(table["condition"] == condition) & (table["window"] != WHOLE)].sort_values("window")
+        w = table[(table["condition"] == condition) & (table[WINDOW_INDEX] != WHOLE)].sort_values(WINDOW_INDEX)
         if w.empty:
             continue
         plots.line(axes[0], w["t_s"], w["mb_s"], w.get("mb_s_std"), label=condition, marker="",
@@ -379,7 +380,7 @@ EXPERIMENTS = [
             Param("runtime", "duration", 1800 * 10**9, "cap on each overwrite (0 = none)", "30min"),
             Param("window", "duration", 5 * 10**9, "time window of the throughput curve", "5s"),
         ),
-        keys=("condition", "phase", "window"),
+        keys=("condition", "phase", WINDOW_INDEX),
         measure=measure_trim,
         analyse=analyse_trim,
         figures=figures_trim,

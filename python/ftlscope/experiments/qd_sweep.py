@@ -12,6 +12,9 @@ Findings:
 - ``peak_iops`` (and ``peak_qd``, ``peak_mb_s``); ``p99_growth``: p99 at the knee over p99 at a moderate QD
   (§5.3 compares QD 16 with the knee); ``sla_max_qd``: the largest QD whose p99 still meets ``sla_p99``
   (1 ms, §5.3's example SLA).
+- ``latency_limit_qd`` (with ``latency_limit_p99_us`` and ``qd1_p99_us``): the latency rule the guidance gives
+  latency-sensitive work — the deepest QD whose p99, and every shallower QD's, stays within ``latency_factor``
+  (2) times the p99 at QD 1.
 
 The default sweep runs to QD 1024, beyond the seed's 128: the rule only fires once throughput has flattened,
 and a drive with many parallel units (32 on the default simulated SSD, which still gains 13 % from QD 64 to
@@ -115,7 +118,31 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         sla_qd, "QD", f"largest QD whose p99 (and every smaller QD's) is at most {sla_us:g} us "
                       f"(--param sla_p99; qd_percentiles.png)" if sla_qd is not None else
                       f"even QD {qd[0]} has p99 {t['lat_p99_us'].iloc[0]:.0f} us > {sla_us:g} us")
+    findings["sla_p99_us"] = finding(sla_us, "us", "the p99 target sla_max_qd is measured against (--param sla_p99)")
+    if sla_qd is not None:
+        findings["sla_max_qd_p99_us"] = finding(_p99_at(t, sla_qd), "us", f"results.csv: p99 at QD {sla_qd}")
+    findings.update(_latency_limit(t, p["latency_factor"]))
     return findings
+
+
+def _p99_at(t: pd.DataFrame, qd: int) -> float:
+    return float(t.loc[t["qd"] == qd, "lat_p99_us"].iloc[0])
+
+
+def _latency_limit(t: pd.DataFrame, factor: float) -> dict[str, Any]:
+    """The latency rule for latency-sensitive work: the deepest queue whose p99 (and every shallower one's)
+    stays within ``factor`` times the p99 at the shallowest QD measured (QD 1 by default) — the depth up to
+    which queueing has not yet made the tail much worse than the device's own service time."""
+    base_qd = int(t["qd"].iloc[0])
+    base = _p99_at(t, base_qd)
+    found = {"qd1_p99_us": finding(base, "us", f"results.csv: p99 at QD {base_qd}, the shallowest measured")}
+    limit = percentiles.largest_within(t["qd"], t["lat_p99_us"], factor * base)
+    if limit is not None:
+        found["latency_limit_qd"] = finding(
+            int(limit), "QD", f"largest QD whose p99 (and every smaller QD's) is at most {factor:g} x the p99 at "
+                              f"QD {base_qd} ({factor * base:.0f} us; --param latency_factor; qd_percentiles.png)")
+        found["latency_limit_p99_us"] = finding(_p99_at(t, limit), "us", f"results.csv: p99 at QD {limit}")
+    return found
 
 
 def _qd_axis(ax) -> None:
@@ -206,7 +233,9 @@ EXPERIMENTS = [
             Param("practical_share", "float", knee.PRACTICAL_SHARE, "practical knee: share of the peak IOPS",
                   "0.90"),
             Param("moderate_qd", "int", 16, "the moderate QD whose tail is compared with the knee's", "16"),
-            Param("sla_p99", "duration", 10**6, "p99 target for sla_max_qd", "1ms"),
+            Param("sla_p99", "duration", 10**6, "p99 target for sla_max_qd (profile --sla-p99 sets it)", "1ms"),
+            Param("latency_factor", "float", 2.0, "latency rule: deepest QD whose p99 stays within this factor "
+                  "of QD 1's", "2"),
         ),
         keys=("qd", "size"),
         check=_check,

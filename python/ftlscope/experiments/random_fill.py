@@ -34,6 +34,7 @@ import pandas as pd
 from .. import plots
 from ..analysis import rolling
 from ..errors import UsageError
+from ..metrics import WINDOW_INDEX
 from ..units import format_size
 from ._common import check_qd, check_size, check_window, device_seconds, op_metrics, window_rows, workload
 from .base import Experiment, Param, finding
@@ -82,7 +83,7 @@ def measure(ctx: Context, p: dict[str, Any]):
     wa, source = _amplification(before, after)
     for row in window_rows(result, "write").to_dict("records"):
         yield {"phase": "window", **row}
-    yield {"phase": "run", "window": -1, "span": span, "seconds": device_seconds(result),
+    yield {"phase": "run", WINDOW_INDEX: -1, "span": span, "seconds": device_seconds(result),
            "write_amplification": wa, "wa_source": source, **op_metrics(result, "write")}
 
 
@@ -90,7 +91,7 @@ def measure(ctx: Context, p: dict[str, Any]):
 
 
 def _split(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series | None]:
-    w = table[table["phase"] == "window"].sort_values("window").reset_index(drop=True)
+    w = table[table["phase"] == "window"].sort_values(WINDOW_INDEX).reset_index(drop=True)
     run = table[table["phase"] == "run"]
     return w, (None if run.empty else run.iloc[0])
 
@@ -192,7 +193,7 @@ EXPERIMENTS = [
             Param("runtime", "duration", 0, "stop after this long; 0 = when every block is written",
                   "0 (until done)"),
         ),
-        keys=("phase", "window"),
+        keys=("phase", WINDOW_INDEX),
         measure=measure,
         analyse=analyse,
         figures=figures,

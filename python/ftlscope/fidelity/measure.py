@@ -22,6 +22,7 @@ import numpy as np
 
 import ftlscope
 from ftlscope.analysis import changepoint
+from ftlscope.metrics import WINDOW_INDEX
 from ftlscope.sim import SimDevice
 from ftlscope.units import parse_duration_ns, parse_size
 
@@ -171,7 +172,7 @@ def cliff(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float
     device = fid.fresh(preset)
     result = fid.run(device, rw="write", bs=params["bs"], qd=params["qd"], total_bytes=params["total"])
     w = result.windows
-    w = w[w["op"] == "write"].sort_values("window").reset_index(drop=True)
+    w = w[w["op"] == "write"].sort_values(WINDOW_INDEX).reset_index(drop=True)
     window_ns = parse_duration_ns(fid.settings.window)
     full = w[w["duration_ns"] >= window_ns // 2].reset_index(drop=True)
     out = {"cliff_bytes": math.nan, "cliff_time": math.nan, "write.bw": result.summary["write"]["bw_bytes"],

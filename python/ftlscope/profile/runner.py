@@ -82,6 +82,7 @@ def profile(
     subject: str | SimDevice = device if device is not None else str(target)
 
     identity = describe_target(subject, show_serial=show_serial)
+    chosen = chosen.for_target(bool(identity.get("rotational")))
     started = datetime.now(UTC)
     run_id = f"{started:%Y%m%d-%H%M%S}-{_slug(identity['identity'].removeprefix('sim:'))}"
     directory = Path(out) if out is not None else Path("ftlscope-profiles") / run_id

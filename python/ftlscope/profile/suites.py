@@ -2,7 +2,8 @@
 parameters.
 
 - ``quick``: the probes and the short sweeps (QD 1 baseline, block size, queue depth, alignment) on the first
-  8 GiB, and a sequential write of at most 60 s of device time from an empty drive, long enough to pass the SLC
+  8 GiB, the four corners of CrystalDiskMark on 1 GiB, on a hard disk the zoning and access-time reads over the
+  whole disk, and a sequential write of at most 60 s of device time from an empty drive, long enough to pass the SLC
   cache of the drives seed 000 measured (their cliffs came after 5-30 s at full speed). Goal: under 2 minutes
   of wall time on the default simulated drive.
 - ``standard``: the probes and every experiment that does not need the whole drive, with shorter runtimes
@@ -32,6 +33,7 @@ class Step:
 
     experiment: str
     params: dict[str, str] = field(default_factory=dict)
+    rotational_only: bool = False  # a hard disk's measurement (zoning): left out on flash drives
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,12 @@ class Suite:
     probes: bool
     steps: tuple[Step, ...]
 
+    def for_target(self, rotational: bool) -> Suite:
+        """The steps that apply to the target: a flash drive leaves out the hard-disk-only ones."""
+        if rotational:
+            return self
+        return Suite(self.name, self.summary, self.probes, tuple(s for s in self.steps if not s.rotational_only))
+
 
 _SHORT = {"runtime": "1s", "warmup": "200ms"}
 _QUICK_SPAN = str(8 * GiB)
@@ -48,13 +56,16 @@ _STANDARD_SPAN = str(16 * GiB)
 
 QUICK = Suite(
     "quick",
-    "probes P1-P10, QD 1 baseline, block-size and queue-depth sweeps, alignment, and the write cliff",
+    "probes P1-P10, QD 1 baseline, block-size and queue-depth sweeps, alignment, the four corners "
+    "(CrystalDiskMark's tests), zoning on hard disks, and the write cliff",
     probes=True,
     steps=(
         Step("bs-sweep", {**_SHORT, "span": _QUICK_SPAN}),
         Step("qd-sweep", {**_SHORT, "span": _QUICK_SPAN}),
         Step("alignment", {"span": _QUICK_SPAN}),
+        Step("zoning", {"runtime": "500ms", "random_runtime": "1s", "warmup": "100ms"}, rotational_only=True),
         Step("qd1-baseline", {"runtime": "2s", "warmup": "500ms", "span": _QUICK_SPAN}),
+        Step("corners", {"runtime": "1s", "warmup": "200ms"}),
         Step("seq-write-over-time", {"runtime": "60s"}),
     ),
 )
@@ -71,9 +82,11 @@ STANDARD = Suite(
         Step("locality", {}),
         Step("permuted-reads", {}),
         Step("alignment", {}),
+        Step("zoning", {}, rotational_only=True),
         Step("seq-read-over-time", {"span": _STANDARD_SPAN}),
         Step("qd1-baseline", {"runtime": "5s", "warmup": "1s", "span": _STANDARD_SPAN}),
         Step("rw-mix", {**_POINT, "span": _STANDARD_SPAN}),
+        Step("corners", {"runtime": "3s", "warmup": "1s"}),
         Step("deep-queue", {"runtime": "2s", "warmup": "500ms"}),
         Step("parallelism", {"span": _STANDARD_SPAN, "runtime": "2s"}),
         Step("working-set", {"span": _STANDARD_SPAN, "runtime": "3s", "warmup": "1s"}),
@@ -90,10 +103,17 @@ STANDARD = Suite(
 def _full_steps() -> tuple[Step, ...]:
     from ..experiments import EXPERIMENTS
 
-    return tuple(Step(name) for name in EXPERIMENTS)
+    return tuple(Step(name, rotational_only=name == "zoning") for name in EXPERIMENTS)
 
 
 SUITES = {"quick": QUICK, "standard": STANDARD}
+
+
+def with_params(suite: Suite, experiment: str, params: dict[str, str]) -> Suite:
+    """``suite`` with ``params`` added to every step of ``experiment`` (``profile --sla-p99`` sets qd-sweep's)."""
+    steps = tuple(Step(s.experiment, {**s.params, **params}, s.rotational_only) if s.experiment == experiment else s
+                  for s in suite.steps)
+    return Suite(suite.name, suite.summary, suite.probes, steps)
 
 
 def get_suite(name: str) -> Suite:

@@ -12,9 +12,10 @@ import pandas as pd
 from matplotlib.ticker import ScalarFormatter
 
 from .. import plots
+from ..metrics import WINDOW_INDEX
 from .card import build_card
 from .facts import Facts
-from .render import PROPERTY_ORDER, embed_figure, write_pages
+from .render import PROPERTY_ORDER, answer_text, embed_figure, write_pages
 
 
 def run_label(record: dict[str, Any]) -> str:
@@ -54,12 +55,19 @@ def _unique(labels: list[str]) -> list[str]:
 
 
 def _card_rows(runs) -> list[dict[str, Any]]:
-    cards = [build_card(record) for record, _ in runs]
+    # A flash drive's card and a hard disk's have different rows: one line per row any card has.
+    cards = [{row["key"]: row for row in build_card(record)} for record, _ in runs]
+    labels: dict[str, str] = {}
+    for card in cards:
+        labels.update({key: row["label"] for key, row in card.items() if key not in labels})
     rows = []
-    for index, item in enumerate(cards[0] if cards else []):
-        rows.append({"label": item["label"], "cells": [
-            (card[index]["display"] or "") + (f" ({card[index]['detail']})" if card[index].get("detail") else "")
-            for card in cards]})
+    for key, label in labels.items():
+        cells = []
+        for card in cards:
+            row = card.get(key)
+            cells.append("" if row is None else (row["display"] or "") + (f" ({row['detail']})" if row.get("detail")
+                                                                            else ""))
+        rows.append({"label": label, "cells": cells})
     return rows
 
 
@@ -72,7 +80,7 @@ def _property_rows(runs) -> list[dict[str, Any]]:
             continue
         name = next(a.get("name", "") for a in answers if a)
         rows.append({"label": f"{pid} {name}", "cells": [
-            "" if a is None else (a.get("answer") or str(a.get("value"))) for a in answers]})
+            "" if a is None else answer_text(f, pid, a) for f, a in zip(facts, answers, strict=True)]})
     return rows
 
 
@@ -141,8 +149,8 @@ def _bs_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
 
 def _write_figure(runs, labels, out: Path) -> tuple[Path, str] | None:
     fig = None
-    for label, table in _tables(runs, labels, "seq-write-over-time", {"phase", "bytes", "mb_s", "window"}):
-        windows = table[table["phase"] == "window"].sort_values("window")
+    for label, table in _tables(runs, labels, "seq-write-over-time", {"phase", "bytes", "mb_s", WINDOW_INDEX}):
+        windows = table[table["phase"] == "window"].sort_values(WINDOW_INDEX)
         if windows.empty:
             continue
         if fig is None:

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..units import format_size
 
 PROBES = "probes"
@@ -28,7 +30,8 @@ class Evidence:
 
 
 def format_value(value: Any, unit: str) -> str:
-    """A finding's value as the report prints it: ``13.0 GB``, ``67 µs``, ``494,596 IOPS``, ``QD 32``."""
+    """A finding's value as the report prints it: ``13.0 GB``, ``67 µs``, ``494,596 IOPS``, ``QD 32``. Never in
+    e-notation; a share under 0.1 % prints as ``< 0.1 %``; a ratio always with its decimals (``1.00x``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
@@ -46,14 +49,36 @@ def format_value(value: Any, unit: str) -> str:
     if unit == "IOPS":
         return f"{value:,.0f} IOPS"
     if unit == "MB/s":
-        return f"{value:,.0f} MB/s" if value >= 100 else f"{value:.3g} MB/s"
+        return f"{value:,.0f} MB/s" if value >= 100 else f"{significant(value)} MB/s"
     if unit == "%":
-        return f"{value:.3g} %"
-    if unit == "ratio":
-        return f"{value:,.0f}x" if abs(value) >= 1000 else f"{value:.3g}x"
+        return format_percent(value)
     if unit == "share":
-        return f"{value * 100:.3g} %"
-    return f"{value:,.4g} {unit}".strip()
+        return format_percent(value * 100)
+    if unit == "ratio":
+        return format_ratio(value)
+    return f"{significant(value, 4)} {unit}".strip()
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``digits`` significant digits, positional (never ``2.68e-05``), thousands separated from 1,000 up."""
+    if abs(value) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    return np.format_float_positional(value, precision=digits, unique=False, fractional=False, trim="-")
+
+
+def format_percent(value: float) -> str:
+    if 0 < abs(value) < 0.1:
+        return "< 0.1 %" if value > 0 else "> -0.1 %"
+    return f"{significant(value)} %"
+
+
+def format_ratio(value: float) -> str:
+    """``8.23x``, ``1.00x`` (not ``1x``: two decimals under 10, so a ratio never reads as a bare integer)."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}x"
+    if abs(value) >= 10:
+        return f"{value:.1f}x"
+    return f"{value:.2f}x"
 
 
 def format_bytes(value: float) -> str:
@@ -63,22 +88,24 @@ def format_bytes(value: float) -> str:
         return format_size(value)
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
+            return f"{significant(value / scale)} {unit}"
     return f"{value:.0f} B"
 
 
 def format_us(value: float) -> str:
+    if value >= 1e6:
+        return format_seconds(value / 1e6)
     if value >= 1000:
-        return f"{value / 1000:.3g} ms"
-    return f"{value:.3g} µs"
+        return f"{significant(value / 1000)} ms"
+    return f"{significant(value)} µs"
 
 
 def format_seconds(value: float) -> str:
     if value < 1:
-        return f"{value * 1000:.3g} ms"
+        return f"{significant(value * 1000)} ms"
     if value >= 120:
-        return f"{value / 60:.3g} min"
-    return f"{value:.3g} s"
+        return f"{significant(value / 60)} min"
+    return f"{significant(value)} s"
 
 
 class Facts:
@@ -101,6 +128,10 @@ class Facts:
             return None
         value, unit = found["value"], found.get("unit") or ""
         return Evidence(experiment, name, value, unit, format_value(value, unit), self.figure(experiment, figure))
+
+    def param(self, experiment: str, name: str) -> Any:
+        """The value an experiment ran with (durations in ns, sizes in bytes), None when it did not run."""
+        return ((self.experiments.get(experiment) or {}).get("params") or {}).get(name)
 
     def prop(self, pid: str) -> Evidence | None:
         answer = self.properties.get(pid)

@@ -1,5 +1,10 @@
-"""Guidance: rules that turn findings into advice (seed 001 §3.4 and §5.4's practical recommendations,
-seed 000 §6.1's findings, seed 003 §5's Newt), each citing the numbers and figures it rests on.
+"""Guidance: rules that turn findings into advice (the practical recommendations of "SSD Performance
+Profiling", the findings of "What does the Flash Translation Layer do?", and the two optimisations of "Fantastic
+SSD Internals and How to Learn and Use Them"), each citing the numbers and figures it rests on, and saying
+which rule it applies.
+
+A rule whose premise does not hold in the data (a comparison with a queue that is not shallower, a tail that
+did not grow) stays silent about it or says it differently.
 
 A rule whose evidence is missing (the experiment was not in the suite, or its analysis could not support the
 finding) says nothing: no advice is better than a guess. Every number a rule's text shows is an
@@ -13,6 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .facts import Evidence, Facts, format_bytes, format_value
+from .references import FANTASTIC, FTL_THESIS, PROFILING
+
+SLA_DEFAULT_NS = 10**6  # qd-sweep's sla_p99 default: a different value was given with --sla-p99
+# p99 more than this many times p50 at the rate writes arrive: they already wait for flushes.
+TAIL_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -42,43 +52,67 @@ def _present(*evidence: Evidence | None) -> bool:
 
 
 def queue_depth_latency(f: Facts) -> Advice | None:
-    practical = f.finding("qd-sweep", "practical_knee_qd", "qd_scaling")
-    sla = f.finding("qd-sweep", "sla_max_qd", "qd_percentiles")
-    peak = f.finding("qd-sweep", "peak_iops", "qd_scaling")
-    if not _present(practical, peak):
+    """Latency rule: the deepest queue whose p99 stays within a factor of QD 1's — or, when the user gave a p99
+    target (``profile --sla-p99``), the deepest whose p99 stays under it."""
+    target = f.finding("qd-sweep", "sla_p99_us", "qd_percentiles")
+    lead = "Latency-sensitive work (databases, key-value stores): "
+    if f.param("qd-sweep", "sla_p99") not in (None, SLA_DEFAULT_NS) and target is not None:
+        sla = f.finding("qd-sweep", "sla_max_qd", "qd_percentiles")
+        if sla is None:
+            base = f.finding("qd-sweep", "qd1_p99_us", "qd_percentiles")
+            if base is None:
+                return None
+            return Advice("queue-depth-latency", "Queue depth",
+                          f"{lead}no queue depth measured meets the p99 target of {target.display} (--sla-p99): "
+                          f"even at QD 1 p99 is {base.display} (rule: p99 under --sla-p99).", (target, base))
+        at = f.finding("qd-sweep", "sla_max_qd_p99_us", "qd_percentiles")
+        if at is None:
+            return None
+        return Advice("queue-depth-latency", "Queue depth",
+                      f"{lead}keep at most {sla.display} in flight, the deepest queue whose p99 ({at.display}) stays "
+                      f"under your target of {target.display} (rule: p99 under --sla-p99).",
+                      (sla, at, target))
+    limit = f.finding("qd-sweep", "latency_limit_qd", "qd_percentiles")
+    at = f.finding("qd-sweep", "latency_limit_p99_us", "qd_percentiles")
+    base = f.finding("qd-sweep", "qd1_p99_us", "qd_percentiles")
+    factor = f.param("qd-sweep", "latency_factor")
+    if not _present(limit, at, base) or factor is None:
         return None
-    # The lower of the two limits: 90 % of the peak is reached there, and (if p99 was measured under 1 ms up
-    # to a depth) the tail is still under 1 ms.
-    limit = practical if sla is None or practical.value <= sla.value else sla
-    text = (f"Latency-sensitive work (databases, key-value stores): keep at most {limit.display} in flight — "
-            f"{practical.display} already gives 90 % of the peak {peak.display}")
-    cited = [practical, peak]
-    if sla is not None:
-        text += f", and p99 stays under 1 ms up to {sla.display}"
-        cited.append(sla)
-    return Advice("queue-depth-latency", "Queue depth", text + ".", tuple(cited))
+    return Advice("queue-depth-latency", "Queue depth",
+                  f"{lead}keep at most {limit.display} in flight, the deepest queue whose p99 ({at.display}) stays "
+                  f"within {factor:g} times the p99 at QD 1 ({base.display}) (rule: p99 within {factor:g}x QD 1's; "
+                  f"profile --sla-p99 sets your own target).", (limit, at, base))
 
 
 def queue_depth_throughput(f: Facts) -> Advice | None:
+    """Throughput rule: the smallest QD reaching 90 % of the peak IOPS, and the knee of "SSD Performance
+    Profiling" (a doubling adds under 5 % IOPS while mean latency grows over 20 %)."""
+    practical = f.finding("qd-sweep", "practical_knee_qd", "qd_scaling")
     knee = f.finding("qd-sweep", "knee_qd", "qd_throughput_latency")
     peak_qd = f.finding("qd-sweep", "peak_qd", "qd_scaling")
     peak = f.finding("qd-sweep", "peak_iops", "qd_scaling")
     if not _present(peak_qd, peak):
         return None
+    lead = "Throughput work (batch loads, backups): "
+    if practical is None:
+        return None
+    text = (f"{lead}{practical.display} already gives 90 % of the peak {peak.display} (reached at "
+            f"{peak_qd.display}; rule: 90 % of peak IOPS)")
+    cited = [practical, peak, peak_qd]
     if knee is None:
-        return Advice("queue-depth-throughput", "Queue depth",
-                      f"Throughput work: IOPS still grew at the deepest queue measured ({peak.display} at "
-                      f"{peak_qd.display}): submit as much as the application can at once (seed 000 §6.1).",
-                      (peak, peak_qd))
-    growth = f.finding("qd-sweep", "p99_growth", "qd_tail_bars")
-    text = (f"Throughput work (batch loads, backups): go up to {knee.display}, the knee — past it IOPS grow "
-            f"under 5 % per doubling while latency grows over 20 % (seed 001's rule; peak {peak.display} at "
-            f"{peak_qd.display}).")
-    cited = [knee, peak, peak_qd]
-    if growth is not None:
-        text += f" At the knee p99 is {growth.display} the p99 at QD 16."
-        cited.append(growth)
-    return Advice("queue-depth-throughput", "Queue depth", text, tuple(cited))
+        text += ("; IOPS still grew at the deepest queue measured, so submit as much at once as the application "
+                 f"can ({FTL_THESIS})")
+    else:
+        text += (f"; past the knee at {knee.display} a doubling adds under 5 % IOPS while mean latency grows over "
+                 f"20 % (rule: the knee of {PROFILING})")
+        cited.append(knee)
+        growth = f.finding("qd-sweep", "p99_growth", "qd_tail_bars")
+        moderate = f.param("qd-sweep", "moderate_qd")
+        # Only a comparison with a shallower queue, and only when the tail did grow, reads as one.
+        if growth is not None and moderate is not None and knee.value > moderate and growth.value >= 1.05:
+            text += f". At the knee p99 is {growth.display} the p99 at QD {moderate:g}"
+            cited.append(growth)
+    return Advice("queue-depth-throughput", "Queue depth", text + ".", tuple(cited))
 
 
 def request_size(f: Facts) -> Advice | None:
@@ -91,10 +125,16 @@ def request_size(f: Facts) -> Advice | None:
         parts.append(f"sequential reads of {sequential.display} already reach 80 % of the peak "
                      f"{sequential_peak.display}; larger requests add little")
         cited += [sequential, sequential_peak]
-    if _present(random, random_peak):
+    smallest = min(f.param("bs-sweep", "sizes") or [0])
+    if _present(random, random_peak) and random.value > smallest:
         parts.append(f"random reads need {random.display} requests to reach 80 % of their peak "
                      f"{random_peak.display} — below that they are bound by IOPS, not bandwidth, so read "
                      f"what you need rather than padding small random reads")
+        cited += [random, random_peak]
+    elif _present(random, random_peak):
+        # The smallest size measured already reaches it: there is no "below that" to warn about.
+        parts.append(f"random reads reach 80 % of their peak {random_peak.display} already with {random.display} "
+                     f"requests, the smallest measured: small random reads cost no more per byte than large ones")
         cited += [random, random_peak]
     return _compose("request-size", "Request size", "At QD 32, ", parts, cited)
 
@@ -109,9 +149,13 @@ def alignment(f: Facts) -> Advice | None:
         text = (f"Align offsets to {aligned_from.display}: requests shifted by less cost "
                 f"{penalty.display} of their IOPS.")
         cited += [aligned_from, penalty]
-    elif worst is not None:
+    elif worst is not None and worst.value > 0:
         text = (f"Alignment beyond the logical block hardly matters here: the worst misaligned offset cost "
-                f"{worst.display}.")
+                f"{worst.display} of the IOPS.")
+        cited.append(worst)
+    elif worst is not None:
+        text = (f"Alignment beyond the logical block does not matter here: no misaligned offset was slower than "
+                f"aligned reads (the worst differed by {worst.display}).")
         cited.append(worst)
     else:
         return None
@@ -130,7 +174,7 @@ def read_sizes(f: Facts) -> Advice | None:
     if penalised:
         ranges = ", ".join(f"{format_bytes(a)}-{format_bytes(b)}" for a, b in penalised)
         text = (f"Read sizes to avoid: {ranges} cost more than their neighbours (P6, {consistency.display}); "
-                f"round such reads up past the range (Newt §5.1: a 20 KB read made 24 KB).")
+                f"round such reads up past the range (as {FANTASTIC} does: a 20 KB read made 24 KB).")
         return Advice("read-sizes", "Read sizes", text, (consistency,))
     if page is None:
         return None
@@ -145,17 +189,26 @@ def write_cliff(f: Facts) -> Advice | None:
     after = f.finding("seq-write-over-time", "throughput_after_mb_s", "seq_write")
     if not _present(cliff, before, after):
         return None
-    cache = "write cache" if f.rotational else "fast write cache (the SLC cache of a flash drive)"
+    if f.rotational:
+        return Advice(
+            "write-cliff", "Sustained writes",
+            f"The disk's write cache takes the first {cliff.display} of a burst at {before.display}; after that "
+            f"writes run at the platters' rate, {after.display}. Plan bulk loads for the platters' rate.",
+            (cliff, before, after))
     return Advice(
         "write-cliff", "Sustained writes",
         f"Bursts of up to {cliff.display} are written at full speed ({before.display}); after that writes run at "
-        f"{after.display} until the drive has emptied its {cache} in idle time. Keep bulk loads under "
-        f"{cliff.display} at a time, or plan for the slower rate.",
+        f"{after.display} until the drive has emptied its fast write cache (the SLC cache of a flash drive) in "
+        f"idle time. Keep bulk loads under {cliff.display} at a time, or plan for the slower rate.",
         (cliff, before, after),
     )
 
 
 def write_rate(f: Facts) -> Advice | None:
+    """The rate limiter of "Fantastic SSD Internals and How to Learn and Use Them": write no faster than the
+    buffer drains (buffer / flush window). It says no limit is needed only when writes arrive slower than that
+    AND their measured latency shows no waiting (p99 within TAIL_FACTOR of p50 in the windows before the
+    cliff)."""
     buffer = f.prop("P8")
     window = f.prop("P10")
     if buffer is None or not isinstance(buffer.value, int | float) or not buffer.value or window is None:
@@ -167,17 +220,26 @@ def write_rate(f: Facts) -> Advice | None:
     rate = buffer.value / float(window.value) / 1e6
     sustained = f.finding("seq-write-over-time", "throughput_before_mb_s", "seq_write") \
         or f.finding("seq-write-over-time", "mb_s", "seq_write")
+    p50 = f.finding("seq-write-over-time", "window_lat_p50_us", "seq_write_latency")
+    p99 = f.finding("seq-write-over-time", "window_lat_p99_us", "seq_write_latency")
     text = (f"Writes land in a {buffer.display} buffer (P8) that the drive drains within {window.display} of "
-            f"idle time (P10), about {format_value(rate, 'MB/s')} (buffer / window, Newt §5.2).")
+            f"idle time (P10), about {format_value(rate, 'MB/s')} (buffer / window, the rate limiter of "
+            f"{FANTASTIC}).")
     cited = [buffer, window]
-    if sustained is not None and rate >= sustained.value:
-        text += (f" That is faster than sequential writes arrive ({sustained.display}), so no rate limit is "
-                 f"needed; latency-critical writes can avoid the flush spikes by pausing {window.display} after "
-                 f"every {buffer.display}.")
-        cited.append(sustained)
+    pause = f"pausing {window.display} after every {buffer.display}"
+    calm = _present(p50, p99) and p99.value <= TAIL_FACTOR * p50.value
+    if sustained is not None and rate >= sustained.value and calm:
+        text += (f" That is faster than sequential writes arrive ({sustained.display}), and their latency shows no "
+                 f"waiting (p99 {p99.display} against p50 {p50.display}), so no rate limit is needed; "
+                 f"latency-critical writes can still avoid flush spikes by {pause}.")
+        cited += [sustained, p50, p99]
+    elif _present(p50, p99) and not calm:
+        text += (f" Sequential writes{f' at {sustained.display}' if sustained is not None else ''} already wait "
+                 f"for flushes: their p99 is {p99.display} against a p50 of {p50.display}. Pace latency-critical "
+                 f"writes below the full write rate, or pause {window.display} after every {buffer.display}.")
+        cited += ([sustained] if sustained is not None else []) + [p50, p99]
     else:
-        text += (f" Writing below that rate, or pausing {window.display} after every {buffer.display}, avoids "
-                 f"the latency spikes of a full-buffer flush (Newt §5.2's rate limiter).")
+        text += f" Writing below that rate, or {pause}, avoids the latency spikes of a full-buffer flush."
     return Advice("write-rate", "Write rate", text, tuple(cited))
 
 
@@ -191,7 +253,12 @@ def write_sequentially(f: Facts) -> Advice | None:
                      f"host's bytes (write amplification)")
         cited.append(amplification)
     if slowdown is not None:
-        parts.append(f"and ran {slowdown.display} slower at the end of the fill than at its start")
+        if slowdown.value >= 1.05:
+            parts.append(f"and ran {slowdown.display} slower at the end of the fill than at its start")
+        elif slowdown.value <= 0.95:
+            parts.append(f"and ended the fill faster than it started (end / start speed {slowdown.display})")
+        else:
+            parts.append(f"and ran as fast at the end of the fill as at its start ({slowdown.display})")
         cited.append(slowdown)
     if reads_after is not None:
         effect = "slower" if reads_after.value < 0.95 else "no slower" if reads_after.value <= 1.05 else "faster"

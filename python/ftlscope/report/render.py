@@ -14,16 +14,21 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from .. import plots
+from .. import metrics, plots
 from ..units import format_size
-from .card import SPEC_TOLERANCE, build_card
-from .facts import Facts, format_bytes
+from .card import SPEC_TOLERANCE, build_card, corner_rows
+from .facts import Facts, format_bytes, significant
 from .guidance import build_guidance
+from .references import REFERENCES, cite
 from .sentences import sentence
+from .tables import direction_pivots, percent_of_peak
 
 MAX_TABLE_ROWS = 24
 # Columns a reader scans first; the full table is in results.csv beside the report.
-MAIN_METRICS = ("iops", "mb_s", "lat_mean_us", "lat_p50_us", "lat_p99_us", "lat_p99.9_us", "slow_share")
+MAIN_METRICS = (metrics.IOPS, "pct_of_peak", metrics.MB_S, metrics.LAT_MEAN_US, metrics.LAT_P50_US,
+                metrics.LAT_P99_US, metrics.LAT_P99_9_US, metrics.SLOW_SHARE)
+# Columns shown as percentages: (column, factor to %).
+PERCENT_COLUMNS = {metrics.SLOW_SHARE: 100.0, "pct_of_peak": 1.0}
 PROPERTY_ORDER = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10")
 
 
@@ -105,7 +110,7 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         )
         figures = [f for f in (figure(p, f"{pid} {answer.get('name', '')}") for p in answer.get("figures") or []) if f]
         properties.append({
-            "pid": pid, "name": answer.get("name", ""), "answer": answer.get("answer") or str(answer.get("value")),
+            "pid": pid, "name": answer.get("name", ""), "answer": answer_text(facts, pid, answer),
             "confidence": "" if answer.get("confidence") is None else f"{answer['confidence']:.2f}",
             "alternatives": alternatives, "device_time": f"{answer.get('device_time_s') or 0:.2f} s",
             "figures": figures,
@@ -115,9 +120,10 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
     for entry in record.get("experiments") or []:
         figures = [f for f in (figure(p) for p in entry.get("figures") or []) if f]
         sections.append({
-            "name": entry["name"], "anchor": "exp-" + anchor(entry["name"]), "summary": entry.get("summary", ""),
-            "source": entry.get("source", ""), "sentence": sentence(facts, entry["name"]),
-            "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or []),
+            "name": entry["name"], "anchor": "exp-" + anchor(entry["name"]), "summary": cite(entry.get("summary", "")),
+            "source": cite(entry.get("source", "")), "sentence": sentence(facts, entry["name"]),
+            "figures": figures, "table": _table(directory / entry["results"], entry.get("keys") or [], entry["name"]),
+            "pivots": _pivots(directory / entry["results"], entry["name"]),
             "results_path": _relative(directory / entry["results"], out), "completed": entry.get("completed", True),
             "stopped": entry.get("stopped"), "params": _shown_params(entry),
             "device_time": _seconds(entry.get("device_time_s")), "wall_time": _seconds(entry.get("wall_time_s")),
@@ -130,6 +136,8 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         "target": target,
         "target_rows": _target_rows(target),
         "card": card,
+        "corners": corner_rows(record),
+        "references": list(REFERENCES),
         "spec_tolerance_pct": round(SPEC_TOLERANCE * 100),
         "has_spec": bool(record.get("spec")),
         "guidance": guidance,
@@ -140,6 +148,15 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         "health_rows": _health_rows(record.get("health_before"), record.get("health_after")),
         "notes": list(record.get("notes") or []) + [f"figure missing from the run directory: {p}" for p in missing],
     }
+
+
+def answer_text(facts: Facts, pid: str, answer: dict[str, Any]) -> str:
+    """A probe's answer in the card's units (P10 ``32 ms``, not ``0.032 s``): sizes and the flush window are
+    formatted as the card formats them; other answers are the probe's words."""
+    evidence = facts.prop(pid)
+    if evidence is not None and evidence.unit and isinstance(evidence.value, int | float) and evidence.value:
+        return evidence.display
+    return answer.get("answer") or str(answer.get("value"))
 
 
 def embed_figure(file: Path, out: Path) -> dict[str, Any]:
@@ -193,17 +210,27 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
-    """The experiment's results as a short table: its key columns and the main metrics (mean ± 95 % CI when
-    there were repetitions); long time series are thinned, and the note says where the full table is."""
+def _read(path: Path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path)
+        return pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError):
         return None
-    if frame.empty:
+
+
+def _pivots(path: Path, name: str) -> list[dict[str, Any]]:
+    frame = _read(path)
+    return [] if frame is None else direction_pivots(name, frame)
+
+
+def _table(path: Path, keys: list[str], name: str = "") -> dict[str, Any] | None:
+    """The experiment's results as a short table: its key columns and the main metrics (mean ± 95 % CI when
+    there were repetitions); long time series are thinned, and the note says where the full table is."""
+    frame = _read(path)
+    if frame is None or frame.empty:
         return None
+    frame = percent_of_peak(name, frame)
     note = ""
     total = len(frame)
     if "phase" in frame.columns and (frame["phase"] == "window").any() and (frame["phase"] != "window").any():
@@ -227,10 +254,12 @@ def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
                 text = format_size(value)
             elif column.endswith("_bytes") and isinstance(value, int | float) and not pd.isna(value):
                 text = format_bytes(value)
+            elif column in PERCENT_COLUMNS and isinstance(value, int | float) and not pd.isna(value):
+                text = significant(float(value) * PERCENT_COLUMNS[column]) if value else "0"
             else:
                 text = _cell(value.item() if hasattr(value, "item") else value)
             if repeated and column in metrics and f"{column}_ci" in frame.columns and not pd.isna(row[f"{column}_ci"]):
-                text += f" ± {_cell(float(row[f'{column}_ci']))}"
+                text += f" ± {_cell(float(row[f'{column}_ci']) * PERCENT_COLUMNS.get(column, 1.0))}"
             cells.append(text)
         rows.append(cells)
     headers = [_header(c) for c in columns]
@@ -238,8 +267,10 @@ def _table(path: Path, keys: list[str]) -> dict[str, Any] | None:
 
 
 def _header(column: str) -> str:
-    names = {"iops": "IOPS", "mb_s": "MB/s", "lat_mean_us": "mean µs", "lat_p50_us": "p50 µs",
-             "lat_p99_us": "p99 µs", "lat_p99.9_us": "p99.9 µs", "slow_share": "share > 1 ms", "qd": "QD"}
+    names = {metrics.IOPS: "IOPS", metrics.MB_S: "MB/s", metrics.LAT_MEAN_US: "mean µs", metrics.LAT_P50_US: "p50 µs",
+             metrics.LAT_P99_US: "p99 µs", metrics.LAT_P99_9_US: "p99.9 µs", metrics.SLOW_SHARE: "% > 1 ms",
+             "qd": "QD", "pct_of_peak": "% of peak", "offset_bytes": "offset", "window_index": "window",
+             "position_bytes": "position"}
     return names.get(column, column.replace("_", " "))
 
 
@@ -253,7 +284,7 @@ def _target_rows(target: dict[str, Any]) -> list[tuple[str, str]]:
         ("rotational", None if target.get("rotational") is None else "yes" if target["rotational"] else "no"),
         ("transport", target.get("transport")), ("description", target.get("description")),
     ]
-    return [(k, str(v)) for k, v in rows if v not in (None, "")]
+    return [(k, cite(str(v))) for k, v in rows if v not in (None, "")]
 
 
 def _lba(target: dict[str, Any]) -> str | None:

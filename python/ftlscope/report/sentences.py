@@ -37,13 +37,30 @@ TEMPLATES: dict[str, tuple[Template, ...]] = {
         "4 KiB random I/O at QD 32 runs at {r100w0_iops} read-only.",
     ),
     "deep-queue": (
-        "From QD 64 to 1024 throughput gains {qd_throughput_gain_pct} while latency grows {qd_latency_growth}; "
-        "Little's law holds within {littles_law_error_pct}.",
+        ("From QD 64 to 1024 throughput gains {qd_throughput_gain_pct} while latency grows {qd_latency_growth}; "
+         "Little's law holds within {littles_law_error_pct}.",
+         lambda v: v["qd_throughput_gain_pct"] > 0 and v["qd_latency_growth"] > 1),
+        ("From QD 64 to 1024 throughput changes by {qd_throughput_gain_pct} and latency by a factor of "
+         "{qd_latency_growth}; Little's law holds within {littles_law_error_pct}.", lambda v: True),
+    ),
+    "corners": (
+        "CrystalDiskMark's corners: SEQ1M Q8T1 reads at {seq1m_q8t1_read_mb_s} and writes at "
+        "{seq1m_q8t1_write_mb_s}; RND4K Q32T1 reads {rnd4k_q32t1_read_iops} and writes {rnd4k_q32t1_write_iops}; "
+        "RND4K Q1T1 reads {rnd4k_q1t1_read_iops} and writes {rnd4k_q1t1_write_iops}.",
+    ),
+    "zoning": (
+        ("Sequential reads run at {outer_mb_s} in the outer zone and {inner_mb_s} in the inner one "
+         "({inner_to_outer_ratio} the outer rate); a 4 KiB random read at QD 1 takes {random_read_lat_mean_us} "
+         "(seek and rotation), {random_read_iops_qd1} at QD 1 and {random_read_iops_qd32} at QD 32.",
+         lambda v: v["inner_to_outer_ratio"] < 0.95),
+        "Sequential reads run at {outer_mb_s} at the start and {inner_mb_s} at the end (no zoning); a 4 KiB "
+        "random read at QD 1 takes {random_read_lat_mean_us}, {random_read_iops_qd1} at QD 1 and "
+        "{random_read_iops_qd32} at QD 32.",
     ),
     "qd-sweep": (
-        "4 KiB random reads peak at {peak_iops} at {peak_qd}; the knee (seed 001's rule) is at {knee_qd}, "
-        "90 % of the peak is reached at {practical_knee_qd}, and Little's law holds within "
-        "{littles_law_error_pct}.",
+        "4 KiB random reads peak at {peak_iops} at {peak_qd}; the knee (where a doubling adds under 5 % IOPS "
+        "while mean latency grows over 20 %) is at {knee_qd}, 90 % of the peak is reached at {practical_knee_qd}, "
+        "and Little's law holds within {littles_law_error_pct}.",
         "4 KiB random reads peak at {peak_iops} at {peak_qd} (no knee within the depths measured); 90 % of the "
         "peak is reached at {practical_knee_qd}.",
     ),
@@ -69,7 +86,8 @@ TEMPLATES: dict[str, tuple[Template, ...]] = {
         "No misaligned offset costs more than the tolerance; the worst cost {worst_penalty_pct} of the IOPS.",
     ),
     "seq-read-over-time": (
-        "A sequential read pass runs at {mb_s} and falls by {biggest_drop_ratio} at its biggest drop.",
+        "A sequential read pass runs at {mb_s}; at its biggest drop it falls to {biggest_drop_ratio} of the level "
+        "before.",
         "A sequential read pass runs at {mb_s}, every window between {window_mb_s_min} and {window_mb_s_max}.",
     ),
     "seq-write-over-time": (
@@ -78,10 +96,12 @@ TEMPLATES: dict[str, tuple[Template, ...]] = {
         "Sequential writes run at {mb_s} with no cliff in the bytes written.",
     ),
     "random-fill": (
-        "Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late "
-        "({slowdown_ratio} slower), with write amplification {write_amplification}.",
-        "Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late "
-        "({slowdown_ratio} slower).",
+        ("Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late "
+         "({slowdown_ratio} slower), with write amplification {write_amplification}.",
+         lambda v: v["slowdown_ratio"] >= 1.05),
+        ("Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late "
+         "({slowdown_ratio} slower).", lambda v: v["slowdown_ratio"] >= 1.05),
+        "Filling the drive with random 4 KiB writes runs at {early_mb_s} early and {late_mb_s} late.",
         "Filling the drive with random 4 KiB writes runs at {mb_s}.",
     ),
     "data-dependence": (
@@ -97,8 +117,9 @@ TEMPLATES: dict[str, tuple[Template, ...]] = {
         "{read_lat_mean_us_full} over the whole span: no mapping-cache step.",
     ),
     "burst-vs-steady": (
-        "4 KiB random writes at QD 32 start at {burst_iops} and settle at {steady_iops} after {drop_bytes}: the "
-        "burst runs at {burst_to_steady_ratio} the steady rate.",
+        ("4 KiB random writes at QD 32 start at {burst_iops} and settle at {steady_iops} after {drop_bytes}: the "
+         "burst runs at {burst_to_steady_ratio} the steady rate.", lambda v: v["burst_to_steady_ratio"] >= 1.05),
+        "4 KiB random writes at QD 32 run at {burst_iops} at first and {steady_iops} in the steady state.",
         "4 KiB random writes at QD 32 start at {burst_iops}.",
     ),
     "reset-behaviour": (
