@@ -154,10 +154,18 @@ pub enum MappingCache {
     Bytes(u64),
 }
 
+/// How garbage collection picks its victim block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPolicy {
+    /// The block with the fewest valid pages.
+    Greedy,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ftl {
     pub mapping_cache: MappingCache,
     pub map_miss_latency: Nanos,
+    pub gc: GcPolicy,
     pub gc_free_block_threshold: f64,
 }
 

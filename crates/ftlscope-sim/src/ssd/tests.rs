@@ -63,6 +63,7 @@ pub(crate) fn small_config() -> DeviceConfig {
         ftl: crate::config::Ftl {
             mapping_cache: MappingCacheConfig::Full,
             map_miss_latency: us(50),
+            gc: GcPolicy::Greedy,
             gc_free_block_threshold: 0.05,
         },
         quirks: Quirks { unaligned_size_penalty: Nanos(0), read_size_penalties: vec![], low_load_penalty: Nanos(0) },
