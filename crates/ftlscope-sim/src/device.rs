@@ -35,6 +35,24 @@ pub enum PageContent {
     Data(u32),
 }
 
+/// How a command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// An unrecovered read error (`[faults]`): the command completes at its time, with an error, no data.
+    MediaError,
+    /// The command never completes (`[faults]` lost commands, or a device that stopped responding).
+    Lost,
+}
+
+/// When and how a command completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// [`SimTime::NEVER`] for a lost command.
+    pub at: SimTime,
+    pub status: Status,
+}
+
 /// The counters a SMART log would hold.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Counters {
@@ -45,6 +63,12 @@ pub struct Counters {
     pub erase_count: u64,
     pub power_on_ns: u64,
     pub power_cycles: u64,
+    /// Degrees Celsius, when the model has `[thermal]`.
+    pub temperature_c: Option<f64>,
+    /// Time spent throttled (a real drive's warning-temperature time).
+    pub throttle_ns: u64,
+    /// Reads that failed with an unrecovered media error.
+    pub media_errors: u64,
 }
 
 pub trait SimDevice: Send {
@@ -54,6 +78,11 @@ pub trait SimDevice: Send {
     fn logical_block(&self) -> u64;
     /// Submit `request` at `now` (never earlier than a previous submission); returns its completion time.
     fn submit(&mut self, now: SimTime, request: &SimRequest) -> SimTime;
+    /// Like [`SimDevice::submit`], with how the command ended: a model with `[faults]` can fail a read or
+    /// never complete a command ([`SimDevice::submit`] then answers [`SimTime::NEVER`]).
+    fn submit_checked(&mut self, now: SimTime, request: &SimRequest) -> Completion {
+        Completion { at: self.submit(now, request), status: Status::Ok }
+    }
     /// A hint that `request` will be submitted soon: the model may start loading the state it will need
     /// (a host-side cache prefetch). It must not change any result.
     fn prepare(&self, _request: &SimRequest) {}

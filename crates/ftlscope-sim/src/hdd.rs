@@ -797,6 +797,7 @@ impl SimDevice for HddDevice {
             erase_count: 0,
             power_on_ns: now.ns(),
             power_cycles: self.power_cycles,
+            ..Counters::default()
         }
     }
 

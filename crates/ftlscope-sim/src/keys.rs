@@ -295,6 +295,38 @@ section! {
     }
 }
 
+section! {
+    ["noise"] Noise, fn read_noise(), fn write_noise, NOISE_KEYS, fn noise_docs {
+        latency_cv: Float = 0.0, Between(0.0, 2.0), "coefficient of variation of each NAND read, program and erase time (lognormal, mean kept)";
+        host_jitter: Time = Nanos(0), Any, "mean of an exponential extra delay added to every completion";
+        read_retry_rate: Float = 0.0, Between(0.0, 1.0), "share of page reads that need one more read of the page";
+        background_interval: Window = None, MoreThan(0.0), "mean gap (exponential) between background operations; \"inf\" = none";
+        background_busy: Time = Nanos(1_000_000), Any, "each occupies one random unit for this long";
+        stall_rate: Float = 0.0, Between(0.0, 1.0), "share of commands that meet a firmware stall ...";
+        stall_latency: Time = Nanos(3_000_000), Any, "... and wait this much longer";
+    }
+}
+
+section! {
+    ["thermal"] Thermal, fn read_thermal(), fn write_thermal, THERMAL_KEYS, fn thermal_docs {
+        ambient: Celsius = 35.0, Between(-40.0, 150.0), "temperature at rest";
+        heat_per_gb: Celsius = 0.5, Between(0.0, 100.0), "rise per GB of NAND programmed or read";
+        cooling: CelsiusPerSecond = 0.2, Between(0.0, 1000.0), "fall per second towards ambient";
+        throttle_above: Celsius = 70.0, Between(-40.0, 150.0), "above this every NAND operation slows down ...";
+        throttle_factor: Float = 2.0, Between(1.0, 100.0), "... by this factor, until back under throttle_above minus hysteresis";
+        hysteresis: Celsius = 5.0, Between(0.0, 50.0), "how far below throttle_above throttling ends";
+    }
+}
+
+section! {
+    ["faults"] Faults, fn read_faults(), fn write_faults, FAULTS_KEYS, fn faults_docs {
+        media_error_rate: Float = 0.0, Between(0.0, 1.0), "share of page reads that fail after the retries (unrecovered read error)";
+        bad_ranges: ByteRanges = Vec::new(), Any, "byte ranges whose reads always fail: [ { start = \"1GiB\", length = \"4KiB\" } ]";
+        stop_responding_after: Window = None, Any, "device time after which no command completes any more; \"inf\" = never";
+        lost_command_rate: Float = 0.0, Between(0.0, 1.0), "share of commands that never complete";
+    }
+}
+
 /// Every section with its keys, in the order `to_toml` writes them.
 pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
     ("device", DEVICE_KEYS),
@@ -308,6 +340,9 @@ pub(crate) const SECTIONS: &[(&str, &[&str])] = &[
     ("quirks", QUIRKS_KEYS),
     ("controller", CONTROLLER_KEYS),
     ("hdd", HDD_KEYS),
+    ("noise", NOISE_KEYS),
+    ("thermal", THERMAL_KEYS),
+    ("faults", FAULTS_KEYS),
 ];
 
 /// Every key with its kind, default, range and doc, in the order `to_toml` writes them.
@@ -324,6 +359,9 @@ pub fn key_docs() -> Vec<KeyDoc> {
         quirks_docs(),
         controller_docs(),
         hdd_docs(),
+        noise_docs(),
+        thermal_docs(),
+        faults_docs(),
     ]
     .concat()
 }
@@ -478,6 +516,12 @@ impl Codec for Window {
     }
     fn write(v: &Option<Nanos>) -> String {
         quote(&format_window(*v))
+    }
+    fn magnitude(v: &Option<Nanos>) -> Option<f64> {
+        Some(v.map_or(f64::INFINITY, |t| t.0 as f64))
+    }
+    fn bound(x: f64) -> String {
+        format_time(Nanos(x as u64))
     }
 }
 
@@ -796,6 +840,93 @@ impl Codec for Penalties {
                     quote(&format_size(p.max)),
                     quote(&format_time(p.extra))
                 )
+            })
+            .collect();
+        format!("[{}]", items.join(", "))
+    }
+}
+
+/// A temperature or a temperature difference in degrees Celsius: `"35C"`, `"0.5C"` (a bare number works too).
+pub(crate) struct Celsius;
+impl Codec for Celsius {
+    type V = f64;
+    type Arg = ();
+    const KIND: &'static str = "temperature";
+    fn read(v: &Value, at: &At, _: &(), _: &f64) -> Result<f64> {
+        degrees(v, at, "C", "\"35C\"")
+    }
+    fn write(v: &f64) -> String {
+        quote(&format!("{v}C"))
+    }
+    fn magnitude(v: &f64) -> Option<f64> {
+        Some(*v)
+    }
+    fn bound(x: f64) -> String {
+        format!("{x}C")
+    }
+}
+
+/// A rate of temperature change: `"0.2C/s"`.
+pub(crate) struct CelsiusPerSecond;
+impl Codec for CelsiusPerSecond {
+    type V = f64;
+    type Arg = ();
+    const KIND: &'static str = "temperature per second";
+    fn read(v: &Value, at: &At, _: &(), _: &f64) -> Result<f64> {
+        degrees(v, at, "C/s", "\"0.2C/s\"")
+    }
+    fn write(v: &f64) -> String {
+        quote(&format!("{v}C/s"))
+    }
+    fn magnitude(v: &f64) -> Option<f64> {
+        Some(*v)
+    }
+    fn bound(x: f64) -> String {
+        format!("{x}C/s")
+    }
+}
+
+fn degrees(v: &Value, at: &At, unit: &str, example: &str) -> Result<f64> {
+    let cannot = |what: String| at.err(format!("cannot read {what} as degrees (write it like {example})"));
+    let x = match v {
+        Value::Float(f) => *f,
+        Value::Integer(i) => *i as f64,
+        Value::String(s) => {
+            let body = s.trim().strip_suffix(unit).unwrap_or(s.trim()).trim_end();
+            let body = body.strip_suffix('°').unwrap_or(body);
+            if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-') {
+                return Err(cannot(format!("{s:?}")));
+            }
+            body.parse().map_err(|_| cannot(format!("{s:?}")))?
+        }
+        other => return Err(cannot(describe_value(other))),
+    };
+    if !x.is_finite() {
+        return Err(cannot(x.to_string()));
+    }
+    Ok(x)
+}
+
+/// `[ { start = "1GiB", length = "4KiB" }, ... ]`
+pub(crate) struct ByteRanges;
+impl Codec for ByteRanges {
+    type V = Vec<ByteRange>;
+    type Arg = ();
+    const KIND: &'static str = "list of { start, length }";
+    fn read(v: &Value, at: &At, _: &(), _: &Vec<ByteRange>) -> Result<Vec<ByteRange>> {
+        let needs = "range needs start and length";
+        table_items(v, at, "{ start = \"1GiB\", length = \"4KiB\" }", &["start", "length"], |t, here| {
+            let size = |k: &str| {
+                size_value(item_field(t, at, here, k, needs)?).map_err(|p| at.err_at(&format!("{here}.{k}"), p))
+            };
+            Ok(ByteRange { start: size("start")?, length: size("length")? })
+        })
+    }
+    fn write(v: &Vec<ByteRange>) -> String {
+        let items: Vec<String> = v
+            .iter()
+            .map(|r| {
+                format!("{{ start = {}, length = {} }}", quote(&format_size(r.start)), quote(&format_size(r.length)))
             })
             .collect();
         format!("[{}]", items.join(", "))

@@ -74,6 +74,9 @@ pub(crate) fn small_config() -> DeviceConfig {
             ram_read_latency: us(3),
         },
         hdd: None,
+        noise: None,
+        thermal: None,
+        faults: None,
     }
 }
 
@@ -382,3 +385,6 @@ fn a_lone_read_pays_the_low_load_penalty_and_size_penalties_apply() {
     let penalised = dev.submit(t, &req(SimOp::Read, 8 * MIB, 18 * KIB)) - t;
     assert!(penalised.0 >= plain.0 + 50_000 + 7_000 - 5_000, "{penalised:?} vs {plain:?}");
 }
+
+#[path = "noise_tests.rs"]
+mod noise_tests;
