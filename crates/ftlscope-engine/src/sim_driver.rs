@@ -90,6 +90,29 @@ struct Clockwork<'a> {
     writes: u64,
     /// Commands that will never complete, oldest first.
     lost: Vec<Lost>,
+    /// The device reorders queued commands (a disk's NCQ): commands are queued, and started by
+    /// [`Clockwork::dispatch`] whenever the device is free.
+    queueing: bool,
+}
+
+/// A queued command's tag: its queue, slot and the result it completes with.
+fn tag(queue: u32, slot: u32, result: i32) -> u64 {
+    ((queue as u64) << 52) | ((slot as u64) << 32) | result as u32 as u64
+}
+
+fn untag(tag: u64) -> (u32, u32, i32) {
+    ((tag >> 52) as u32, ((tag >> 32) & 0xf_ffff) as u32, tag as u32 as i32)
+}
+
+impl Clockwork<'_> {
+    /// Start what a queueing device can start now.
+    fn dispatch(&mut self) {
+        while let Some((tag, done)) = self.device.dispatch(SimTime(self.now)) {
+            let (queue, slot, result) = untag(tag);
+            self.sequence += 1;
+            self.completions.push(Reverse((done.ns().max(self.now), self.sequence, queue, slot, result)));
+        }
+    }
 }
 
 /// One queue's view of the simulator, as a [`Backend`].
@@ -125,6 +148,12 @@ impl Backend for SimPort<'_, '_> {
                 0
             };
             let sim_req = SimRequest { op: sim_op(req.op), offset: req.offset, len: req.len as u64, fingerprint };
+            if cw.queueing {
+                let result = if matches!(req.op, Op::Read | Op::Write) { req.len as i32 } else { 0 };
+                cw.device.enqueue(SimTime(cw.now), &sim_req, tag(self.queue, slot, result));
+                on_event(Event::Submitted { slot, at_ns: cw.now });
+                continue;
+            }
             let done = cw.device.submit_checked(SimTime(cw.now), &sim_req);
             on_event(Event::Submitted { slot, at_ns: cw.now });
             let result = match done.status {
@@ -196,7 +225,10 @@ pub(crate) fn drive(
             }
         })
         .collect();
+    let queueing = target.device.queue_depth() > 1;
+    debug_assert!(queues.len() < 1 << 12 && contexts.iter().all(|c| c.workload.inflight_per_queue() < 1 << 20));
     let mut clockwork = Clockwork {
+        queueing,
         device: &mut *target.device,
         now: start,
         sequence: 0,
@@ -225,12 +257,16 @@ pub(crate) fn drive(
                 q.wake_at = Some(now + idle_ns);
             }
         }
+        if clockwork.queueing {
+            clockwork.dispatch();
+        }
         let next_completion = clockwork.completions.peek().map(|Reverse(c)| c.0);
         let next_wake = queues.iter().filter_map(|q| q.wake_at).min();
         // The virtual clock runs on to the time-out of a command that will never complete.
         let next_timeout =
             clockwork.lost.first().map(|l| l.submitted_ns.saturating_add(io_timeout_ns).saturating_add(1));
-        let Some(next) = [next_completion, next_wake, next_timeout].into_iter().flatten().min() else {
+        let next_dispatch = clockwork.device.next_dispatch().map(SimTime::ns);
+        let Some(next) = [next_completion, next_wake, next_timeout, next_dispatch].into_iter().flatten().min() else {
             break; // nothing in flight, nobody waiting: every queue is done
         };
         clockwork.now = next.max(now);
@@ -372,5 +408,22 @@ mod tests {
         assert_eq!(temps[0], 35.0);
         assert!(*temps.last().unwrap() > 37.0, "{temps:?}");
         assert!(result.health.samples.last().unwrap().thermal_throttle_s.unwrap() > 0.0);
+    }
+
+    #[test]
+    fn a_disk_with_command_queueing_reorders_what_the_engine_keeps_queued() {
+        let iops = |qd: u32| {
+            let cfg = ftlscope_sim::presets::load("hdd-7200-consumer").unwrap();
+            let t = Arc::new(Mutex::new(SimTarget::new("hdd", build(cfg))));
+            let w = format!(
+                r#"{{"mix":{{"read":100}},"pattern":{{"kind":"random"}},"queue_depth":{qd},"stop":{{"ops":3000}}}}"#
+            );
+            let result = run(&t, &w, 30_000_000_000);
+            let ops: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
+            ops as f64 / (result.virtual_ns.unwrap() as f64 / 1e9)
+        };
+        let (qd1, qd32) = (iops(1), iops(32));
+        assert!((70.0..90.0).contains(&qd1), "QD 1: {qd1:.0} IOPS");
+        assert!((1.7..2.6).contains(&(qd32 / qd1)), "QD 32: {qd32:.0} IOPS, QD 1: {qd1:.0}");
     }
 }

@@ -205,6 +205,10 @@ pub struct HddConfig {
     pub outer_rate: Rate,
     pub inner_rate: Rate,
     pub cache: u64,
+    /// Added key: commands the disk reorders among (NCQ / TCQ); 1 = served in submission order.
+    pub queue_depth: u32,
+    /// Added key: how much later than predicted the reordering plans each seek to end.
+    pub scheduling_margin: Nanos,
 }
 
 /// Timing noise of a real drive (device-model.md `[noise]`); absent = a noise-free device.

@@ -83,6 +83,24 @@ pub trait SimDevice: Send {
     fn submit_checked(&mut self, now: SimTime, request: &SimRequest) -> Completion {
         Completion { at: self.submit(now, request), status: Status::Ok }
     }
+    /// Commands the device reorders among (a disk's NCQ). A device with more than 1 is driven by
+    /// [`SimDevice::enqueue`] and [`SimDevice::dispatch`], so that it can choose among the commands waiting
+    /// when it becomes free; [`SimDevice::submit`] still serves one command at a time in arrival order.
+    fn queue_depth(&self) -> u32 {
+        1
+    }
+    /// Queue `request` (arrived at `now`, never earlier than a previous one) under `tag`.
+    fn enqueue(&mut self, _now: SimTime, _request: &SimRequest, _tag: u64) {
+        unreachable!("only a device with queue_depth() > 1 queues commands")
+    }
+    /// Start the next queued command if the device is free at `now`: its tag and completion.
+    fn dispatch(&mut self, _now: SimTime) -> Option<(u64, SimTime)> {
+        None
+    }
+    /// When the device will next be free to start a queued command, if one is waiting.
+    fn next_dispatch(&self) -> Option<SimTime> {
+        None
+    }
     /// A hint that `request` will be submitted soon: the model may start loading the state it will need
     /// (a host-side cache prefetch). It must not change any result.
     fn prepare(&self, _request: &SimRequest) {}

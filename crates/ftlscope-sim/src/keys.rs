@@ -292,6 +292,8 @@ section! {
         outer_rate: RateC = Rate(200e6), Any, "sequential transfer at LBA 0";
         inner_rate: RateC = Rate(100e6), MoreThan(0.0), "sequential transfer at the last LBA (zoning)";
         cache: Size = 64 * MIB, Any, "the disk's read-ahead and write cache";
+        queue_depth: U32 = 32, Between(1.0, 256.0), "commands the disk reorders, shortest positioning time first (SATA NCQ: 32); 1 = in arrival order";
+        scheduling_margin: Time = Nanos(1_000_000), Any, "reordering plans each seek this much longer (a late arrival costs a revolution)";
     }
 }
 
