@@ -1422,7 +1422,6 @@ mod tests {
         assert!((70.0..90.0).contains(&qd1), "QD 1: {qd1:.0} IOPS");
         let qd32 = closed_loop_iops(&mut preset(), 32, 6000, 2);
         let ratio = qd32 / qd1;
-        eprintln!("QD 1 {qd1:.0} IOPS, QD 32 {qd32:.0} IOPS: {ratio:.2}x");
         assert!((1.7..2.6).contains(&ratio), "QD 32: {qd32:.0} IOPS = {ratio:.2} x QD 1");
         // Without queueing, depth buys nothing.
         let mut cfg = crate::presets::load("hdd-7200-consumer").unwrap();

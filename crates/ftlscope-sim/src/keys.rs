@@ -368,6 +368,39 @@ pub fn key_docs() -> Vec<KeyDoc> {
     .concat()
 }
 
+/// docs/device-model-keys.md: every key as a table per section, generated from this file.
+pub fn keys_markdown() -> String {
+    let mut out = String::from(
+        "# Simulated device keys\n\n\
+         Every key a device file may hold, generated from the key table in `crates/ftlscope-sim/src/keys.rs` \
+         (a test checks this page against it). The meaning of the keys is fixed by the device-model contract; \
+         [presets.md](presets.md#the-model-noise-heat-faults-and-command-queueing) explains the sections added \
+         since. Sizes take `B`, `KiB`, `MiB`, `GiB`, `TiB`, `KB`, `MB`, `GB`, `TB`; times `ns`, `us`, `ms`, `s`; \
+         rates are a size per second (`\"800MB/s\"`); temperatures are degrees Celsius (`\"35C\"`, `\"0.2C/s\"`). \
+         `[hdd]` is only for `kind = \"hdd\"`; `[noise]`, `[thermal]` and `[faults]` are optional and only for SSDs \
+         (absent = a noise-free device that never heats up or fails).\n",
+    );
+    let mut section = "";
+    for k in key_docs() {
+        if k.section != section {
+            section = k.section;
+            out.push_str(&format!(
+                "\n## [{section}]\n\n| key | kind | default | range | meaning |\n| --- | --- | --- | --- | --- |\n"
+            ));
+        }
+        let cell = |s: &str| s.replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{}` | {} | `{}` | {} | {} |\n",
+            k.key,
+            cell(k.kind),
+            cell(&k.default),
+            cell(&k.range),
+            cell(k.doc)
+        ));
+    }
+    out
+}
+
 // ----------------------------------------------------------------------------------------------------------
 // Defaults that depend on other keys
 
@@ -932,5 +965,25 @@ impl Codec for ByteRanges {
             })
             .collect();
         format!("[{}]", items.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn docs_list_every_key() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/device-model-keys.md");
+        let want = super::keys_markdown();
+        if std::env::var_os("FTLSCOPE_BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let Ok(docs) = std::fs::read_to_string(&path) else {
+            eprintln!("skipped: {} is not there (crate built outside the repository)", path.display());
+            return;
+        };
+        assert!(
+            docs == want,
+            "docs/device-model-keys.md is out of date: FTLSCOPE_BLESS=1 cargo test -p ftlscope-sim docs_list_every_key"
+        );
     }
 }
