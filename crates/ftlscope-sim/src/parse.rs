@@ -5,8 +5,9 @@
 //! wrong with it, e.g. `[write_buffer] capacity: cannot read "16MiBs" as a size (...)`. The TOML is first read
 //! into a plain table (syntax errors carry a line and column), every section and key is then checked against
 //! the known ones (so a misspelt key is an error, never a silently ignored setting), values are read with
-//! their units, and finally the keys are checked against each other (stripe width against parallel units,
-//! capacity against logical block, ...).
+//! their units and ranges, and finally the keys are checked against each other (stripe width against parallel
+//! units, capacity against logical block, ...). The keys themselves (name, kind, default, range, doc) are one
+//! table in `keys.rs`, which drives the known keys, the reading, the range checks and [`to_toml`].
 //!
 //! Units: sizes take `B`, `KiB`, `MiB`, `GiB`, `TiB` (binary), `KB`, `MB`, `GB`, `TB` (decimal) or a bare
 //! integer of bytes; times take `ns`, `us`, `ms`, `s` (and `inf` for idle windows); rates are a size per
