@@ -12,12 +12,12 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use ftlscope_sim::device::{SimDevice, SimOp, SimRequest};
+use ftlscope_sim::device::{SimDevice, SimOp, SimRequest, Status};
 use ftlscope_sim::time::SimTime;
 
 use crate::backend::{Backend, Event, Request};
 use crate::buffers::IoBuffers;
-use crate::engine::QueueReport;
+use crate::engine::{QueueReport, StopReason};
 use crate::health::{HealthReport, HealthSample};
 use crate::pattern::OffsetGenerator;
 use crate::queue::{QueueContext, QueueLoop, Shared};
@@ -74,6 +74,13 @@ fn sim_op(op: Op) -> SimOp {
 /// A completion waiting in virtual time: (time, sequence) orders it; the sequence keeps ties deterministic.
 type Pending = Reverse<(u64, u64, u32, u32, i32)>;
 
+/// A command the device will never complete (`[faults]`): the run's `--io-timeout` catches it.
+struct Lost {
+    submitted_ns: u64,
+    op: Op,
+    offset: u64,
+}
+
 /// The state the queues share on the driver thread.
 struct Clockwork<'a> {
     device: &'a mut dyn SimDevice,
@@ -81,6 +88,31 @@ struct Clockwork<'a> {
     sequence: u64,
     completions: BinaryHeap<Pending>,
     writes: u64,
+    /// Commands that will never complete, oldest first.
+    lost: Vec<Lost>,
+    /// The device reorders queued commands (a disk's NCQ): commands are queued, and started by
+    /// [`Clockwork::dispatch`] whenever the device is free.
+    queueing: bool,
+}
+
+/// A queued command's tag: its queue, slot and the result it completes with.
+fn tag(queue: u32, slot: u32, result: i32) -> u64 {
+    ((queue as u64) << 52) | ((slot as u64) << 32) | result as u32 as u64
+}
+
+fn untag(tag: u64) -> (u32, u32, i32) {
+    ((tag >> 52) as u32, ((tag >> 32) & 0xf_ffff) as u32, tag as u32 as i32)
+}
+
+impl Clockwork<'_> {
+    /// Start what a queueing device can start now.
+    fn dispatch(&mut self) {
+        while let Some((tag, done)) = self.device.dispatch(SimTime(self.now)) {
+            let (queue, slot, result) = untag(tag);
+            self.sequence += 1;
+            self.completions.push(Reverse((done.ns().max(self.now), self.sequence, queue, slot, result)));
+        }
+    }
 }
 
 /// One queue's view of the simulator, as a [`Backend`].
@@ -116,11 +148,26 @@ impl Backend for SimPort<'_, '_> {
                 0
             };
             let sim_req = SimRequest { op: sim_op(req.op), offset: req.offset, len: req.len as u64, fingerprint };
-            let done = cw.device.submit(SimTime(cw.now), &sim_req);
+            if cw.queueing {
+                let result = if matches!(req.op, Op::Read | Op::Write) { req.len as i32 } else { 0 };
+                cw.device.enqueue(SimTime(cw.now), &sim_req, tag(self.queue, slot, result));
+                on_event(Event::Submitted { slot, at_ns: cw.now });
+                continue;
+            }
+            let done = cw.device.submit_checked(SimTime(cw.now), &sim_req);
             on_event(Event::Submitted { slot, at_ns: cw.now });
-            let result = if matches!(req.op, Op::Read | Op::Write) { req.len as i32 } else { 0 };
+            let result = match done.status {
+                Status::Lost => {
+                    cw.lost.push(Lost { submitted_ns: cw.now, op: req.op, offset: req.offset });
+                    continue;
+                }
+                // An unrecovered read error completes with -EIO, as the kernel reports it.
+                Status::MediaError => -libc::EIO,
+                Status::Ok if matches!(req.op, Op::Read | Op::Write) => req.len as i32,
+                Status::Ok => 0,
+            };
             cw.sequence += 1;
-            cw.completions.push(Reverse((done.ns().max(cw.now), cw.sequence, self.queue, slot, result)));
+            cw.completions.push(Reverse((done.at.ns().max(cw.now), cw.sequence, self.queue, slot, result)));
         }
         Ok(())
     }
@@ -178,8 +225,19 @@ pub(crate) fn drive(
             }
         })
         .collect();
-    let mut clockwork =
-        Clockwork { device: &mut *target.device, now: start, sequence: 0, completions: BinaryHeap::new(), writes: 0 };
+    let queueing = target.device.queue_depth() > 1;
+    debug_assert!(queues.len() < 1 << 12 && contexts.iter().all(|c| c.workload.inflight_per_queue() < 1 << 20));
+    let mut clockwork = Clockwork {
+        queueing,
+        device: &mut *target.device,
+        now: start,
+        sequence: 0,
+        completions: BinaryHeap::new(),
+        writes: 0,
+        lost: Vec::new(),
+    };
+    // A command outstanding longer than this ends the run, as on a real device.
+    let io_timeout_ns = contexts.iter().map(|c| c.io_timeout_ns).min().unwrap_or(u64::MAX);
     for q in &mut queues {
         q.lp.begin(start);
     }
@@ -199,12 +257,31 @@ pub(crate) fn drive(
                 q.wake_at = Some(now + idle_ns);
             }
         }
+        if clockwork.queueing {
+            clockwork.dispatch();
+        }
         let next_completion = clockwork.completions.peek().map(|Reverse(c)| c.0);
         let next_wake = queues.iter().filter_map(|q| q.wake_at).min();
-        let Some(next) = [next_completion, next_wake].into_iter().flatten().min() else {
+        // The virtual clock runs on to the time-out of a command that will never complete.
+        let next_timeout =
+            clockwork.lost.first().map(|l| l.submitted_ns.saturating_add(io_timeout_ns).saturating_add(1));
+        let next_dispatch = clockwork.device.next_dispatch().map(SimTime::ns);
+        let Some(next) = [next_completion, next_wake, next_timeout, next_dispatch].into_iter().flatten().min() else {
             break; // nothing in flight, nobody waiting: every queue is done
         };
         clockwork.now = next.max(now);
+        if let Some(oldest) = clockwork.lost.first() {
+            let age = clockwork.now - oldest.submitted_ns;
+            if age > io_timeout_ns {
+                shared.stop_with(StopReason::Timeout {
+                    op: oldest.op.name().to_string(),
+                    offset: oldest.offset,
+                    outstanding_ns: age,
+                });
+                // The queues issue nothing more; what is lost stays lost (as a real run abandons it).
+                clockwork.lost.clear();
+            }
+        }
         while clockwork.completions.peek().is_some_and(|Reverse(c)| c.0 <= clockwork.now) {
             let Reverse((at_ns, _, queue, slot, result)) = clockwork.completions.pop().expect("peeked");
             queues[queue as usize].lp.on_event(Event::Completed { slot, result, at_ns });
@@ -240,6 +317,113 @@ fn counters_sample(device: &dyn SimDevice, now: u64) -> HealthSample {
     sample.media_bytes_written = Some(c.media_bytes_written as u128);
     sample.media_bytes_read = Some(c.media_bytes_read as u128);
     sample.power_on_hours = Some((c.power_on_ns / 3_600_000_000_000) as u128);
-    sample.media_errors = Some(0);
+    sample.media_errors = Some(c.media_errors as u128);
+    sample.temperature_c = c.temperature_c;
+    if c.temperature_c.is_some() {
+        sample.thermal_throttle_s = Some(c.throttle_ns as f64 / 1e9);
+    }
     sample
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use ftlscope_sim::device::build;
+    use ftlscope_sim::parse::parse_device;
+
+    use super::*;
+    use crate::engine::{run_sim, RunOptions};
+    use crate::workload::Workload;
+
+    const DEVICE: &str = "[device]\ncapacity = \"64MiB\"\n[geometry]\nchannels = 4\nchips_per_channel = 2\n";
+
+    fn target(extra: &str) -> Arc<Mutex<SimTarget>> {
+        let cfg = parse_device(&format!("{DEVICE}{extra}")).unwrap();
+        Arc::new(Mutex::new(SimTarget::new("faulty", build(cfg))))
+    }
+
+    fn run(target: &Arc<Mutex<SimTarget>>, workload: &str, io_timeout_ns: u64) -> crate::engine::RunResult {
+        let workload = Workload::from_json(workload).unwrap();
+        let options = RunOptions { io_timeout_ns, health_interval_ns: 100_000_000, ..RunOptions::default() };
+        run_sim(Arc::clone(target), workload, options).unwrap()
+    }
+
+    const FILL: &str = r#"{"mix":{"write":100},"pattern":{"kind":"sequential"},"sizes":[131072],"queue_depth":4,"stop":{"bytes":67108864}}"#;
+    const READS: &str = r#"{"mix":{"read":100},"pattern":{"kind":"random"},"queue_depth":8,"stop":{"ops":20000}}"#;
+
+    #[test]
+    fn a_read_of_a_bad_range_stops_the_run_with_its_offset() {
+        let t = target("[faults]\nbad_ranges = [{ start = \"32MiB\", length = \"1MiB\" }]\n");
+        run(&t, FILL, 1_000_000_000);
+        let result = run(&t, READS, 1_000_000_000);
+        match result.stop_reason {
+            StopReason::IoError { offset, errno, .. } => {
+                assert!((32 << 20..33 << 20).contains(&offset), "offset {offset}");
+                assert_eq!(errno, libc::EIO);
+            }
+            other => panic!("{other:?}"),
+        }
+        let health = result.health.samples.last().unwrap();
+        assert!(health.media_errors.unwrap() >= 1);
+    }
+
+    #[test]
+    fn a_lost_command_is_caught_by_the_io_timeout_on_the_virtual_clock() {
+        let t = target("[faults]\nlost_command_rate = 0.001\n");
+        run(&t, FILL, 1_000_000_000);
+        let before = t.lock().unwrap().now;
+        let result = run(&t, READS, 2_000_000_000);
+        match result.stop_reason {
+            StopReason::Timeout { outstanding_ns, .. } => assert!(outstanding_ns > 2_000_000_000),
+            other => panic!("{other:?}"),
+        }
+        let ops: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
+        assert!(ops > 100, "what completed before the time-out is kept: {ops}");
+        // The clock ran on to the time-out, not further.
+        let elapsed = (t.lock().unwrap().now - before).0;
+        assert!((2_000_000_000..2_500_000_000).contains(&elapsed), "{elapsed}");
+    }
+
+    #[test]
+    fn a_device_that_stops_responding_ends_the_run_and_keeps_what_was_measured() {
+        let t = target("[faults]\nstop_responding_after = \"2s\"\n");
+        let result = run(&t, FILL, 1_000_000_000);
+        assert!(matches!(result.stop_reason, StopReason::Completed), "{:?}", result.stop_reason);
+        let result = run(
+            &t,
+            r#"{"mix":{"read":100},"pattern":{"kind":"random"},"queue_depth":4,"stop":{"time_ns":5000000000}}"#,
+            1_000_000_000,
+        );
+        assert!(matches!(result.stop_reason, StopReason::Timeout { .. }), "{:?}", result.stop_reason);
+        let ops: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
+        assert!(ops > 1000, "{ops}");
+    }
+
+    #[test]
+    fn temperature_shows_in_the_health_samples() {
+        let t = target("[thermal]\nheat_per_gb = \"50C\"\nthrottle_above = \"37C\"\n");
+        let result = run(&t, FILL, 1_000_000_000);
+        let temps: Vec<f64> = result.health.samples.iter().map(|s| s.temperature_c.unwrap()).collect();
+        assert_eq!(temps[0], 35.0);
+        assert!(*temps.last().unwrap() > 37.0, "{temps:?}");
+        assert!(result.health.samples.last().unwrap().thermal_throttle_s.unwrap() > 0.0);
+    }
+
+    #[test]
+    fn a_disk_with_command_queueing_reorders_what_the_engine_keeps_queued() {
+        let iops = |qd: u32| {
+            let cfg = ftlscope_sim::presets::load("hdd-7200-consumer").unwrap();
+            let t = Arc::new(Mutex::new(SimTarget::new("hdd", build(cfg))));
+            let w = format!(
+                r#"{{"mix":{{"read":100}},"pattern":{{"kind":"random"}},"queue_depth":{qd},"stop":{{"ops":3000}}}}"#
+            );
+            let result = run(&t, &w, 30_000_000_000);
+            let ops: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
+            ops as f64 / (result.virtual_ns.unwrap() as f64 / 1e9)
+        };
+        let (qd1, qd32) = (iops(1), iops(32));
+        assert!((70.0..90.0).contains(&qd1), "QD 1: {qd1:.0} IOPS");
+        assert!((1.7..2.6).contains(&(qd32 / qd1)), "QD 32: {qd32:.0} IOPS, QD 1: {qd1:.0}");
+    }
 }

@@ -154,10 +154,18 @@ pub enum MappingCache {
     Bytes(u64),
 }
 
+/// How garbage collection picks its victim block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPolicy {
+    /// The block with the fewest valid pages.
+    Greedy,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ftl {
     pub mapping_cache: MappingCache,
     pub map_miss_latency: Nanos,
+    pub gc: GcPolicy,
     pub gc_free_block_threshold: f64,
 }
 
@@ -197,6 +205,63 @@ pub struct HddConfig {
     pub outer_rate: Rate,
     pub inner_rate: Rate,
     pub cache: u64,
+    /// Added key: commands the disk reorders among (NCQ / TCQ); 1 = served in submission order.
+    pub queue_depth: u32,
+    /// Added key: how much later than predicted the reordering plans each seek to end.
+    pub scheduling_margin: Nanos,
+}
+
+/// Timing noise of a real drive (device-model.md `[noise]`); absent = a noise-free device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Noise {
+    /// Coefficient of variation of every NAND read, program and erase time (lognormal, mean kept).
+    pub latency_cv: f64,
+    /// Mean of an exponential extra delay added to every completion.
+    pub host_jitter: Nanos,
+    /// Share of page reads that need one more read of the page.
+    pub read_retry_rate: f64,
+    /// Mean gap between background housekeeping operations; None = none.
+    pub background_interval: Option<Nanos>,
+    /// How long each background operation occupies its unit.
+    pub background_busy: Nanos,
+    /// Share of commands that meet a firmware stall ...
+    pub stall_rate: f64,
+    /// ... and wait this much longer.
+    pub stall_latency: Nanos,
+}
+
+/// Temperature and throttling (device-model.md `[thermal]`), in degrees Celsius.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thermal {
+    pub ambient: f64,
+    /// Rise per GB (1e9 bytes) of NAND programmed or read.
+    pub heat_per_gb: f64,
+    /// Fall per second towards ambient.
+    pub cooling: f64,
+    pub throttle_above: f64,
+    pub throttle_factor: f64,
+    /// Added key: throttling ends below `throttle_above - hysteresis` (the contract's 5C).
+    pub hysteresis: f64,
+}
+
+/// A byte range of the logical space.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ByteRange {
+    pub start: u64,
+    pub length: u64,
+}
+
+/// Failures (device-model.md `[faults]`); absent = a device that never fails.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Share of page reads that fail after the retries.
+    pub media_error_rate: f64,
+    /// Ranges whose reads always fail.
+    pub bad_ranges: Vec<ByteRange>,
+    /// Device time after which no command completes any more; None = never.
+    pub stop_responding_after: Option<Nanos>,
+    /// Share of commands that never complete.
+    pub lost_command_rate: f64,
 }
 
 /// A whole device. For `kind = Hdd` only `device`, `controller` and `hdd` matter.
@@ -213,4 +278,7 @@ pub struct DeviceConfig {
     pub quirks: Quirks,
     pub controller: Controller,
     pub hdd: Option<HddConfig>,
+    pub noise: Option<Noise>,
+    pub thermal: Option<Thermal>,
+    pub faults: Option<Faults>,
 }

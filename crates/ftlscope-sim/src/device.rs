@@ -35,6 +35,24 @@ pub enum PageContent {
     Data(u32),
 }
 
+/// How a command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// An unrecovered read error (`[faults]`): the command completes at its time, with an error, no data.
+    MediaError,
+    /// The command never completes (`[faults]` lost commands, or a device that stopped responding).
+    Lost,
+}
+
+/// When and how a command completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// [`SimTime::NEVER`] for a lost command.
+    pub at: SimTime,
+    pub status: Status,
+}
+
 /// The counters a SMART log would hold.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Counters {
@@ -45,6 +63,12 @@ pub struct Counters {
     pub erase_count: u64,
     pub power_on_ns: u64,
     pub power_cycles: u64,
+    /// Degrees Celsius, when the model has `[thermal]`.
+    pub temperature_c: Option<f64>,
+    /// Time spent throttled (a real drive's warning-temperature time).
+    pub throttle_ns: u64,
+    /// Reads that failed with an unrecovered media error.
+    pub media_errors: u64,
 }
 
 pub trait SimDevice: Send {
@@ -54,6 +78,29 @@ pub trait SimDevice: Send {
     fn logical_block(&self) -> u64;
     /// Submit `request` at `now` (never earlier than a previous submission); returns its completion time.
     fn submit(&mut self, now: SimTime, request: &SimRequest) -> SimTime;
+    /// Like [`SimDevice::submit`], with how the command ended: a model with `[faults]` can fail a read or
+    /// never complete a command ([`SimDevice::submit`] then answers [`SimTime::NEVER`]).
+    fn submit_checked(&mut self, now: SimTime, request: &SimRequest) -> Completion {
+        Completion { at: self.submit(now, request), status: Status::Ok }
+    }
+    /// Commands the device reorders among (a disk's NCQ). A device with more than 1 is driven by
+    /// [`SimDevice::enqueue`] and [`SimDevice::dispatch`], so that it can choose among the commands waiting
+    /// when it becomes free; [`SimDevice::submit`] still serves one command at a time in arrival order.
+    fn queue_depth(&self) -> u32 {
+        1
+    }
+    /// Queue `request` (arrived at `now`, never earlier than a previous one) under `tag`.
+    fn enqueue(&mut self, _now: SimTime, _request: &SimRequest, _tag: u64) {
+        unreachable!("only a device with queue_depth() > 1 queues commands")
+    }
+    /// Start the next queued command if the device is free at `now`: its tag and completion.
+    fn dispatch(&mut self, _now: SimTime) -> Option<(u64, SimTime)> {
+        None
+    }
+    /// When the device will next be free to start a queued command, if one is waiting.
+    fn next_dispatch(&self) -> Option<SimTime> {
+        None
+    }
     /// A hint that `request` will be submitted soon: the model may start loading the state it will need
     /// (a host-side cache prefetch). It must not change any result.
     fn prepare(&self, _request: &SimRequest) {}

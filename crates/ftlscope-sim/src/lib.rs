@@ -5,6 +5,7 @@
 pub mod config;
 pub mod device;
 pub mod hdd;
+pub mod keys;
 pub mod parse;
 pub mod presets;
 pub mod ssd;

@@ -5,8 +5,9 @@
 //! wrong with it, e.g. `[write_buffer] capacity: cannot read "16MiBs" as a size (...)`. The TOML is first read
 //! into a plain table (syntax errors carry a line and column), every section and key is then checked against
 //! the known ones (so a misspelt key is an error, never a silently ignored setting), values are read with
-//! their units, and finally the keys are checked against each other (stripe width against parallel units,
-//! capacity against logical block, ...).
+//! their units and ranges, and finally the keys are checked against each other (stripe width against parallel
+//! units, capacity against logical block, ...). The keys themselves (name, kind, default, range, doc) are one
+//! table in `keys.rs`, which drives the known keys, the reading, the range checks and [`to_toml`].
 //!
 //! Units: sizes take `B`, `KiB`, `MiB`, `GiB`, `TiB` (binary), `KB`, `MB`, `GB`, `TB` (decimal) or a bare
 //! integer of bytes; times take `ns`, `us`, `ms`, `s` (and `inf` for idle windows); rates are a size per
@@ -17,11 +18,11 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
-use crate::config::{
-    Cell, Controller, DeviceConfig, DeviceKind, DeviceSection, Ftl, Geometry, HddConfig, Mapping, MappingCache, Nand,
-    PagePattern, PageType, PatternSegment, PerType, Quirks, ReadBuffer, SizePenalty, SlcCache, WriteBuffer,
-};
+use crate::config::{Cell, DeviceConfig, DeviceKind, HddConfig, PagePattern, PageType, PatternSegment};
+use crate::keys::{self, SECTIONS};
 use crate::time::{Nanos, Rate};
+
+pub use crate::keys::{default_pattern, key_docs, KeyDoc};
 
 /// Why a configuration was rejected. `Display` is always one line naming the section and key.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -77,37 +78,6 @@ fn key_label(section: &str, key: &str) -> String {
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
-/// Every section and its keys, in the order [`to_toml`] writes them.
-const SECTIONS: &[(&str, &[&str])] = &[
-    ("device", &["name", "kind", "capacity", "logical_block", "over_provisioning", "seed", "description"]),
-    ("geometry", &["channels", "chips_per_channel", "planes_per_chip", "page_size", "pages_per_block"]),
-    ("mapping", &["chunk_size", "stripe_width", "channel_groups"]),
-    ("nand", &["cell", "page_pattern", "read_latency", "program_latency", "erase_latency", "channel_rate"]),
-    ("read_buffer", &["capacity"]),
-    (
-        "write_buffer",
-        &[
-            "capacity",
-            "capacity_ios",
-            "partial_flush",
-            "parallelism",
-            "idle_flush_window",
-            "serialize_when_idle",
-            "second_level",
-            "second_level_idle_flush_window",
-            "second_level_rate",
-            "second_level_capacity_ios",
-        ],
-    ),
-    ("slc_cache", &["capacity", "fold_rate"]),
-    ("ftl", &["mapping_cache", "map_miss_latency", "gc", "gc_free_block_threshold"]),
-    ("quirks", &["unaligned_size_penalty", "read_size_penalties", "low_load_penalty"]),
-    ("controller", &["command_overhead", "host_rate", "buffer_insert_latency", "ram_read_latency"]),
-    ("hdd", &["rpm", "track_to_track_seek", "average_seek", "full_stroke_seek", "outer_rate", "inner_rate", "cache"]),
-];
-
-/// The model counts valid pages per block in 16 bits.
-const MAX_PAGES_PER_BLOCK: u32 = u16::MAX as u32;
 /// The model numbers physical pages with 32 bits, less a few reserved values.
 const MAX_PHYSICAL_PAGES: u64 = u32::MAX as u64 - 3;
 
@@ -127,191 +97,49 @@ pub fn load_device(path: &Path) -> Result<DeviceConfig> {
 fn parse_with_name(text: &str, default_name: &str) -> Result<DeviceConfig> {
     let root: Table = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
     check_known_keys(&root)?;
-    let section = |name: &'static str| -> Result<Reader<'_>> {
+    let section = |name: &'static str| -> Result<Option<&Table>> {
         match root.get(name) {
-            None => Ok(Reader { section: name, table: None }),
-            Some(Value::Table(t)) => Ok(Reader { section: name, table: Some(t) }),
+            None => Ok(None),
+            Some(Value::Table(t)) => Ok(Some(t)),
             Some(other) => {
                 Err(invalid(name, "", format!("must be a section [{name}], found {}", describe_value(other))))
             }
         }
     };
 
-    // [device]
-    let r = section("device")?;
-    let kind = match r.string("kind", "ssd")?.as_str() {
-        "ssd" => DeviceKind::Ssd,
-        "hdd" => DeviceKind::Hdd,
-        other => return Err(r.err("kind", format!("{other:?} is not a device kind (use \"ssd\" or \"hdd\")"))),
-    };
-    let Some(capacity_value) = r.raw("capacity") else {
-        return Err(r.err("capacity", "missing: every device needs its logical capacity, e.g. capacity = \"1TB\""));
-    };
-    let capacity = size_value(capacity_value).map_err(|p| r.err("capacity", p))?;
-    let device = DeviceSection {
-        name: r.string("name", default_name)?,
-        kind,
-        capacity,
-        logical_block: r.size("logical_block", 512)?,
-        over_provisioning: r.float("over_provisioning", 0.07)?,
-        seed: r.seed("seed", 1)?,
-        description: r.string("description", "")?,
-    };
-
-    // [geometry]
-    let r = section("geometry")?;
-    let geometry = Geometry {
-        channels: r.uint("channels", 8)?,
-        chips_per_channel: r.uint("chips_per_channel", 4)?,
-        planes_per_chip: r.uint("planes_per_chip", 1)?,
-        page_size: r.size("page_size", 4 * KIB)?,
-        pages_per_block: r.uint("pages_per_block", 256)?,
-    };
-    for key in ["channels", "chips_per_channel", "planes_per_chip", "pages_per_block"] {
-        let v = match key {
-            "channels" => geometry.channels,
-            "chips_per_channel" => geometry.chips_per_channel,
-            "planes_per_chip" => geometry.planes_per_chip,
-            _ => geometry.pages_per_block,
-        };
-        if v == 0 {
-            return Err(r.err(key, "must be at least 1"));
-        }
+    let device_table = section("device")?;
+    if device_table.and_then(|t| t.get("capacity")).is_none() {
+        return Err(ConfigError::Value {
+            section: "device".into(),
+            key: "capacity".into(),
+            problem: "missing: every device needs its logical capacity, e.g. capacity = \"1TB\"".into(),
+        });
     }
-    if geometry.page_size == 0 {
-        return Err(r.err("page_size", "must be more than 0B"));
-    }
+    let device = keys::read_device(device_table, default_name)?;
+    let geometry = keys::read_geometry(section("geometry")?)?;
     let units = geometry.channels as u64 * geometry.chips_per_channel as u64 * geometry.planes_per_chip as u64;
     if units > u32::MAX as u64 {
-        return Err(r.invalid(
+        return Err(invalid(
+            "geometry",
             "channels",
             format!("channels x chips_per_channel x planes_per_chip = {units} is too many units"),
         ));
     }
-
-    // [mapping]
-    let r = section("mapping")?;
-    let mapping = Mapping {
-        chunk_size: r.size("chunk_size", 16 * KIB)?,
-        stripe_width: r.uint("stripe_width", units as u32)?,
-        channel_groups: r.uint("channel_groups", 0)?,
-    };
-
-    // [nand]
-    let r = section("nand")?;
-    let cell = match r.string("cell", "mlc")?.as_str() {
-        "slc" => Cell::Slc,
-        "mlc" => Cell::Mlc,
-        "tlc" => Cell::Tlc,
-        "qlc" => Cell::Qlc,
-        other => {
-            return Err(
-                r.err("cell", format!("{other:?} is not a cell type (use \"slc\", \"mlc\", \"tlc\" or \"qlc\")"))
-            )
-        }
-    };
-    let pattern_text = r.string("page_pattern", default_pattern(cell))?;
-    let page_pattern =
-        parse_page_pattern(&pattern_text, cell, geometry.page_size).map_err(|p| r.err("page_pattern", p))?;
-    let (read_default, program_default, erase_default) = cell_defaults(cell);
-    let nand = Nand {
-        cell,
-        page_pattern,
-        read_latency: r.per_type("read_latency", cell, &read_default)?,
-        program_latency: r.per_type("program_latency", cell, &program_default)?,
-        erase_latency: r.time("erase_latency", erase_default)?,
-        channel_rate: r.rate("channel_rate", Rate(800e6))?,
-    };
-
-    // [read_buffer]
-    let r = section("read_buffer")?;
-    let read_buffer = ReadBuffer { capacity: r.size("capacity", 0)? };
-
-    // [write_buffer]
-    let r = section("write_buffer")?;
-    let write_buffer = WriteBuffer {
-        capacity: r.size("capacity", 16 * MIB)?,
-        capacity_ios: r.uint("capacity_ios", 0)?,
-        partial_flush: r.size("partial_flush", 0)?,
-        parallelism: r.uint("parallelism", 1)?,
-        idle_flush_window: r.window("idle_flush_window", Some(Nanos(30_000_000)))?,
-        serialize_when_idle: r.boolean("serialize_when_idle", false)?,
-        second_level: r.size("second_level", 0)?,
-        second_level_idle_flush_window: r.window("second_level_idle_flush_window", None)?,
-        second_level_rate: r.rate("second_level_rate", Rate(2e9))?,
-        second_level_capacity_ios: r.uint("second_level_capacity_ios", 0)?,
-    };
-
-    // [slc_cache]
-    let r = section("slc_cache")?;
-    let slc_cache = SlcCache { capacity: r.size("capacity", 0)?, fold_rate: r.rate("fold_rate", Rate(0.0))? };
-
-    // [ftl]
-    let r = section("ftl")?;
-    let mapping_cache = match r.raw("mapping_cache") {
-        None => MappingCache::Full,
-        Some(Value::String(s)) if s == "full" => MappingCache::Full,
-        Some(v) => MappingCache::Bytes(
-            size_value(v)
-                .map_err(|p| r.err("mapping_cache", format!("{p}; or \"full\" for a mapping table wholly in RAM")))?,
-        ),
-    };
-    let gc = r.string("gc", "greedy")?;
-    if gc != "greedy" {
-        return Err(r.err("gc", format!("{gc:?} is not a supported policy (the only one is \"greedy\")")));
-    }
-    let ftl = Ftl {
-        mapping_cache,
-        map_miss_latency: r.time("map_miss_latency", Nanos(50_000))?,
-        gc_free_block_threshold: r.float("gc_free_block_threshold", 0.05)?,
-    };
-
-    // [quirks]
-    let r = section("quirks")?;
-    let quirks = Quirks {
-        unaligned_size_penalty: r.time("unaligned_size_penalty", Nanos(0))?,
-        read_size_penalties: r.penalties("read_size_penalties")?,
-        low_load_penalty: r.time("low_load_penalty", Nanos(0))?,
-    };
-
-    // [controller]
-    let r = section("controller")?;
-    let controller = Controller {
-        command_overhead: r.time("command_overhead", Nanos(5_000))?,
-        host_rate: r.rate("host_rate", Rate(3.5e9))?,
-        buffer_insert_latency: r.time("buffer_insert_latency", Nanos(10_000))?,
-        ram_read_latency: r.time("ram_read_latency", Nanos(3_000))?,
-    };
-
-    // [hdd]
-    let hdd = match root.get("hdd") {
-        None => None,
-        Some(_) => {
-            let r = section("hdd")?;
-            Some(HddConfig {
-                rpm: r.uint("rpm", 7200)?,
-                track_to_track_seek: r.time("track_to_track_seek", Nanos(800_000))?,
-                average_seek: r.time("average_seek", Nanos(8_500_000))?,
-                full_stroke_seek: r.time("full_stroke_seek", Nanos(17_000_000))?,
-                outer_rate: r.rate("outer_rate", Rate(200e6))?,
-                inner_rate: r.rate("inner_rate", Rate(100e6))?,
-                cache: r.size("cache", 64 * MIB)?,
-            })
-        }
-    };
-
     let cfg = DeviceConfig {
         device,
+        mapping: keys::read_mapping(section("mapping")?, units as u32)?,
+        nand: keys::read_nand(section("nand")?, geometry.page_size)?,
         geometry,
-        mapping,
-        nand,
-        read_buffer,
-        write_buffer,
-        slc_cache,
-        ftl,
-        quirks,
-        controller,
-        hdd,
+        read_buffer: keys::read_read_buffer(section("read_buffer")?)?,
+        write_buffer: keys::read_write_buffer(section("write_buffer")?)?,
+        slc_cache: keys::read_slc_cache(section("slc_cache")?)?,
+        ftl: keys::read_ftl(section("ftl")?)?,
+        quirks: keys::read_quirks(section("quirks")?)?,
+        controller: keys::read_controller(section("controller")?)?,
+        hdd: section("hdd")?.map(|t| keys::read_hdd(Some(t))).transpose()?,
+        noise: section("noise")?.map(|t| keys::read_noise(Some(t))).transpose()?,
+        thermal: section("thermal")?.map(|t| keys::read_thermal(Some(t))).transpose()?,
+        faults: section("faults")?.map(|t| keys::read_faults(Some(t))).transpose()?,
     };
     validate(&cfg)?;
     Ok(cfg)
@@ -331,9 +159,6 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
             format!("logical_block = {} must be a power of two of at least 512", d.logical_block),
         ));
     }
-    if d.capacity == 0 {
-        return Err(invalid("device", "capacity", "capacity must be more than 0B".into()));
-    }
     if !d.capacity.is_multiple_of(d.logical_block) {
         return Err(invalid(
             "device",
@@ -344,13 +169,6 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
                 d.capacity,
                 d.logical_block
             ),
-        ));
-    }
-    if !(d.over_provisioning >= 0.0 && d.over_provisioning.is_finite()) {
-        return Err(invalid(
-            "device",
-            "over_provisioning",
-            format!("over_provisioning = {} must be 0 or more (a fraction of capacity)", d.over_provisioning),
         ));
     }
 
@@ -371,22 +189,22 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
         }
         _ => {}
     }
-    let c = &cfg.controller;
-    if c.host_rate.0 <= 0.0 {
-        return Err(invalid("controller", "host_rate", "host_rate must be more than 0B/s".into()));
-    }
     if let Some(h) = &cfg.hdd {
+        for (name, present) in
+            [("noise", cfg.noise.is_some()), ("thermal", cfg.thermal.is_some()), ("faults", cfg.faults.is_some())]
+        {
+            if present {
+                return Err(invalid(
+                    name,
+                    "",
+                    "this section is modelled for SSDs only, but [device] kind is \"hdd\" (remove the section)".into(),
+                ));
+            }
+        }
         return validate_hdd(h);
     }
 
     let g = &cfg.geometry;
-    if g.pages_per_block > MAX_PAGES_PER_BLOCK {
-        return Err(invalid(
-            "geometry",
-            "pages_per_block",
-            format!("pages_per_block = {} is more than the model's {MAX_PAGES_PER_BLOCK}", g.pages_per_block),
-        ));
-    }
     if !g.page_size.is_multiple_of(d.logical_block) {
         return Err(invalid(
             "geometry",
@@ -410,9 +228,6 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
                 format_size(g.page_size)
             ),
         ));
-    }
-    if m.stripe_width == 0 {
-        return Err(invalid("mapping", "stripe_width", "stripe_width must be at least 1".into()));
     }
     if m.stripe_width > g.units() {
         return Err(invalid(
@@ -469,14 +284,8 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
             ),
         ));
     }
-    if cfg.nand.channel_rate.0 <= 0.0 {
-        return Err(invalid("nand", "channel_rate", "channel_rate must be more than 0B/s".into()));
-    }
 
     let w = &cfg.write_buffer;
-    if w.parallelism == 0 {
-        return Err(invalid("write_buffer", "parallelism", "parallelism must be at least 1".into()));
-    }
     if w.partial_flush > w.capacity {
         return Err(invalid(
             "write_buffer",
@@ -506,13 +315,33 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
             ),
         ));
     }
-    let t = cfg.ftl.gc_free_block_threshold;
-    if !(t > 0.0 && t < 1.0) {
-        return Err(invalid(
-            "ftl",
-            "gc_free_block_threshold",
-            format!("gc_free_block_threshold = {t} must be between 0 and 1 (exclusive), e.g. 0.05"),
-        ));
+    if let Some(t) = &cfg.thermal {
+        if t.throttle_above < t.ambient {
+            return Err(invalid(
+                "thermal",
+                "throttle_above",
+                format!(
+                    "throttle_above {}C is below ambient {}C: the drive would throttle at rest",
+                    t.throttle_above, t.ambient
+                ),
+            ));
+        }
+    }
+    if let Some(f) = &cfg.faults {
+        for (i, r) in f.bad_ranges.iter().enumerate() {
+            if r.length == 0 || r.start.saturating_add(r.length) > d.capacity {
+                return Err(invalid(
+                    "faults",
+                    &format!("bad_ranges[{i}]"),
+                    format!(
+                        "bad_ranges[{i}] = {} + {} must be a non-empty range inside the capacity {}",
+                        format_size(r.start),
+                        format_size(r.length),
+                        format_size(d.capacity)
+                    ),
+                ));
+            }
+        }
     }
     for (i, p) in cfg.quirks.read_size_penalties.iter().enumerate() {
         if p.min > p.max {
@@ -541,9 +370,6 @@ fn physical_pages(cfg: &DeviceConfig) -> u64 {
 }
 
 fn validate_hdd(h: &HddConfig) -> Result<()> {
-    if h.rpm == 0 {
-        return Err(invalid("hdd", "rpm", "rpm must be at least 1".into()));
-    }
     if h.track_to_track_seek > h.average_seek || h.average_seek > h.full_stroke_seek {
         return Err(invalid(
             "hdd",
@@ -555,9 +381,6 @@ fn validate_hdd(h: &HddConfig) -> Result<()> {
                 format_time(h.full_stroke_seek)
             ),
         ));
-    }
-    if h.inner_rate.0 <= 0.0 {
-        return Err(invalid("hdd", "inner_rate", "inner_rate must be more than 0B/s".into()));
     }
     if h.outer_rate.0 < h.inner_rate.0 {
         return Err(invalid(
@@ -637,7 +460,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// A short, one-line description of a TOML value for error messages.
-fn describe_value(v: &Value) -> String {
+pub(crate) fn describe_value(v: &Value) -> String {
     match v {
         Value::String(s) => {
             let mut shown: String = s.chars().take(40).collect();
@@ -655,190 +478,8 @@ fn describe_value(v: &Value) -> String {
     }
 }
 
-/// Reads the keys of one section, applying defaults for absent keys.
-struct Reader<'a> {
-    section: &'static str,
-    table: Option<&'a Table>,
-}
-
-impl<'a> Reader<'a> {
-    fn raw(&self, key: &str) -> Option<&'a Value> {
-        self.table.and_then(|t| t.get(key))
-    }
-
-    fn err(&self, key: &str, problem: impl Into<String>) -> ConfigError {
-        ConfigError::Value { section: self.section.into(), key: key.into(), problem: problem.into() }
-    }
-
-    fn invalid(&self, key: &str, message: String) -> ConfigError {
-        invalid(self.section, key, message)
-    }
-
-    fn size(&self, key: &str, default: u64) -> Result<u64> {
-        self.raw(key).map_or(Ok(default), |v| size_value(v).map_err(|p| self.err(key, p)))
-    }
-
-    fn time(&self, key: &str, default: Nanos) -> Result<Nanos> {
-        self.raw(key).map_or(Ok(default), |v| time_value(v, false).map(Option::unwrap).map_err(|p| self.err(key, p)))
-    }
-
-    /// A time or `"inf"` (None).
-    fn window(&self, key: &str, default: Option<Nanos>) -> Result<Option<Nanos>> {
-        self.raw(key).map_or(Ok(default), |v| time_value(v, true).map_err(|p| self.err(key, p)))
-    }
-
-    fn rate(&self, key: &str, default: Rate) -> Result<Rate> {
-        self.raw(key).map_or(Ok(default), |v| rate_value(v).map_err(|p| self.err(key, p)))
-    }
-
-    fn uint<T: TryFrom<i64>>(&self, key: &str, default: T) -> Result<T> {
-        match self.raw(key) {
-            None => Ok(default),
-            Some(Value::Integer(i)) if *i < 0 => Err(self.err(key, format!("{i} must not be negative"))),
-            Some(Value::Integer(i)) => T::try_from(*i).map_err(|_| self.err(key, format!("{i} is too large"))),
-            Some(v) => Err(self.err(key, format!("expected a whole number, found {}", describe_value(v)))),
-        }
-    }
-
-    /// The seed: an integer, or a string of digits for seeds beyond TOML's signed 64-bit integers.
-    fn seed(&self, key: &str, default: u64) -> Result<u64> {
-        match self.raw(key) {
-            Some(Value::String(s)) => {
-                s.parse().map_err(|_| self.err(key, format!("cannot read {s:?} as a seed (a whole number)")))
-            }
-            _ => self.uint(key, default),
-        }
-    }
-
-    fn float(&self, key: &str, default: f64) -> Result<f64> {
-        match self.raw(key) {
-            None => Ok(default),
-            Some(Value::Float(f)) => Ok(*f),
-            Some(Value::Integer(i)) => Ok(*i as f64),
-            Some(v) => Err(self.err(key, format!("expected a number, found {}", describe_value(v)))),
-        }
-    }
-
-    fn boolean(&self, key: &str, default: bool) -> Result<bool> {
-        match self.raw(key) {
-            None => Ok(default),
-            Some(Value::Boolean(b)) => Ok(*b),
-            Some(v) => Err(self.err(key, format!("expected true or false, found {}", describe_value(v)))),
-        }
-    }
-
-    fn string(&self, key: &str, default: &str) -> Result<String> {
-        match self.raw(key) {
-            None => Ok(default.to_string()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(v) => Err(self.err(key, format!("expected a string, found {}", describe_value(v)))),
-        }
-    }
-
-    /// `{ L = "45us", M = "65us", H = "85us" }`, or one time for every page type. Types left out take the
-    /// cell's default (an SLC cell's M and H take its L).
-    fn per_type(&self, key: &str, cell: Cell, default: &PerType) -> Result<PerType> {
-        match self.raw(key) {
-            None => Ok(default.clone()),
-            Some(Value::Table(t)) => {
-                for k in t.keys() {
-                    if !matches!(k.as_str(), "L" | "M" | "H") {
-                        return Err(ConfigError::UnknownKey {
-                            section: self.section.into(),
-                            key: format!("{key}.{k}"),
-                            hint: " (page types are L, M and H)".into(),
-                        });
-                    }
-                }
-                let get = |k: &str, d: Nanos| -> Result<Nanos> {
-                    t.get(k).map_or(Ok(d), |v| {
-                        time_value(v, false).map(Option::unwrap).map_err(|p| self.err(&format!("{key}.{k}"), p))
-                    })
-                };
-                let l = get("L", default.l)?;
-                let (dm, dh) = if cell == Cell::Slc { (l, l) } else { (default.m, default.h) };
-                Ok(PerType { l, m: get("M", dm)?, h: get("H", dh)? })
-            }
-            Some(v) => {
-                let t = time_value(v, false).map(Option::unwrap).map_err(|p| {
-                    self.err(key, format!("{p}; or a table {{ L = \"45us\", M = \"65us\", H = \"85us\" }}"))
-                })?;
-                Ok(PerType { l: t, m: t, h: t })
-            }
-        }
-    }
-
-    /// `[ { min = "17KiB", max = "20KiB", extra = "50us" }, ... ]`
-    fn penalties(&self, key: &str) -> Result<Vec<SizePenalty>> {
-        let items = match self.raw(key) {
-            None => return Ok(Vec::new()),
-            Some(Value::Array(items)) => items,
-            Some(v) => {
-                return Err(self.err(
-                    key,
-                    format!(
-                        "expected an array like [{{ min = \"17KiB\", max = \"20KiB\", extra = \"50us\" }}], found {}",
-                        describe_value(v)
-                    ),
-                ))
-            }
-        };
-        let mut out = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let here = format!("{key}[{i}]");
-            let Value::Table(t) = item else {
-                return Err(
-                    self.err(&here, format!("expected a table {{ min, max, extra }}, found {}", describe_value(item)))
-                );
-            };
-            if let Some(k) = t.keys().find(|k| !matches!(k.as_str(), "min" | "max" | "extra")) {
-                return Err(ConfigError::UnknownKey {
-                    section: self.section.into(),
-                    key: format!("{here}.{k}"),
-                    hint: " (known: min, max, extra)".into(),
-                });
-            }
-            let field = |k: &str| {
-                t.get(k)
-                    .ok_or_else(|| self.err(&format!("{here}.{k}"), "missing (each penalty needs min, max and extra)"))
-            };
-            let min = size_value(field("min")?).map_err(|p| self.err(&format!("{here}.min"), p))?;
-            let max = size_value(field("max")?).map_err(|p| self.err(&format!("{here}.max"), p))?;
-            let extra = time_value(field("extra")?, false)
-                .map(Option::unwrap)
-                .map_err(|p| self.err(&format!("{here}.extra"), p))?;
-            out.push(SizePenalty { min, max, extra });
-        }
-        Ok(out)
-    }
-}
-
 // ----------------------------------------------------------------------------------------------------------
 // Cell defaults and page patterns
-
-/// The page pattern a cell type gets when `page_pattern` is left out. QLC has four page types but the model
-/// has three, so its two upper bits are both H (the slowest).
-pub fn default_pattern(cell: Cell) -> &'static str {
-    match cell {
-        Cell::Slc => "L",
-        Cell::Mlc => "1L 1H",
-        Cell::Tlc => "1L 1M 1H",
-        Cell::Qlc => "1L 1M 1H 1H",
-    }
-}
-
-/// Default read latency, program latency and erase latency of a cell type. An SLC cell has only L pages
-/// (its M and H equal L); an MLC cell's M (unused by its patterns) sits between L and H.
-fn cell_defaults(cell: Cell) -> (PerType, PerType, Nanos) {
-    let us = |l: u64, m: u64, h: u64| PerType { l: Nanos(l * 1000), m: Nanos(m * 1000), h: Nanos(h * 1000) };
-    match cell {
-        Cell::Slc => (us(25, 25, 25), us(200, 200, 200), Nanos(3_000_000)),
-        Cell::Mlc => (us(45, 65, 85), us(400, 900, 1400), Nanos(3_000_000)),
-        Cell::Tlc => (us(60, 80, 100), us(500, 1500, 3000), Nanos(4_000_000)),
-        Cell::Qlc => (us(80, 110, 140), us(700, 2500, 5000), Nanos(5_000_000)),
-    }
-}
-
 const PATTERN_HELP: &str =
     "segments are [SIZE:]CYCLE separated by \",\", a cycle is runs like \"4L 2H\", e.g. \"128KiB:L, 2M 2H\"";
 
@@ -915,9 +556,6 @@ pub fn parse_page_pattern(text: &str, cell: Cell, page_size: u64) -> std::result
 
 // ----------------------------------------------------------------------------------------------------------
 // Units
-
-const KIB: u64 = 1 << 10;
-const MIB: u64 = 1 << 20;
 
 const SIZE_UNITS: &[(&str, u64)] = &[
     ("B", 1),
@@ -1014,44 +652,6 @@ pub fn parse_rate(s: &str) -> std::result::Result<Rate, String> {
     num.parse::<f64>().map(|v| Rate(v * factor as f64)).map_err(|_| cannot())
 }
 
-fn size_value(v: &Value) -> std::result::Result<u64, String> {
-    match v {
-        Value::Integer(i) if *i >= 0 => Ok(*i as u64),
-        Value::Integer(i) => Err(format!("{i} must not be negative")),
-        Value::String(s) => parse_size(s),
-        other => Err(format!("expected a size such as \"16MiB\", found {}", describe_value(other))),
-    }
-}
-
-fn time_value(v: &Value, inf: bool) -> std::result::Result<Option<Nanos>, String> {
-    match v {
-        Value::String(s) if inf && matches!(s.trim(), "inf" | "∞") => Ok(None),
-        Value::String(s) => {
-            parse_time(s).map(Some).map_err(
-                |p| {
-                    if inf {
-                        format!("{} or \"inf\")", p.trim_end_matches(')'))
-                    } else {
-                        p
-                    }
-                },
-            )
-        }
-        other => Err(format!(
-            "expected a time such as \"30ms\"{}, found {}",
-            if inf { " or \"inf\"" } else { "" },
-            describe_value(other)
-        )),
-    }
-}
-
-fn rate_value(v: &Value) -> std::result::Result<Rate, String> {
-    match v {
-        Value::String(s) => parse_rate(s),
-        other => Err(format!("expected a rate such as \"800MB/s\", found {}", describe_value(other))),
-    }
-}
-
 /// `value / unit` in decimal, exactly, with at most 12 decimal places; None if it needs more.
 fn exact_decimal(value: u128, unit: u128) -> Option<String> {
     let int = value / unit;
@@ -1133,36 +733,9 @@ pub fn format_rate(r: Rate) -> String {
 // ----------------------------------------------------------------------------------------------------------
 // Writing
 
-/// A TOML basic string on one line.
-fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn per_type_toml(p: &PerType) -> String {
-    format!(
-        "{{ L = {}, M = {}, H = {} }}",
-        quote(&format_time(p.l)),
-        quote(&format_time(p.m)),
-        quote(&format_time(p.h))
-    )
-}
-
 /// The whole configuration as TOML, every key written out, in the order of shared/device-model.md.
-/// `parse_device(&to_toml(cfg))` gives back a config equal to `cfg` (for any config that parsed).
+/// `parse_device(&to_toml(cfg))` gives back a config equal to `cfg` (for any config that parsed). Optional
+/// sections ([hdd]) are written only when present.
 pub fn to_toml(cfg: &DeviceConfig) -> String {
     let mut out = String::new();
     let mut section = |name: &str, keys: Vec<(&str, String)>| {
@@ -1174,136 +747,27 @@ pub fn to_toml(cfg: &DeviceConfig) -> String {
             out.push_str(&format!("{k} = {v}\n"));
         }
     };
-    let q = |s: &str| quote(s);
-    let size = |b: u64| quote(&format_size(b));
-    let time = |t: Nanos| quote(&format_time(t));
-    let window = |w: Option<Nanos>| quote(&format_window(w));
-    let rate = |r: Rate| quote(&format_rate(r));
-
-    let d = &cfg.device;
-    let seed = if d.seed <= i64::MAX as u64 { d.seed.to_string() } else { q(&d.seed.to_string()) };
-    section(
-        "device",
-        vec![
-            ("name", q(&d.name)),
-            ("kind", q(if d.kind == DeviceKind::Hdd { "hdd" } else { "ssd" })),
-            ("capacity", size(d.capacity)),
-            ("logical_block", d.logical_block.to_string()),
-            ("over_provisioning", format!("{:?}", d.over_provisioning)),
-            ("seed", seed),
-            ("description", q(&d.description)),
-        ],
-    );
-    let g = &cfg.geometry;
-    section(
-        "geometry",
-        vec![
-            ("channels", g.channels.to_string()),
-            ("chips_per_channel", g.chips_per_channel.to_string()),
-            ("planes_per_chip", g.planes_per_chip.to_string()),
-            ("page_size", size(g.page_size)),
-            ("pages_per_block", g.pages_per_block.to_string()),
-        ],
-    );
-    let m = &cfg.mapping;
-    section(
-        "mapping",
-        vec![
-            ("chunk_size", size(m.chunk_size)),
-            ("stripe_width", m.stripe_width.to_string()),
-            ("channel_groups", m.channel_groups.to_string()),
-        ],
-    );
-    let n = &cfg.nand;
-    let cell = match n.cell {
-        Cell::Slc => "slc",
-        Cell::Mlc => "mlc",
-        Cell::Tlc => "tlc",
-        Cell::Qlc => "qlc",
-    };
-    section(
-        "nand",
-        vec![
-            ("cell", q(cell)),
-            ("page_pattern", q(&n.page_pattern.text)),
-            ("read_latency", per_type_toml(&n.read_latency)),
-            ("program_latency", per_type_toml(&n.program_latency)),
-            ("erase_latency", time(n.erase_latency)),
-            ("channel_rate", rate(n.channel_rate)),
-        ],
-    );
-    section("read_buffer", vec![("capacity", size(cfg.read_buffer.capacity))]);
-    let w = &cfg.write_buffer;
-    section(
-        "write_buffer",
-        vec![
-            ("capacity", size(w.capacity)),
-            ("capacity_ios", w.capacity_ios.to_string()),
-            ("partial_flush", size(w.partial_flush)),
-            ("parallelism", w.parallelism.to_string()),
-            ("idle_flush_window", window(w.idle_flush_window)),
-            ("serialize_when_idle", w.serialize_when_idle.to_string()),
-            ("second_level", size(w.second_level)),
-            ("second_level_idle_flush_window", window(w.second_level_idle_flush_window)),
-            ("second_level_rate", rate(w.second_level_rate)),
-            ("second_level_capacity_ios", w.second_level_capacity_ios.to_string()),
-        ],
-    );
-    section(
-        "slc_cache",
-        vec![("capacity", size(cfg.slc_cache.capacity)), ("fold_rate", rate(cfg.slc_cache.fold_rate))],
-    );
-    let f = &cfg.ftl;
-    let mapping_cache = match f.mapping_cache {
-        MappingCache::Full => q("full"),
-        MappingCache::Bytes(b) => size(b),
-    };
-    section(
-        "ftl",
-        vec![
-            ("mapping_cache", mapping_cache),
-            ("map_miss_latency", time(f.map_miss_latency)),
-            ("gc", q("greedy")),
-            ("gc_free_block_threshold", format!("{:?}", f.gc_free_block_threshold)),
-        ],
-    );
-    let k = &cfg.quirks;
-    let penalties: Vec<String> = k
-        .read_size_penalties
-        .iter()
-        .map(|p| format!("{{ min = {}, max = {}, extra = {} }}", size(p.min), size(p.max), time(p.extra)))
-        .collect();
-    section(
-        "quirks",
-        vec![
-            ("unaligned_size_penalty", time(k.unaligned_size_penalty)),
-            ("read_size_penalties", format!("[{}]", penalties.join(", "))),
-            ("low_load_penalty", time(k.low_load_penalty)),
-        ],
-    );
-    let c = &cfg.controller;
-    section(
-        "controller",
-        vec![
-            ("command_overhead", time(c.command_overhead)),
-            ("host_rate", rate(c.host_rate)),
-            ("buffer_insert_latency", time(c.buffer_insert_latency)),
-            ("ram_read_latency", time(c.ram_read_latency)),
-        ],
-    );
+    section("device", keys::write_device(&cfg.device));
+    section("geometry", keys::write_geometry(&cfg.geometry));
+    section("mapping", keys::write_mapping(&cfg.mapping));
+    section("nand", keys::write_nand(&cfg.nand));
+    section("read_buffer", keys::write_read_buffer(&cfg.read_buffer));
+    section("write_buffer", keys::write_write_buffer(&cfg.write_buffer));
+    section("slc_cache", keys::write_slc_cache(&cfg.slc_cache));
+    section("ftl", keys::write_ftl(&cfg.ftl));
+    section("quirks", keys::write_quirks(&cfg.quirks));
+    section("controller", keys::write_controller(&cfg.controller));
     if let Some(h) = &cfg.hdd {
-        section(
-            "hdd",
-            vec![
-                ("rpm", h.rpm.to_string()),
-                ("track_to_track_seek", time(h.track_to_track_seek)),
-                ("average_seek", time(h.average_seek)),
-                ("full_stroke_seek", time(h.full_stroke_seek)),
-                ("outer_rate", rate(h.outer_rate)),
-                ("inner_rate", rate(h.inner_rate)),
-                ("cache", size(h.cache)),
-            ],
-        );
+        section("hdd", keys::write_hdd(h));
+    }
+    if let Some(n) = &cfg.noise {
+        section("noise", keys::write_noise(n));
+    }
+    if let Some(t) = &cfg.thermal {
+        section("thermal", keys::write_thermal(t));
+    }
+    if let Some(f) = &cfg.faults {
+        section("faults", keys::write_faults(f));
     }
     out
 }
@@ -1311,6 +775,7 @@ pub fn to_toml(cfg: &DeviceConfig) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{MappingCache, PerType, Quirks, SlcCache};
 
     /// A small valid SSD: 8 channels x 4 chips = 32 units, stripe 30, 16KiB chunks (a 480KiB stripe).
     const BASE: &str = r#"
@@ -1585,7 +1050,7 @@ stripe_width = 30
         error(&format!("{BASE}\n[device]\nover_provisioning = -0.1"), "duplicate key");
         error(
             "[device]\ncapacity = \"1GiB\"\nover_provisioning = -0.1",
-            "[device] over_provisioning = -0.1 must be 0 or more",
+            "[device] over_provisioning = -0.1 must be between 0 and 4",
         );
         for bad in ["0", "0.0", "1", "1.5", "-0.2"] {
             error(&format!("{BASE}\n[ftl]\ngc_free_block_threshold = {bad}"), "[ftl] gc_free_block_threshold = ");
@@ -1603,17 +1068,17 @@ stripe_width = 30
             &format!("{BASE}\n[geometry]\nchannels = \"8\""),
             "[geometry] channels: expected a whole number, found the string \"8\"",
         );
-        error(&format!("{BASE}\n[geometry]\nchannels = 0"), "[geometry] channels: must be at least 1");
+        error(&format!("{BASE}\n[geometry]\nchannels = 0"), "[geometry] channels = 0 must be at least 1");
         error(&format!("{BASE}\n[geometry]\nchannels = -3"), "[geometry] channels: -3 must not be negative");
         error(&format!("{BASE}\n[geometry]\nchannels = 5000000000"), "[geometry] channels: 5000000000 is too large");
-        error(&format!("{BASE}\n[geometry]\npage_size = 0"), "[geometry] page_size: must be more than 0B");
+        error(&format!("{BASE}\n[geometry]\npage_size = 0"), "[geometry] page_size = 0 must be more than 0B");
         error(
             &format!("{BASE}\n[geometry]\npages_per_block = 70000"),
-            "[geometry] pages_per_block = 70000 is more than",
+            "[geometry] pages_per_block = 70000 must be between 1 and 65535",
         );
         error(
             "[device]\ncapacity = \"1GiB\"\n[mapping]\nstripe_width = 0",
-            "[mapping] stripe_width must be at least 1",
+            "[mapping] stripe_width = 0 must be at least 1",
         );
         error(
             "[device]\ncapacity = \"1GiB\"\n[mapping]\nchannel_groups = 9",
@@ -1630,7 +1095,7 @@ stripe_width = 30
             &format!("{BASE}\n[write_buffer]\npartial_flush = \"32MiB\""),
             "[write_buffer] partial_flush 32MiB is more than the buffer's capacity 16MiB",
         );
-        error(&format!("{BASE}\n[write_buffer]\nparallelism = 0"), "[write_buffer] parallelism must be at least 1");
+        error(&format!("{BASE}\n[write_buffer]\nparallelism = 0"), "[write_buffer] parallelism = 0 must be at least 1");
         error(
             &format!("{BASE}\n[write_buffer]\nserialize_when_idle = 1"),
             "[write_buffer] serialize_when_idle: expected true or false",
@@ -1651,8 +1116,14 @@ stripe_width = 30
             &format!("{BASE}\n[nand]\nread_latency = {{ L = \"45\" }}"),
             "[nand] read_latency.L: cannot read \"45\" as a time",
         );
-        error(&format!("{BASE}\n[nand]\nchannel_rate = \"0MB/s\""), "[nand] channel_rate must be more than 0B/s");
-        error(&format!("{BASE}\n[controller]\nhost_rate = \"0MB/s\""), "[controller] host_rate must be more than 0B/s");
+        error(
+            &format!("{BASE}\n[nand]\nchannel_rate = \"0MB/s\""),
+            "[nand] channel_rate = 0MB/s must be more than 0B/s",
+        );
+        error(
+            &format!("{BASE}\n[controller]\nhost_rate = \"0MB/s\""),
+            "[controller] host_rate = 0MB/s must be more than 0B/s",
+        );
         error(
             &format!(
                 "{BASE}\n[quirks]\nread_size_penalties = [{{ min = \"20KiB\", max = \"17KiB\", extra = \"50us\" }}]"
@@ -1672,10 +1143,127 @@ stripe_width = 30
         let hdd = "[device]\nkind = \"hdd\"\ncapacity = \"2TB\"\n[hdd]\n";
         error(&format!("{hdd}average_seek = \"20ms\""), "[hdd] seeks must grow with distance");
         error(&format!("{hdd}outer_rate = \"50MB/s\""), "[hdd] outer_rate 50MB/s is slower than inner_rate 100MB/s");
-        error(&format!("{hdd}rpm = 0"), "[hdd] rpm must be at least 1");
+        error(&format!("{hdd}rpm = 0"), "[hdd] rpm = 0 must be at least 1");
         error(&format!("{hdd}cache = true"), "[hdd] cache: expected a size");
         let msg = error("[device]\ncapacity = \"1GiB\"\nname = \"unterminated\n", "invalid TOML at line 3, column");
         assert!(msg.starts_with("invalid TOML"), "{msg}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_key_and_the_range() {
+        error(
+            &format!("{BASE}\n[nand]\nerase_latency = \"-3ms\""),
+            "[nand] erase_latency: \"-3ms\" must not be negative (a time of 0 or more)",
+        );
+        error(
+            &format!("{BASE}\n[read_buffer]\ncapacity = \"-1MiB\""),
+            "[read_buffer] capacity: \"-1MiB\" must not be negative",
+        );
+        error(
+            "[device]\ncapacity = \"1GiB\"\nover_provisioning = 4.5",
+            "[device] over_provisioning = 4.5 must be between 0 and 4",
+        );
+        error("[device]\ncapacity = \"1GiB\"\nover_provisioning = nan", "[device] over_provisioning = nan must be");
+        error("[device]\ncapacity = 0", "[device] capacity = 0 must be more than 0B");
+    }
+
+    #[test]
+    fn noise_thermal_and_faults_sections() {
+        let cfg = with(
+            "[noise]\nlatency_cv = 0.1\nhost_jitter = \"3us\"\nread_retry_rate = 0.002\nbackground_interval = \"20ms\"\n\
+             background_busy = \"1ms\"\nstall_rate = 0.0001\nstall_latency = \"3ms\"\n\
+             [thermal]\nambient = \"35C\"\nheat_per_gb = \"0.5C\"\ncooling = \"0.2C/s\"\nthrottle_above = \"70C\"\nthrottle_factor = 2.0\n\
+             [faults]\nmedia_error_rate = 0.0\nbad_ranges = [ { start = \"512MiB\", length = \"4KiB\" } ]\n\
+             stop_responding_after = \"inf\"\nlost_command_rate = 0.0",
+        )
+        .unwrap();
+        let n = cfg.noise.as_ref().unwrap();
+        assert_eq!((n.latency_cv, n.host_jitter, n.background_interval), (0.1, Nanos(3_000), Some(Nanos(20_000_000))));
+        let t = cfg.thermal.as_ref().unwrap();
+        assert_eq!((t.ambient, t.heat_per_gb, t.cooling, t.throttle_above, t.hysteresis), (35.0, 0.5, 0.2, 70.0, 5.0));
+        let f = cfg.faults.as_ref().unwrap();
+        assert_eq!(f.bad_ranges, vec![crate::config::ByteRange { start: 512 << 20, length: 4096 }]);
+        assert_eq!(f.stop_responding_after, None);
+        let written = to_toml(&cfg);
+        assert!(written.contains("[noise]") && written.contains("cooling = \"0.2C/s\""), "{written}");
+        assert_eq!(parse_device(&written).unwrap(), cfg);
+        // Absent sections stay absent.
+        let plain = with("").unwrap();
+        assert_eq!((&plain.noise, &plain.thermal, &plain.faults), (&None, &None, &None));
+        assert!(!to_toml(&plain).contains("[noise]"));
+
+        error(&format!("{BASE}\n[noise]\nlatency_cv = 3"), "[noise] latency_cv = 3 must be between 0 and 2");
+        error(
+            &format!("{BASE}\n[noise]\nread_retry_rate = 1.5"),
+            "[noise] read_retry_rate = 1.5 must be between 0 and 1",
+        );
+        error(
+            &format!("{BASE}\n[noise]\nhost_jitter = \"-3us\""),
+            "[noise] host_jitter: \"-3us\" must not be negative",
+        );
+        error(
+            &format!("{BASE}\n[noise]\nbackground_interval = \"0ms\""),
+            "[noise] background_interval = 0ms must be more than 0us",
+        );
+        error(
+            &format!("{BASE}\n[noise]\nlatency_vc = 0.1"),
+            "unknown key [noise] latency_vc (did you mean latency_cv?)",
+        );
+        error(
+            &format!("{BASE}\n[faults]\nlost_command_rate = 2"),
+            "[faults] lost_command_rate = 2 must be between 0 and 1",
+        );
+        error(&format!("{BASE}\n[thermal]\nambient = \"hot\""), "[thermal] ambient: cannot read \"hot\" as degrees");
+        error(
+            &format!("{BASE}\n[thermal]\nthrottle_factor = 0.5"),
+            "[thermal] throttle_factor = 0.5 must be between 1 and 100",
+        );
+        error(
+            &format!("{BASE}\n[thermal]\nthrottle_above = \"20C\""),
+            "[thermal] throttle_above 20C is below ambient 35C",
+        );
+        error(
+            &format!("{BASE}\n[faults]\nbad_ranges = [ {{ start = \"2GiB\", length = \"4KiB\" }} ]"),
+            "[faults] bad_ranges[0] = 2GiB + 4KiB must be a non-empty range inside the capacity 1GiB",
+        );
+        error(&format!("{BASE}\n[faults]\nbad_ranges = [ {{ start = 0 }} ]"), "[faults] bad_ranges[0].length: missing");
+        error(
+            "[device]\nkind = \"hdd\"\ncapacity = \"2TB\"\n[hdd]\n[noise]\nlatency_cv = 0.1",
+            "[noise] this section is modelled for SSDs only",
+        );
+    }
+
+    #[test]
+    fn the_key_table_documents_every_known_key() {
+        let docs = key_docs();
+        let known: Vec<(&str, &str)> =
+            SECTIONS.iter().flat_map(|(section, keys)| keys.iter().map(move |k| (*section, *k))).collect();
+        let documented: Vec<(&str, &str)> = docs.iter().map(|d| (d.section, d.key)).collect();
+        assert_eq!(known, documented);
+        assert!(docs.iter().all(|d| !d.doc.is_empty() && !d.default.is_empty()));
+        let page_size = docs.iter().find(|d| d.key == "page_size").unwrap();
+        assert_eq!(
+            (page_size.kind, page_size.default.as_str(), page_size.range.as_str()),
+            ("size", "\"4KiB\"", "more than 0B")
+        );
+        // Every section writes exactly its known keys, in order.
+        for text in [
+            "[device]\nkind = \"hdd\"\ncapacity = \"2TB\"\n[hdd]",
+            "[device]\ncapacity = \"2TB\"\n[noise]\n[thermal]\n[faults]",
+        ] {
+            let written = to_toml(&parse_device(text).unwrap());
+            let mut keys_written = Vec::new();
+            let mut sections = Vec::new();
+            for line in written.lines() {
+                if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                    sections.push(SECTIONS.iter().find(|(s, _)| *s == name).unwrap().0);
+                } else if let Some((key, _)) = line.split_once(" = ") {
+                    keys_written.push((*sections.last().unwrap(), key));
+                }
+            }
+            let expected: Vec<(&str, &str)> = known.iter().filter(|(s, _)| sections.contains(s)).copied().collect();
+            assert_eq!(keys_written, expected);
+        }
     }
 
     #[test]

@@ -341,7 +341,7 @@ HEALTH_COUNTERS = (
     ("media_bytes_written", "NAND bytes written"), ("host_bytes_read", "host bytes read"),
     ("percentage_used", "percentage used"), ("media_errors", "media errors"), ("erase_count", "erase count"),
     ("power_on_hours", "power-on hours"), ("available_spare_pct", "available spare (%)"),
-    ("unsafe_shutdowns", "unsafe shutdowns"),
+    ("unsafe_shutdowns", "unsafe shutdowns"), ("thermal_throttle_s", "time throttled (s)"),
 )
 
 

@@ -52,6 +52,8 @@ pub struct HealthSample {
     pub power_on_hours: Option<u128>,
     pub available_spare_pct: Option<u8>,
     pub unsafe_shutdowns: Option<u128>,
+    /// Seconds spent above the warning temperature, throttled (NVMe: warning composite temperature time).
+    pub thermal_throttle_s: Option<f64>,
 }
 
 impl HealthSample {
@@ -71,6 +73,7 @@ impl HealthSample {
             power_on_hours: None,
             available_spare_pct: None,
             unsafe_shutdowns: None,
+            thermal_throttle_s: None,
         }
     }
 }

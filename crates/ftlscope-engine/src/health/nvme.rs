@@ -266,6 +266,7 @@ pub(crate) fn sample_from_logs(t_ns: u64, smart: &SmartLog, ocp: Option<&OcpSmar
     s.power_on_hours = Some(smart.power_on_hours);
     s.available_spare_pct = Some(smart.available_spare_pct);
     s.unsafe_shutdowns = Some(smart.unsafe_shutdowns);
+    s.thermal_throttle_s = Some(f64::from(smart.warning_temp_time_min) * 60.0);
     s
 }
 

@@ -4,6 +4,7 @@
 
 use crate::config::{DeviceConfig, PageType, PerType};
 use crate::ssd::calendar::Calendar;
+use crate::ssd::noise::NandTiming;
 use crate::time::{Nanos, SimTime};
 
 pub struct Flash {
@@ -18,6 +19,8 @@ pub struct Flash {
     read_latency: PerType,
     program_latency: PerType,
     erase_latency: Nanos,
+    /// Noise and throttling of operation times; None = the configured times exactly.
+    timing: Option<NandTiming>,
 }
 
 impl Flash {
@@ -41,7 +44,34 @@ impl Flash {
             read_latency: cfg.nand.read_latency.clone(),
             program_latency: cfg.nand.program_latency.clone(),
             erase_latency: cfg.nand.erase_latency,
+            timing: crate::ssd::noise::Extras::nand_timing(cfg),
         }
+    }
+
+    /// How long an operation configured to take `base` takes this time.
+    #[inline]
+    fn time(&mut self, base: Nanos) -> Nanos {
+        match &mut self.timing {
+            None => base,
+            Some(t) => t.apply(base),
+        }
+    }
+
+    pub fn units(&self) -> u32 {
+        self.unit_free.len() as u32
+    }
+
+    /// Throttling: every operation from now on takes `factor` times as long.
+    pub fn set_throttle(&mut self, factor: f64) {
+        if let Some(t) = &mut self.timing {
+            t.factor = factor;
+        }
+    }
+
+    /// Hold `unit` busy for `busy` from `at` (or from when it is free): background housekeeping.
+    pub fn occupy(&mut self, unit: u32, at: SimTime, busy: Nanos) {
+        let u = unit as usize;
+        self.unit_free[u] = at.max(self.unit_free[u]) + busy;
     }
 
     #[inline]
@@ -54,7 +84,8 @@ impl Flash {
     #[inline]
     pub fn read(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
         let u = unit as usize;
-        let sensed = at.max(self.unit_free[u]) + self.read_latency.get(page_type);
+        let sense = self.time(self.read_latency.get(page_type));
+        let sensed = at.max(self.unit_free[u]) + sense;
         let bus = self.bus(unit);
         let done = self.buses[bus].book(sensed, self.page_transfer);
         // The page register holds the data until it has crossed the bus.
@@ -68,14 +99,14 @@ impl Flash {
         let u = unit as usize;
         let bus = self.bus(unit);
         let transferred = self.buses[bus].book(at.max(self.unit_free[u]), self.page_transfer);
-        let done = transferred + self.program_latency.get(page_type);
+        let done = transferred + self.time(self.program_latency.get(page_type));
         self.unit_free[u] = done;
         done
     }
 
     pub fn erase(&mut self, unit: u32, at: SimTime) -> SimTime {
         let u = unit as usize;
-        let done = at.max(self.unit_free[u]) + self.erase_latency;
+        let done = at.max(self.unit_free[u]) + self.time(self.erase_latency);
         self.unit_free[u] = done;
         done
     }

@@ -8,16 +8,18 @@ pub mod caches;
 pub mod calendar;
 pub mod flash;
 pub mod ftl;
+pub mod noise;
 
 use std::collections::VecDeque;
 
 use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig, PageType};
-use crate::device::{Counters, PageContent, SimDevice, SimOp, SimRequest};
+use crate::device::{Completion, Counters, PageContent, SimDevice, SimOp, SimRequest, Status};
 use crate::time::{Nanos, Rate, SimTime};
 use caches::{MappingCache, ReadBuffer};
 use calendar::Calendar;
 use flash::Flash;
 use ftl::{Ftl, BUFFERED, UNMAPPED, ZEROED};
+use noise::Extras;
 
 /// One level of write buffering: pages wait here, in arrival order, until they are flushed.
 struct BufferLevel {
@@ -83,6 +85,10 @@ pub struct SsdDevice {
     host_bytes_read: u64,
     host_bytes_written: u64,
     power_cycles: u64,
+    /// `[noise]`, `[thermal]` and `[faults]`; None (the common case) costs one test per command.
+    extras: Option<Box<Extras>>,
+    /// The read being served met a media error.
+    read_failed: bool,
 }
 
 impl SsdDevice {
@@ -117,6 +123,8 @@ impl SsdDevice {
             host_bytes_read: 0,
             host_bytes_written: 0,
             power_cycles: 0,
+            extras: Extras::new(&cfg).map(Box::new),
+            read_failed: false,
             cfg,
         }
     }
@@ -337,6 +345,16 @@ impl SsdDevice {
             let (unit, page_type) = self.ftl.locate(ppn);
             ready = ready.max(self.flash.read(unit, page_type, at));
             self.ftl.counters.pages_read += 1;
+            if let Some(x) = &mut self.extras {
+                if x.retry() {
+                    // The page is read once more; the second read queues behind the first on its unit.
+                    ready = ready.max(self.flash.read(unit, page_type, at));
+                    self.ftl.counters.pages_read += 1;
+                }
+                if x.media_error() {
+                    self.read_failed = true;
+                }
+            }
             if let Some(rb) = &mut self.read_buffer {
                 rb.insert(lpn);
             }
@@ -384,16 +402,39 @@ impl SimDevice for SsdDevice {
     }
 
     fn submit(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+        self.submit_checked(now, req).at
+    }
+
+    fn submit_checked(&mut self, now: SimTime, req: &SimRequest) -> Completion {
         self.catch_up_idle(now);
-        let done = match req.op {
+        if let Some(x) = &mut self.extras {
+            let c = &self.ftl.counters;
+            x.before(now, &mut self.flash, c.pages_read + c.pages_programmed);
+        }
+        let mut done = match req.op {
             SimOp::Read => self.read(now, req),
             SimOp::Write => self.write(now, req),
             SimOp::Trim => self.unmap(now, req, UNMAPPED),
             SimOp::WriteZeroes => self.unmap(now, req, ZEROED),
             SimOp::Flush => self.flush_all(now + self.cfg.controller.command_overhead),
         };
+        let Some(x) = &mut self.extras else {
+            self.busy_until = self.busy_until.max(done);
+            return Completion { at: done, status: Status::Ok };
+        };
+        // A firmware stall keeps the device busy; host jitter happens after the device is done.
+        done += x.stall();
         self.busy_until = self.busy_until.max(done);
-        done
+        done += x.jitter();
+        let mut status = Status::Ok;
+        if req.op == SimOp::Read && (std::mem::take(&mut self.read_failed) || x.in_bad_range(req.offset, req.len)) {
+            x.media_errors += 1;
+            status = Status::MediaError;
+        }
+        if x.lost(now, done) {
+            return Completion { at: SimTime::NEVER, status: Status::Lost };
+        }
+        Completion { at: done, status }
     }
 
     fn prepare(&self, request: &SimRequest) {
@@ -433,6 +474,9 @@ impl SimDevice for SsdDevice {
             erase_count: c.erases,
             power_on_ns: now.ns(),
             power_cycles: self.power_cycles,
+            temperature_c: self.extras.as_ref().and_then(|x| x.thermal_state(now)).map(|(t, _)| t),
+            throttle_ns: self.extras.as_ref().and_then(|x| x.thermal_state(now)).map_or(0, |(_, ns)| ns),
+            media_errors: self.extras.as_ref().map_or(0, |x| x.media_errors),
         }
     }
 

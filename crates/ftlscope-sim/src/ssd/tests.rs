@@ -63,6 +63,7 @@ pub(crate) fn small_config() -> DeviceConfig {
         ftl: crate::config::Ftl {
             mapping_cache: MappingCacheConfig::Full,
             map_miss_latency: us(50),
+            gc: GcPolicy::Greedy,
             gc_free_block_threshold: 0.05,
         },
         quirks: Quirks { unaligned_size_penalty: Nanos(0), read_size_penalties: vec![], low_load_penalty: Nanos(0) },
@@ -73,6 +74,9 @@ pub(crate) fn small_config() -> DeviceConfig {
             ram_read_latency: us(3),
         },
         hdd: None,
+        noise: None,
+        thermal: None,
+        faults: None,
     }
 }
 
@@ -381,3 +385,6 @@ fn a_lone_read_pays_the_low_load_penalty_and_size_penalties_apply() {
     let penalised = dev.submit(t, &req(SimOp::Read, 8 * MIB, 18 * KIB)) - t;
     assert!(penalised.0 >= plain.0 + 50_000 + 7_000 - 5_000, "{penalised:?} vs {plain:?}");
 }
+
+#[path = "noise_tests.rs"]
+mod noise_tests;
