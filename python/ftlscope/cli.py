@@ -43,7 +43,8 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bytes", dest="total_bytes", help="stop after this many bytes")
     g.add_argument("--warmup", help="leave out requests issued in the first ... (e.g. 2s)")
     g.add_argument("--warmup-ops", type=int, help="leave out the first N requests")
-    g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
+    g.add_argument("--data", default="random",
+                   help="written data: zeros, ones, 0xaa, lba, verify, random (default)")
     g.add_argument("--seed", type=int, default=1, help="seed for every random choice (default 1)")
 
 
@@ -133,9 +134,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import check_outcome, run
 
     workload = _workload_from_args(args)
+    if args.verify:
+        from .verify import verify_workload
+
+        workload = verify_workload(workload, args.target, args.data)
     result = run(args.target, workload, trace=bool(args.trace), progress=not args.quiet, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
+    if args.verify:
+        from .verify import verify_after_run
+
+        result.summary["verify"] = verify_after_run(result, direct=not args.buffered)
     saved = []
     if args.json:
         saved.append(str(result.save_json(args.json)))
@@ -154,12 +163,46 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Little's law: a queue depth the engine could not keep shows here, not only in a lower IOPS.
         title += f", {run_info['mean_in_flight']:.1f} in flight on average"
     console.print(summary_table(result.summary, title))
+    if args.verify:
+        _print_verify(result.summary["verify"], f"{args.target} — verify (read back after the run)")
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
     if result.stop_reason == "interrupted":
         err_console.print("ftlscope: interrupted; the results above cover what was measured before Ctrl-C")
         return 130
     check_outcome(result)
+    if args.verify:
+        from .verify import check_verified
+
+        check_verified(result.summary["verify"])
+    return 0
+
+
+def _print_verify(report: dict, title: str) -> None:
+    from .verify import mismatch_table, verify_table
+
+    console.print(verify_table(report, title))
+    where = mismatch_table(report)
+    if where is not None:
+        console.print(where)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from .verify import check_verified, verify_target
+
+    report = verify_target(
+        args.target, offset=args.offset, size=args.size, tag=args.tag, direct=not args.buffered
+    )
+    _print_verify(report, f"{args.target} — verify {format_size(report['size'])} at {report['offset']:,} "
+                          f"(run tag {report['tag']:#x})")
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps({"verify": report}, indent=2) + "\n")
+        err_console.print(f"[dim]ftlscope: wrote {args.json}[/dim]")
+    check_verified(report)
     return 0
 
 
@@ -229,7 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--trace", help="write the per-request trace (Parquet) here")
     g.add_argument("--windows", help="write the time-window table (CSV) here")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--verify", action="store_true",
+                   help="write verifiable data (LBA, generation, CRC-32C per sector) and read it all back after "
+                        "the run: counts torn, stale and misdirected writes (exit 1 on any)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("verify", help="read a target back and check the stamps a 'run --verify' wrote")
+    p.add_argument("target", help="block device or regular file")
+    p.add_argument("--offset", default="0", help="start of the range to check (default 0)")
+    p.add_argument("--size", help="length of the range (default: to the end)")
+    p.add_argument("--tag", type=lambda v: int(v, 0), default=0,
+                   help="the run tag to check (from the run's JSON verify.tag; default: the first stamp's)")
+    p.add_argument("--buffered", action="store_true", help="read through the page cache (no O_DIRECT)")
+    p.add_argument("--json", help="write the report (JSON) here")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
     p.set_defaults(func=cmd_devices)

@@ -15,7 +15,7 @@ from .errors import UsageError
 from .units import parse_duration_ns, parse_size
 
 OPS = ("read", "write", "trim", "write_zeroes", "flush")
-DATA_PATTERNS = ("zeros", "ones", "0xaa", "lba_stamped", "random")
+DATA_PATTERNS = ("zeros", "ones", "0xaa", "lba_stamped", "verify", "random")
 
 
 @dataclass
@@ -34,13 +34,15 @@ class Workload:
     warmup: dict[str, int] = field(default_factory=dict)
     data: str = "random"
     seed: int = 1
+    # With data "verify": tells this run's stamps from another run's (see verify.py).
+    verify_tag: int = 0
 
     def __post_init__(self) -> None:
         unknown = set(self.mix) - set(OPS)
         if unknown:
             raise UsageError(f"mix: unknown operation(s) {sorted(unknown)}; use {', '.join(OPS)}")
         if self.data not in DATA_PATTERNS:
-            raise UsageError(f"--data: unknown pattern '{self.data}'; use zeros, ones, 0xaa, lba or random")
+            raise UsageError(f"--data: unknown pattern '{self.data}'; use zeros, ones, 0xaa, lba, verify or random")
 
     @property
     def writes(self) -> bool:
@@ -50,6 +52,8 @@ class Workload:
         d = dataclasses.asdict(self)
         if d["batch"] is None:
             del d["batch"]
+        if not d["verify_tag"]:
+            del d["verify_tag"]
         return d
 
     def to_json(self) -> str:
