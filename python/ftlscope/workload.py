@@ -124,7 +124,8 @@ def parse_mix(text: str) -> dict[str, int]:
     for item in text.split(","):
         op, _, weight = item.partition("=")
         op = op.strip().replace("-", "_")
-        if op not in OPS or not weight.strip().isdigit():
+        # ASCII digits only: str.isdigit() also takes '²', which int() then rejects with a traceback.
+        if op not in OPS or not (weight.strip().isascii() and weight.strip().isdigit()):
             raise UsageError(f"--mix: cannot read '{item}'; write e.g. read=70,write=30 (ops: {', '.join(OPS)})")
         mix[op] = int(weight)
     return mix
