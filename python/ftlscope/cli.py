@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="K=V", help="set a parameter (repeatable)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions; results give mean and stddev (default 1)")
     p.add_argument("--out", default="ftlscope-results", help="output directory (default ftlscope-results)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the interrupted run in DIR (its --out) from its first repetition not completed, "
+                        "if the target was not written since")
     _add_suite_flags(p, "its data is destroyed")
     p.set_defaults(func=cmd_bench)
 
@@ -403,7 +406,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     outcome = run_experiment(
         experiment, args.target, out=args.out, params=params, repeat=args.repeat, destructive=args.destructive,
         force=args.force, size=parse_size(args.size, "--size") if args.size else None, engine=args.engine,
-        progress=not args.quiet,
+        progress=not args.quiet, resume=args.resume,
     )
     for note in outcome.conditions["notes"]:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
