@@ -121,6 +121,9 @@ def test_refusals_name_the_reason(scratch, cli):
     assert not (scratch / "r.img").exists()
     out = cli("run", scratch / "r.img", "--size", "1m", "--rw", "write", "--ops", "10", "--verify", "--data", "zeros")
     assert out.returncode == 2 and "drop --data zeros" in out.stderr
+    (scratch / "zeros.img").write_bytes(bytes(1 << 20))
+    out = cli("verify", scratch / "zeros.img")
+    assert out.returncode == 1 and "nothing was checked" in out.stderr
     out = cli("verify", "sim:consumer-tlc-dram")
     assert out.returncode == 2 and "nothing to read back" in out.stderr
     with pytest.raises(UsageError, match="--offset/--size"):

@@ -138,6 +138,9 @@ def mismatch_table(report: dict[str, Any], limit: int = 20) -> Table | None:
 def check_verified(report: dict[str, Any]) -> None:
     """Raise RunError (exit 1) when the target did not keep what was written."""
     bad = report["mismatch_count"]
+    if report["ok"] == 0 and not bad and not report["read_errors"]:
+        raise RunError(f"verify: no sector in the range holds a stamp of run {report['tag']:#x} (written by "
+                       "'run --verify'): nothing was checked")
     if bad or report["read_errors"]:
         first = report["mismatches"][0] if report["mismatches"] else None
         where = f"; first at byte {first['offset']:,} ({first['kind']})" if first else ""
