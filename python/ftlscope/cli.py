@@ -52,7 +52,7 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bytes", dest="total_bytes", help="stop after this many bytes")
     g.add_argument("--warmup", help="leave out requests issued in the first ... (e.g. 2s)")
     g.add_argument("--warmup-ops", type=int, help="leave out the first N requests")
-    g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
+    g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, verify, random (default)")
     g.add_argument("--rate", help="fio's rate: cap bytes per second for the whole run, READ[,WRITE[,TRIM]] "
                                   "(e.g. 10m or 10MB/s, 10m,5m); requests wait before submission, so the wait "
                                   "is not in their latency (as in fio)")
@@ -273,6 +273,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for notice in job.notices if job else ():
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     workload = _workload_from_args(args)  # before importing the engine and pandas: a bad flag is refused at once
+    if args.verify:
+        from .verify import verify_workload
+
+        workload = verify_workload(workload, args.target, args.data)
     from .runner import check_outcome, run
 
     # The figures need every request's latency: the trace is kept in memory for them even without --trace.
@@ -282,6 +286,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     usage = _usage_since(usage_before, wall_before)
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
+    if args.verify:
+        from .verify import verify_after_run
+
+        result.summary["verify"] = verify_after_run(result, direct=not args.buffered)
     from .cli_checks import save_run_outputs
 
     json_writer = None
@@ -302,6 +310,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         saved, unsaved = [], exc
     for table in summary_tables(result.summary, run_title(result.summary, args.target), console.width):
         console.print(table)
+    if args.verify:
+        _print_verify(result.summary["verify"], f"{args.target} — verify (read back after the run)")
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
     if unsaved is not None:
@@ -313,6 +323,38 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "before it")
         return stopping.exit_code()
     check_outcome(result)
+    if args.verify:
+        from .verify import check_verified
+
+        check_verified(result.summary["verify"])
+    return 0
+
+
+def _print_verify(report: dict, title: str) -> None:
+    from .verify import mismatch_table, verify_table
+
+    console.print(verify_table(report, title))
+    where = mismatch_table(report)
+    if where is not None:
+        console.print(where)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from .verify import check_verified, verify_target
+
+    report = verify_target(
+        args.target, offset=args.offset, size=args.size, tag=args.tag, direct=not args.buffered
+    )
+    _print_verify(report, f"{args.target} — verify {format_size(report['size'])} at {report['offset']:,} "
+                          f"(run tag {report['tag']:#x})")
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps({"verify": report}, indent=2) + "\n")
+        err_console.print(f"[dim]ftlscope: wrote {args.json}[/dim]")
+    check_verified(report)
     return 0
 
 
@@ -395,7 +437,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.add_argument("--show-serial", action="store_true",
                    help="write the drive's serial number as it is (default: a hash)")
+    g.add_argument("--verify", action="store_true",
+                   help="write verifiable data (LBA, generation, CRC-32C per sector) and read it all back after "
+                        "the run: counts torn, stale and misdirected writes (exit 1 on any)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("verify", help="read a target back and check the stamps a 'run --verify' wrote")
+    p.add_argument("target", help="block device or regular file")
+    p.add_argument("--offset", default="0", help="start of the range to check (default 0)")
+    p.add_argument("--size", help="length of the range (default: to the end)")
+    p.add_argument("--tag", type=lambda v: int(v, 0), default=0,
+                   help="the run tag to check (from the run's JSON verify.tag; default: the first stamp's)")
+    p.add_argument("--buffered", action="store_true", help="read through the page cache (no O_DIRECT)")
+    p.add_argument("--json", help="write the report (JSON) here")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
     p.set_defaults(func=cmd_devices)
@@ -415,6 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="K=V", help="set a parameter (repeatable)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions; results give mean and stddev (default 1)")
     p.add_argument("--out", default="ftlscope-results", help="output directory (default ftlscope-results)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the interrupted run in DIR (its --out) from its first repetition not completed, "
+                        "if the target was not written since")
     _add_suite_flags(p, "its data is destroyed")
     p.set_defaults(func=cmd_bench)
 
@@ -532,7 +590,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     outcome = run_experiment(
         experiment, args.target, out=args.out, params=params, repeat=args.repeat, destructive=args.destructive,
         force=args.force, size=parse_size(args.size, "--size") if args.size else None, engine=args.engine,
-        progress=not args.quiet, show_serial=args.show_serial,
+        progress=not args.quiet, show_serial=args.show_serial, resume=args.resume,
     )
     for note in outcome.conditions["notes"]:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")

@@ -14,6 +14,9 @@ class FtlscopeError(Exception):
     exit_code = 2
 
     def __init__(self, message: str):
+        # One line even where the message quotes what the user typed: a value can hold a newline or another
+        # control character (found by tests/test_fuzz_cli_values.py).
+        message = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in message)
         super().__init__(message)
         self.message = message
 

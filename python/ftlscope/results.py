@@ -65,6 +65,8 @@ class RunResult:
     trace: pd.DataFrame
     dropped_trace_records: int = 0
     notices: list[str] = field(default_factory=list)
+    # A verify run's write record: the generation last written to each 512 B sector (little-endian u32).
+    write_record: bytes | None = field(default=None, repr=False)
 
     @property
     def ops(self) -> dict[str, dict[str, Any]]:

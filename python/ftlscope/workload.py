@@ -17,7 +17,7 @@ from .units import U64_MAX, parse_duration_ns, parse_fio_size, parse_size
 
 OPS = ("read", "write", "trim", "write_zeroes", "flush")
 WRITING_OPS = ("write", "trim", "write_zeroes")
-DATA_PATTERNS = ("zeros", "ones", "0xaa", "lba_stamped", "random")
+DATA_PATTERNS = ("zeros", "ones", "0xaa", "lba_stamped", "verify", "random")
 
 
 @dataclass
@@ -39,13 +39,15 @@ class Workload:
     # missing or 0 means no limit (see the engine's workload.rs `Rate`).
     rate: dict[str, dict[str, int]] = field(default_factory=dict)
     seed: int = 1
+    # With data "verify": tells this run's stamps from another run's (see verify.py).
+    verify_tag: int = 0
 
     def __post_init__(self) -> None:
         unknown = set(self.mix) - set(OPS)
         if unknown:
             raise UsageError(f"mix: unknown operation(s) {sorted(unknown)}; use {', '.join(OPS)}")
         if self.data not in DATA_PATTERNS:
-            raise UsageError(f"--data: unknown pattern '{self.data}'; use zeros, ones, 0xaa, lba or random")
+            raise UsageError(f"--data: unknown pattern '{self.data}'; use zeros, ones, 0xaa, lba, verify or random")
 
     @property
     def writes(self) -> bool:
@@ -55,6 +57,8 @@ class Workload:
         d = dataclasses.asdict(self)
         if d["batch"] is None:
             del d["batch"]
+        if not d["verify_tag"]:
+            del d["verify_tag"]
         return d
 
     def to_json(self) -> str:
@@ -154,7 +158,8 @@ def parse_mix(text: str) -> dict[str, int]:
     for item in text.split(","):
         op, _, weight = item.partition("=")
         op = op.strip().replace("-", "_")
-        if op not in OPS or not weight.strip().isdigit():
+        # ASCII digits only: str.isdigit() also takes '²', which int() then rejects with a traceback.
+        if op not in OPS or not (weight.strip().isascii() and weight.strip().isdigit()):
             raise UsageError(f"--mix: cannot read '{item}'; write e.g. read=70,write=30 (ops: {', '.join(OPS)})")
         if op in mix:
             raise UsageError(f"--mix: {op} is given twice in '{text}'; give each operation once")

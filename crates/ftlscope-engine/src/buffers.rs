@@ -57,6 +57,8 @@ pub struct IoBuffers {
     data: DataPattern,
     seed: u64,
     counter: u64,
+    /// The run's tag in verify stamps.
+    pub verify_tag: u64,
 }
 
 impl IoBuffers {
@@ -70,13 +72,22 @@ impl IoBuffers {
         } else {
             match data {
                 DataPattern::Zeros | DataPattern::Ones | DataPattern::Alternating => slot_size,
-                DataPattern::LbaStamped => slots * slot_size,
+                DataPattern::LbaStamped | DataPattern::Verify => slots * slot_size,
                 DataPattern::Random => RANDOM_POOL.max(4 * slot_size),
             }
         };
         let region = AlignedRegion::new(read_len + write_len);
-        let mut buffers =
-            IoBuffers { region, slot_size, slots, write_base: read_len, write_len, data, seed, counter: 0 };
+        let mut buffers = IoBuffers {
+            region,
+            slot_size,
+            slots,
+            write_base: read_len,
+            write_len,
+            data,
+            seed,
+            counter: 0,
+            verify_tag: 0,
+        };
         buffers.fill_write_area(seed ^ (queue as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         buffers
     }
@@ -90,7 +101,7 @@ impl IoBuffers {
         let data = self.data;
         let area = self.write_area();
         match data {
-            DataPattern::Zeros | DataPattern::LbaStamped => {}
+            DataPattern::Zeros | DataPattern::LbaStamped | DataPattern::Verify => {}
             DataPattern::Ones => area.fill(0xff),
             DataPattern::Alternating => area.fill(0xaa),
             DataPattern::Random => {
@@ -115,9 +126,10 @@ impl IoBuffers {
     }
 
     /// The data for a write of `len` bytes at `offset` from `slot`, prepared as the data pattern says.
-    /// Runs in the hot loop: no allocation, at most a store per sector.
+    /// Runs in the hot loop: no allocation, at most a store per sector (and a checksum per sector in verify
+    /// mode). `generation` is the write's sequence number, stamped in verify mode.
     #[inline]
-    pub fn write_buffer(&mut self, slot: u32, offset: u64, len: usize) -> *mut u8 {
+    pub fn write_buffer(&mut self, slot: u32, offset: u64, len: usize, generation: u64) -> *mut u8 {
         let base = self.region.as_ptr();
         match self.data {
             DataPattern::Zeros | DataPattern::Ones | DataPattern::Alternating => {
@@ -134,6 +146,14 @@ impl IoBuffers {
                     unsafe { std::ptr::copy_nonoverlapping(stamp.as_ptr().cast::<u8>(), buf.add(sector * 512), 16) };
                 }
                 buf
+            }
+            DataPattern::Verify => {
+                // SAFETY: the slot's buffer lies inside the write area and holds len <= slot_size bytes.
+                let buf = unsafe {
+                    std::slice::from_raw_parts_mut(base.add(self.write_base + slot as usize * self.slot_size), len)
+                };
+                crate::verify::stamp_write(buf, offset, self.verify_tag, generation);
+                buf.as_mut_ptr()
             }
             DataPattern::Random => {
                 self.counter += 1;
@@ -167,16 +187,16 @@ mod tests {
     #[test]
     fn constant_patterns() {
         let mut b = IoBuffers::new(2, 8192, DataPattern::Alternating, 1, 0, true);
-        let w = b.write_buffer(1, 0, 8192);
+        let w = b.write_buffer(1, 0, 8192, 0);
         assert!(bytes(w, 8192).iter().all(|&x| x == 0xaa));
         let mut b = IoBuffers::new(2, 8192, DataPattern::Ones, 1, 0, true);
-        assert!(bytes(b.write_buffer(0, 0, 4096), 4096).iter().all(|&x| x == 0xff));
+        assert!(bytes(b.write_buffer(0, 0, 4096, 0), 4096).iter().all(|&x| x == 0xff));
     }
 
     #[test]
     fn lba_stamps_each_sector() {
         let mut b = IoBuffers::new(4, 4096, DataPattern::LbaStamped, 9, 0, true);
-        let w = b.write_buffer(2, 1 << 20, 4096);
+        let w = b.write_buffer(2, 1 << 20, 4096, 0);
         let data = bytes(w, 4096);
         for sector in 0..8 {
             let lba = u64::from_le_bytes(data[sector * 512..sector * 512 + 8].try_into().unwrap());
@@ -187,8 +207,8 @@ mod tests {
     #[test]
     fn random_writes_differ() {
         let mut b = IoBuffers::new(1, 4096, DataPattern::Random, 3, 0, true);
-        let a = bytes(b.write_buffer(0, 0, 4096), 4096);
-        let c = bytes(b.write_buffer(0, 0, 4096), 4096);
+        let a = bytes(b.write_buffer(0, 0, 4096, 0), 4096);
+        let c = bytes(b.write_buffer(0, 0, 4096, 0), 4096);
         assert_ne!(a, c);
         let zeros = a.iter().filter(|&&x| x == 0).count();
         assert!(zeros < 64, "random data has {zeros} zero bytes of 4096");

@@ -21,7 +21,8 @@ use crate::real::{
 use crate::sim_driver::{drive, SimTarget};
 use crate::stats::{AggregateResult, Aggregator, Record};
 use crate::target::{Target, TargetInfo};
-use crate::workload::{Op, Workload, WorkloadError};
+use crate::verify::WriteRecord;
+use crate::workload::{DataPattern, Op, Workload, WorkloadError};
 
 pub use crate::queue::{in_hot_loop, with_hot_loop_flag};
 
@@ -202,6 +203,9 @@ pub struct RunResult {
     pub virtual_ns: Option<u64>,
     /// Monotonic-raw time at which the run started; trace and window times are relative to it.
     pub t0_ns: u64,
+    /// Verify runs: the generation last written to each 512 B sector from offset 0, and the last
+    /// generation handed out.
+    pub write_record: Option<(Vec<u32>, u64)>,
 }
 
 /// What a worker thread hands back: the queue reports, and for a simulated target its health record and
@@ -299,7 +303,18 @@ impl Run {
             (plan.workload, plan.lanes, plan.queue_depth)
         };
         let queues = workload.queues;
-        let shared = Arc::new(Shared::new(queues));
+        let mut shared = Shared::new(queues);
+        if workload.data == DataPattern::Verify && workload.mix.writes() {
+            let length = if workload.range.length > 0 {
+                workload.range.length
+            } else {
+                target.info.size_bytes.saturating_sub(workload.range.start)
+            };
+            let record = WriteRecord::new(0, workload.range.start + length + workload.align_offset)
+                .map_err(|problem| WorkloadError::Invalid { field: "data", problem })?;
+            shared.write_record = Some(record);
+        }
+        let shared = Arc::new(shared);
         let cpus = if options.pin && !worker_driven { allowed_cpus() } else { Vec::new() };
         // Queues on CPUs 1, 2, ... and the aggregator on the first CPU, away from the queues where the
         // machine has room.
@@ -410,6 +425,15 @@ impl Run {
         };
         options.validate()?;
         workload.validate(info.size_bytes, info.logical_block_size)?;
+        if workload.data == DataPattern::Verify {
+            // The model keeps a fingerprint per page for its own accounting, not the bytes: a read returns
+            // nothing a stamp could be checked in.
+            return Err(WorkloadError::Invalid {
+                field: "data",
+                problem: "a simulated device keeps no data to read back; verify a file or block device".into(),
+            }
+            .into());
+        }
         let shared = Arc::new(Shared::new(workload.queues));
         let (producers, aggregator) = start_aggregator(&workload, &options, t0, None);
         let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1);
@@ -516,6 +540,11 @@ impl Run {
             wall_ns: self.started.elapsed().as_nanos() as u64,
             virtual_ns,
             t0_ns: self.t0,
+            write_record: self
+                .shared
+                .write_record
+                .as_ref()
+                .map(|r| (r.snapshot(), self.shared.generation.load(Ordering::Relaxed))),
         }
     }
 }

@@ -16,6 +16,7 @@ mod real;
 pub mod sim_driver;
 pub mod stats;
 pub mod target;
+pub mod verify;
 pub mod workload;
 
 pub use engine::{in_hot_loop, run, run_sim, EngineChoice, OnError, Run, RunOptions, RunResult, StopReason};

@@ -55,6 +55,9 @@ pub(crate) struct Shared {
     pub setup_failed: AtomicBool,
     pub progress: Vec<QueueProgress>,
     pub reason: Mutex<Option<StopReason>>,
+    /// Verify runs: the last write generation handed out, and what each sector should hold now.
+    pub generation: AtomicU64,
+    pub write_record: Option<crate::verify::WriteRecord>,
 }
 
 impl Shared {
@@ -65,6 +68,8 @@ impl Shared {
             setup_failed: AtomicBool::new(false),
             progress: (0..queues).map(|_| QueueProgress::new()).collect(),
             reason: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            write_record: None,
         }
     }
 
@@ -110,6 +115,7 @@ struct SlotState {
     op: u8,
     warmup: bool,
     busy: bool,
+    generation: u64,
 }
 
 /// The state of one queue's measurement loop. Everything is allocated in `new`; `run` never allocates.
@@ -336,12 +342,17 @@ impl<'a> QueueLoop<'a> {
         if next.op.has_range() {
             backend.coming(next.op, next.offset, next.size as u32);
         }
+        let generation = if op == Op::Write && self.ctx.shared.write_record.is_some() {
+            self.ctx.shared.generation.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            0
+        };
         let addr = match op {
-            Op::Write => buffers.write_buffer(slot, offset, size as usize),
+            Op::Write => buffers.write_buffer(slot, offset, size as usize, generation),
             _ => buffers.read_buffer(slot),
         };
         self.slots[slot as usize] =
-            SlotState { submit_ns: 0, offset, len: size as u32, op: op as u8, warmup, busy: true };
+            SlotState { submit_ns: 0, offset, len: size as u32, op: op as u8, warmup, busy: true, generation };
         backend.push(slot, Request { op, offset, len: size as u32, addr });
         self.inflight += 1;
         if let Some(d) = direction(op) {
@@ -392,6 +403,9 @@ impl<'a> QueueLoop<'a> {
                         });
                     }
                 } else {
+                    if let (Some(record), true) = (&self.ctx.shared.write_record, s.generation > 0) {
+                        record.record(s.offset, s.len as u64, s.generation);
+                    }
                     self.completed_ops += 1;
                     self.completed_bytes += s.len as u64;
                     let progress = &self.ctx.shared.progress[self.ctx.queue as usize];

@@ -156,6 +156,7 @@ pub(crate) fn queue_thread(
         ctx.queue,
         writes,
     );
+    buffers.verify_tag = ctx.workload.verify_tag;
     let generator = OffsetGenerator::for_thread(&ctx.workload, ctx.target_size, ctx.queue, ctx.lanes);
     let mut report = QueueReport { queue: ctx.queue, cpu: pinned, issued: 0, completed: 0, leaked_buffers: false };
     if real.use_uring {

@@ -177,6 +177,9 @@ pub enum DataPattern {
     Alternating,
     /// Every 512-byte sector starts with its byte offset / 512 (its LBA at 512 B) and the run's seed.
     LbaStamped,
+    /// Every 512-byte sector carries a verifiable stamp: its LBA, the run's `verify_tag`, the write's
+    /// generation and a CRC-32C (see `verify`).
+    Verify,
     /// Incompressible pseudo-random bytes, different for every request.
     #[default]
     Random,
@@ -258,6 +261,9 @@ pub struct Workload {
     pub rate: Rate,
     #[serde(default = "one_u64")]
     pub seed: u64,
+    /// With `data: verify`, the tag that tells this run's stamps from another run's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub verify_tag: u64,
 }
 
 fn default_sizes() -> Vec<u64> {
@@ -268,6 +274,9 @@ fn one() -> u32 {
 }
 fn one_u64() -> u64 {
     1
+}
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl Default for Workload {

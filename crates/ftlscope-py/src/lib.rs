@@ -307,8 +307,59 @@ impl RunHandle {
             Some(trace) => d.set_item("trace", trace_dict(py, trace)?)?,
             None => d.set_item("trace", py.None())?,
         }
+        match &result.write_record {
+            Some((generations, last)) => {
+                d.set_item("write_record", column_bytes(py, generations))?;
+                d.set_item("last_generation", *last)?;
+            }
+            None => d.set_item("write_record", py.None())?,
+        }
         Ok(d)
     }
+}
+
+/// Read `[offset, offset + size)` of `path` back and check the verify stamps of the run tagged `tag`;
+/// `record` is that run's write record (little-endian u32 generations per 512 B sector from offset 0).
+/// Returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (path, offset, size, tag, record=None, direct=true))]
+fn verify_target(
+    py: Python<'_>,
+    path: &str,
+    offset: u64,
+    size: u64,
+    tag: u64,
+    record: Option<&[u8]>,
+    direct: bool,
+) -> PyResult<String> {
+    use ftlscope_engine::verify::{verify, FileSource, SECTOR};
+    let target = Target::open(Path::new(path), false, direct).map_err(target_err)?;
+    let block = target.info.logical_block_size.max(SECTOR as u64);
+    if !offset.is_multiple_of(block) || !size.is_multiple_of(block) {
+        return Err(PyValueError::new_err(format!(
+            "verify range: offset {offset} and size {size} must be multiples of the {block} B block size"
+        )));
+    }
+    if offset.saturating_add(size) > target.info.size_bytes {
+        return Err(PyValueError::new_err(format!(
+            "verify range: {offset} + {size} B goes past the end of the target ({} B)",
+            target.info.size_bytes
+        )));
+    }
+    let generations: Option<Vec<u32>> =
+        record.map(|bytes| bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect());
+    let source = FileSource { file: &target.file, block };
+    let report = py.allow_threads(|| verify(&source, offset, size, tag, generations.as_deref().map(|g| (g, 0))));
+    Ok(to_json(&report))
+}
+
+/// The bytes a verify run writes for a write of `length` bytes at `offset` with `generation` (for tests
+/// and tools that need to reproduce a stamp, e.g. an older generation of a sector).
+#[pyfunction]
+fn verify_stamp<'py>(py: Python<'py>, offset: u64, length: usize, tag: u64, generation: u64) -> Bound<'py, PyBytes> {
+    let mut buf = vec![0u8; length / ftlscope_engine::verify::SECTOR * ftlscope_engine::verify::SECTOR];
+    ftlscope_engine::verify::stamp_write(&mut buf, offset, tag, generation);
+    PyBytes::new(py, &buf)
 }
 
 #[pymodule]
@@ -319,6 +370,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(target_info, m)?)?;
     m.add_function(wrap_pyfunction!(normalise_workload, m)?)?;
     m.add_function(wrap_pyfunction!(health_snapshot, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_target, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_stamp, m)?)?;
     m.add("ConfigInvalid", m.py().get_type::<ConfigInvalid>())?;
     m.add_function(wrap_pyfunction!(sim_presets, m)?)?;
     m.add_function(wrap_pyfunction!(sim_show, m)?)?;

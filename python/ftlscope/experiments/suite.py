@@ -31,6 +31,7 @@ from ..errors import FtlscopeError, UsageError
 from ..jsonable import write_json
 from ..sim import SimDevice
 from ..units import format_size
+from . import resume as checkpoint
 from .base import Experiment, finding
 from .context import Context, Interrupted
 
@@ -63,14 +64,17 @@ def run_experiment(
     engine: str = "auto",
     progress: bool = False,
     show_serial: bool = False,
+    resume: str | Path | None = None,
 ) -> ExperimentOutcome:
-    """Run ``experiment`` on ``target`` ``repeat`` times and write its directory under ``out``."""
+    """Run ``experiment`` on ``target`` ``repeat`` times and write its directory under ``out``; with ``resume``
+    (an earlier run's ``out``), continue that run from its first repetition not completed (see resume.py)."""
     if repeat < 1:
         raise UsageError(f"--repeat: give at least 1 (got {repeat})")
     values = experiment.resolve_params(params or {})
-    directory = Path(out) / experiment.name
+    directory = Path(resume if resume is not None else out) / experiment.name
     raw_dir = directory / "raw"
-    raw_dir.mkdir(parents=True, exist_ok=True)
+    if resume is None or raw_dir.is_dir():  # --resume DIR must exist: checkpoint.load says so otherwise
+        raw_dir.mkdir(parents=True, exist_ok=True)
     ctx = Context(
         target, raw_dir=raw_dir, writes=experiment.writes, destructive=destructive, force=force, size=size,
         engine=engine, progress=progress, label=experiment.name, show_serial=show_serial,
@@ -78,18 +82,25 @@ def run_experiment(
     started = time.time()
     rows: list[dict[str, Any]] = []
     error: FtlscopeError | None = None
+    first = 0
+    if resume is not None:
+        rows, first = checkpoint.load(raw_dir, experiment=experiment.name, params=values, repeat=repeat, ctx=ctx)
+        if ctx.kind == "simulated":  # rebuild the simulated device's state: it is not kept between processes
+            replayed: list[dict[str, Any]] = []
+            _repetitions(experiment, ctx, values, range(first), repeat, replayed)
+            checkpoint.check_replay(replayed, rows, ctx.target)
+        ctx.notes.append(f"resumed after {first} of {repeat} repetition(s) completed")
     try:
-        for repetition in range(repeat):
-            ctx.repetition = repetition
-            ctx.label = f"{experiment.name} [{repetition + 1}/{repeat}]" if repeat > 1 else experiment.name
-            if experiment.preconditioning != "none":
-                ctx.precondition(experiment.preconditioning, values.get("span"))
-            for row in experiment.measure(ctx, values):
-                rows.append({"repetition": repetition, **row})
+        for repetition in range(first, repeat):
+            _repetitions(experiment, ctx, values, [repetition], repeat, rows)
+            checkpoint.save(raw_dir, experiment=experiment.name, params=values, repeat=repeat,
+                            completed=repetition + 1, rows=rows, ctx=ctx)
     except FtlscopeError as exc:
         error = exc
     except KeyboardInterrupt:
         error = Interrupted("interrupted; the results measured so far are kept")
+    if error is not None:
+        checkpoint.seal(raw_dir, ctx)
 
     points = pd.DataFrame(rows)
     if not points.empty:
@@ -136,6 +147,18 @@ def run_experiment(
     }
     write_json(directory / "experiment.json", conditions)
     return ExperimentOutcome(experiment, directory, table, findings, figures, conditions, error)
+
+
+def _repetitions(experiment: Experiment, ctx: Context, values: dict[str, Any], repetitions, repeat: int,
+                 rows: list[dict[str, Any]]) -> None:
+    """Run ``repetitions``, adding their points to ``rows`` as they come (an interruption keeps them)."""
+    for repetition in repetitions:
+        ctx.repetition = repetition
+        ctx.label = f"{experiment.name} [{repetition + 1}/{repeat}]" if repeat > 1 else experiment.name
+        if experiment.preconditioning != "none":
+            ctx.precondition(experiment.preconditioning, values.get("span"))
+        for row in experiment.measure(ctx, values):
+            rows.append({"repetition": repetition, **row})
 
 
 def _target_conditions(ctx: Context) -> dict[str, Any]:
