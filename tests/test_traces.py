@@ -214,3 +214,25 @@ def test_synth_is_reproducible_and_labelled(tmp_path, capsys):
     capsys.readouterr()
     assert main(["trace", "info", str(a)]) == 0
     assert "SYNTHETIC" in capsys.readouterr().out
+
+
+def test_a_bad_trace_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out.log"
+    assert main(["trace", "convert", str(FIX / "bad_alibaba_offset.csv"), "--to", "fio", "--out", str(out)]) == 2
+    assert not out.exists()
+    assert "bad_alibaba_offset.csv:4:" in capsys.readouterr().err
+
+
+def test_line_numbers_hold_across_csv_batches(tmp_path, monkeypatch):
+    from ftlscope.traces import readers
+
+    monkeypatch.setattr(readers, "_BLOCK", 1024)  # ~40 lines per batch
+    lines = ["device_id,opcode,offset,length,timestamp"]
+    lines += [f"1,R,{i * 4096},4096,{i}" for i in range(500)]
+    path = tmp_path / "big.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert len(read_trace(path)) == 500
+    lines[451] = "1,R,4096,4096,ten"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError, match=r"big\.csv:452: timestamp is 'ten'"):
+        read_trace(path)
