@@ -236,3 +236,17 @@ def test_line_numbers_hold_across_csv_batches(tmp_path, monkeypatch):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TraceError, match=r"big\.csv:452: timestamp is 'ten'"):
         read_trace(path)
+
+
+def test_spc_extra_fields_are_ignored(tmp_path):
+    path = tmp_path / "six.spc"
+    path.write_text("0,100,4096,r,0.5,x\n0,108,4096,w,0.75,y\n")
+    t = read_trace(path)
+    assert list(t["op"]) == ["read", "write"] and list(t["submit_ns"]) == [0, 250_000_000]
+
+
+def test_unknown_operation_in_parquet_is_refused(tmp_path):
+    pd.DataFrame({"op": ["read", "scrub"], "offset": [0, 0], "size": [4096, 4096],
+                  "submit_ns": [0, 1]}).to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(TraceError, match="request 2 has operation 'scrub'"):
+        read_trace(tmp_path / "t.parquet")

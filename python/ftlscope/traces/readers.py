@@ -121,7 +121,16 @@ def _csv_batches(path: Path, fmt: str):
     names, patterns, expected = _CSV[fmt]
     with open(path, "rb") as fh:
         first = fh.readline().decode("utf-8", "replace").strip()
+        if first.lower().startswith(names[0].lower()):
+            data = fh.readline().decode("utf-8", "replace").strip()
+        else:
+            data = first
     header = first.lower().startswith(names[0].lower())
+    extra = data.count(",") + 1 - len(names)
+    if fmt == "spc" and extra > 0:
+        # Some SPC traces carry further optional fields after Timestamp; they are read and ignored.
+        names = (*names, *(f"field{i}" for i in range(len(names) + 1, len(names) + 1 + extra)))
+        patterns = (*patterns, *([None] * extra))
     bad: list[Any] = []
 
     def on_invalid(row):

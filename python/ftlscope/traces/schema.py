@@ -29,7 +29,7 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
                 complete_ns: Any = None, process: Any = None, sort: bool = False,
                 meta: dict[str, Any] | None = None) -> pd.DataFrame:
     """Check and normalise columns into the trace table; times become relative to the first arrival."""
-    op = np.asarray(op, dtype=object) if not isinstance(op, pd.Categorical) else op
+    op = np.asarray(op, dtype=object)
     offset = np.asarray(offset, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
     submit = np.asarray(submit_ns, dtype=np.int64)
@@ -41,8 +41,14 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
     if (offset < 0).any():
         i = int(np.argmax(offset < 0))
         raise TraceError(f"{path}: request {i + 1} has a negative offset ({offset[i]}); offsets must be >= 0")
+    known = pd.Series(op).isin(OPS).to_numpy()
+    if not known.all():
+        i = int(np.argmin(known))
+        raise TraceError(f"{path}: request {i + 1} has operation {np.asarray(op, dtype=object)[i]!r}; "
+                         f"expected one of {', '.join(OPS)}")
+    ops = pd.Categorical(op, categories=list(OPS))
     frame = pd.DataFrame({
-        "op": pd.Categorical(op, categories=list(OPS)),
+        "op": ops,
         "offset": offset.astype(np.uint64),
         "size": size.astype(np.uint32),
         "submit_ns": submit,
