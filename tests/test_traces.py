@@ -250,3 +250,10 @@ def test_unknown_operation_in_parquet_is_refused(tmp_path):
                   "submit_ns": [0, 1]}).to_parquet(tmp_path / "t.parquet")
     with pytest.raises(TraceError, match="request 2 has operation 'scrub'"):
         read_trace(tmp_path / "t.parquet")
+
+
+def test_blkparse_flushes_discards_and_other_events():
+    t = read_trace(FIX / "blkparse_misc.txt")
+    assert list(t["op"]) == ["write", "flush", "trim"]   # m, G, P, U and the passthrough D are not requests
+    assert list(t["size"]) == [4096, 0, 2048 * 512]
+    assert t["latency_ns"][0] == 120_000 and pd.isna(t["latency_ns"][1]) and t["latency_ns"][2] == 100_000

@@ -221,7 +221,8 @@ def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
 # blkparse's default output is whitespace-aligned text whose last field changes meaning by action
 # ("[process]" on Q/D, "[error]" on C) and whose tail is a per-CPU summary, which no CSV reader parses;
 # one compiled pattern per line is the plain way to read it.
-_BLK = re.compile(r"^\s*(\d+,\d+)\s+\d+\s+\d+\s+(\d+)\.(\d{1,9})\s+\d+\s+([A-Z]+)\s+([A-Z]*)\s*(.*)$")
+_BLK = re.compile(r"^\s*(\d+,\d+)\s+\d+\s+\d+\s+(\d+)\.(\d{1,9})\s+\d+\s+([A-Za-z]+)\s+([A-Z]*)\s*(.*)$")
+_BLK_PC = re.compile(r"^(\d+\s+)?\(")
 _BLK_IO = re.compile(r"^(\d+)\s+\+\s+(\d+)(?:\s+\[(.*)\])?")
 
 
@@ -257,20 +258,20 @@ def _read_blkparse(path: Path, sort: bool) -> pd.DataFrame:
                 continue
             io = _BLK_IO.match(rest)
             if io is None:
-                if "F" in rwbs and action != "C":  # a flush carries no sector: "[process]" only
-                    io = None
-                elif action == "C" and "F" in rwbs:
-                    continue
-                else:
+                if _BLK_PC.match(rest):
+                    continue  # a passthrough request ("bytes (cdb) [process]"): no sector range to replay
+                if "F" not in rwbs:
                     raise TraceError(f"{path}:{number}: {action} event without 'sector + nsectors'; expected "
                                      f"{expected}")
+                if action == "C":
+                    continue  # a flush's completion names no sector to pair it by
             t = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0"))
             sector = int(io.group(1)) if io else 0
             key = (dev, sector)
             if action == "Q":
                 queued[key].append(t)
             elif action == "D":
-                op = _rwbs_op(rwbs)
+                op = _rwbs_op(rwbs) if io else "flush"  # a pure flush carries no sectors: "[process]" only
                 if op is None:
                     continue
                 arrival = queued[key].popleft() if queued[key] else t
