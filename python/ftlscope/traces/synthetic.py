@@ -8,7 +8,6 @@ published characterisation, and the docs say so. Every trace is labelled synthet
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -192,10 +191,3 @@ def _video(rng: np.random.Generator, duration_ns: int) -> pd.DataFrame:
         "process": pd.array(frame["process"], dtype="string"),
     })
 
-
-def describe(name: str) -> dict[str, Any]:
-    """The stated statistics of a workload (what docs/traces.md lists)."""
-    if name == "video":
-        return dict(VIDEO)
-    wl = WORKLOADS[name]
-    return {**asdict(wl), "mean_size_bytes": wl.mean_size(), "interarrival_cv": wl.interarrival_cv()}
