@@ -552,6 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fio-engines", default="io_uring", help="fio engines to compare, e.g. io_uring,libaio,psync")
     p.set_defaults(func=cmd_fio_check)
 
+    from .traces.cli import add_trace_parser
+
+    add_trace_parser(sub)
+
     p = sub.add_parser("completion", help="print the shell completion script for bash or zsh")
     p.add_argument("shell", choices=("bash", "zsh"),
                    help="bash: add 'eval \"$(ftlscope completion bash)\"' to ~/.bashrc; zsh: write it to a file "

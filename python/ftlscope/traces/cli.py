@@ -1,0 +1,138 @@
+"""`ftlscope trace info|convert|synth`: the parser and the commands (cli.py adds the parser with one call)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .names import FORMATS, WORKLOAD_NAMES
+
+
+def add_trace_parser(sub: Any) -> None:
+    p = sub.add_parser("trace", help="block traces: statistics, conversion (fio iolog, Parquet), synthetic workloads")
+    tsub = p.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND",
+                            parser_class=type(p))
+    formats = f"trace format ({', '.join(FORMATS)}); sniffed from the file's start when omitted"
+
+    q = tsub.add_parser("info", help="a trace's statistics: mix, sizes, sequentiality, arrivals, working set")
+    q.add_argument("trace", help="trace file")
+    q.add_argument("--format", choices=FORMATS, help=formats)
+    q.add_argument("--sort", action="store_true", help="order requests by arrival time (for timestamps that go back)")
+    q.add_argument("--json", metavar="FILE", help="also write the statistics as JSON")
+    q.set_defaults(func=cmd_trace_info)
+
+    q = tsub.add_parser("convert", help="write a trace as fio iolog v3 (fio --read_iolog replays it) or Parquet")
+    q.add_argument("trace", help="trace file")
+    q.add_argument("--format", choices=FORMATS, help=formats)
+    q.add_argument("--sort", action="store_true", help="order requests by arrival time (for timestamps that go back)")
+    q.add_argument("--to", required=True, choices=("fio", "parquet"), help="output format")
+    q.add_argument("--out", required=True, help="output file")
+    q.add_argument("--fio-file", default="target",
+                   help="file name written into the fio iolog (default 'target'; fio's --replay_redirect=DEV "
+                        "replays it on DEV instead)")
+    q.set_defaults(func=cmd_trace_convert)
+
+    q = tsub.add_parser("synth", help="a synthetic trace (db, search, cloud, video) with the statistics "
+                                      "docs/traces.md states; labelled synthetic")
+    q.add_argument("workload", choices=WORKLOAD_NAMES)
+    q.add_argument("--duration", default="60s", help="trace length (default 60s)")
+    q.add_argument("--seed", type=int, default=1, help="random seed (default 1); the same seed gives the same trace")
+    q.add_argument("--out", required=True, help="output Parquet file")
+    q.set_defaults(func=cmd_trace_synth)
+
+
+def cmd_trace_info(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .readers import read_trace
+    from .stats import trace_stats
+
+    stats = trace_stats(read_trace(args.trace, args.format, sort=args.sort))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stats, indent=2) + "\n")
+    Console().print(*info_tables(args.trace, stats))
+    return 0
+
+
+def _bytes(n: float) -> str:
+    from ..units import format_size
+
+    return format_size(n)
+
+
+def _ns(n: float) -> str:
+    from ..units import format_ns
+
+    return format_ns(n)
+
+
+def info_tables(path: str, stats: dict[str, Any]) -> list[Any]:
+    from rich.table import Table
+
+    label = " (SYNTHETIC: generated, not a captured workload)" if stats["synthetic"] else ""
+    top = Table(title=f"{path}: {stats['format']}{label}", show_header=False, title_justify="left")
+    top.add_column("statistic")
+    top.add_column("value", justify="right")
+    ia = stats["interarrival_ns"]
+    rows = [
+        ("requests", f"{stats['requests']:,}"),
+        ("duration", f"{stats['duration_s']:.6g} s"),
+        ("bytes", _bytes(stats["bytes"])),
+        ("mean size", _bytes(stats["mean_size_bytes"])),
+        ("sequential share", f"{stats['sequential_share']:.1%}"),
+        ("working set (read)", _bytes(stats["working_set_bytes"]["read"])),
+        ("working set (write)", _bytes(stats["working_set_bytes"]["write"])),
+        ("offset range", f"{stats['offset_range']['min_bytes']:,} .. {stats['offset_range']['max_end_bytes']:,} B"),
+    ]
+    if ia["n"]:
+        rows += [("inter-arrival mean / p50 / p99", f"{_ns(ia['mean'])} / {_ns(ia['p50'])} / {_ns(ia['p99'])}"),
+                 ("inter-arrival CV", f"{ia['cv']:.3g}")]
+    if "latency_ns" in stats and stats["latency_ns"]["n"]:
+        lat = stats["latency_ns"]
+        rows.append(("latency mean / p50 / p99", f"{_ns(lat['mean'])} / {_ns(lat['p50'])} / {_ns(lat['p99'])}"))
+    if stats["synthetic"]:
+        made = stats["workload"]
+        rows.append(("synthetic workload", f"{made.get('workload')} (seed {made.get('seed')})"))
+    for row in rows:
+        top.add_row(*row)
+    mix = Table(title="operation mix", title_justify="left")
+    for col in ("op", "requests", "share", "bytes"):
+        mix.add_column(col, justify="left" if col == "op" else "right")
+    for op, m in stats["mix"].items():
+        mix.add_row(op, f"{m['requests']:,}", f"{m['share']:.1%}", _bytes(m["bytes"]))
+    hist = Table(title="request sizes (power-of-two bins)", title_justify="left")
+    for col in ("size", "requests", "share"):
+        hist.add_column(col, justify="left" if col == "size" else "right")
+    for b in stats["size_histogram"]:
+        hist.add_row(b["bin"], f"{b['count']:,}", f"{b['count'] / stats['requests']:.1%}")
+    return [top, mix, hist]
+
+
+def cmd_trace_convert(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .readers import read_trace
+    from .writers import convert
+
+    frame = read_trace(args.trace, args.format, sort=args.sort)
+    out = convert(frame, args.to, args.out, args.fio_file)
+    Console(stderr=True).print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests)[/dim]")
+    return 0
+
+
+def cmd_trace_synth(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..units import parse_duration_ns
+    from .schema import write_parquet
+    from .synthetic import synth
+
+    frame = synth(args.workload, parse_duration_ns(args.duration, "--duration"), args.seed)
+    out = write_parquet(frame, args.out)
+    Console(stderr=True).print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests, synthetic "
+                               f"'{args.workload}' workload, seed {args.seed})[/dim]")
+    return 0

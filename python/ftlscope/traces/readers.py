@@ -1,0 +1,344 @@
+"""Readers for the public block-trace formats, each returning the normalised trace table (see ``schema``).
+
+CSV formats go through pyarrow's streaming CSV reader (batches of a few MiB, so a large file never sits in memory
+as text); every field is read as text first and checked with one vectorised pattern per column, so a malformed
+field is reported with its file, line number and what was expected instead of a conversion error mid-file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict, deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from .names import FORMATS
+from .schema import METADATA_KEY, TraceError, build_frame
+
+_INT = r"^\s*-?\d+\s*$"
+_NUM = r"^\s*-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
+_BLOCK = 4 << 20  # bytes of CSV text per batch
+
+# (column names, pattern per column, text naming what was expected) per CSV format.
+_CSV = {
+    "msr": (("Timestamp", "Hostname", "DiskNumber", "Type", "Offset", "Size", "ResponseTime"),
+            (_INT, None, None, r"^(?i:read|write)$", _INT, _INT, _INT),
+            "Timestamp,Hostname,DiskNumber,Type(Read|Write),Offset,Size,ResponseTime with integer times "
+            "(100 ns ticks), offset and size (bytes)"),
+    "alibaba": (("device_id", "opcode", "offset", "length", "timestamp"),
+                (None, r"^(?i:r|w)$", _INT, _INT, _INT),
+                "device_id,opcode(R|W),offset,length,timestamp with integer offset, length (bytes) and "
+                "timestamp (microseconds)"),
+    "spc": (("ASU", "LBA", "Size", "Opcode", "Timestamp"),
+            (None, _INT, _INT, r"^\s*(?i:r|w)\s*$", _NUM),
+            "ASU,LBA,Size,Opcode(r|w),Timestamp with integer LBA (512 B sectors) and size (bytes) and the "
+            "timestamp in seconds"),
+}
+
+
+def read_trace(path: str | Path, fmt: str | None = None, *, sort: bool = False) -> pd.DataFrame:
+    """Read a trace file in any supported format (sniffed when ``fmt`` is None) into the normalised table."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such trace file")
+    fmt = fmt or sniff(path)
+    if fmt not in FORMATS:
+        raise TraceError(f"--format {fmt}: unknown trace format; use one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        return _read_parquet(path, sort)
+    if fmt == "blkparse":
+        return _read_blkparse(path, sort)
+    if fmt == "fio":
+        return _read_fio(path, sort)
+    return _read_csv(path, fmt, sort)
+
+
+def sniff(path: Path) -> str:
+    """The format, from the Parquet magic or the first non-empty text line."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if head[:4] == b"PAR1":
+        return "parquet"
+    lines = [ln.strip() for ln in head.decode("utf-8", "replace").splitlines() if ln.strip()]
+    if not lines:
+        raise TraceError(f"{path}: the trace is empty")
+    first = lines[0]
+    if re.match(r"^fio version [23] iolog", first):
+        return "fio"
+    if re.match(r"^\d+,\d+\s+\d+\s+\d+\s+\d+\.\d+\s+\d+\s+[A-Za-z]+\s", first):
+        return "blkparse"
+    fields = [f.strip() for f in first.split(",")]
+    lowered = [f.lower() for f in fields]
+    if lowered[:7] == [c.lower() for c in _CSV["msr"][0]] or (len(fields) == 7 and lowered[3] in ("read", "write")):
+        return "msr"
+    if lowered[:5] == [c.lower() for c in _CSV["alibaba"][0]] or (len(fields) == 5 and fields[1] in ("R", "W")):
+        return "alibaba"
+    if lowered[:5] == [c.lower() for c in _CSV["spc"][0]] or (len(fields) >= 5 and lowered[3] in ("r", "w")):
+        return "spc"
+    raise TraceError(f"{path}: cannot tell the trace format from its first line {first[:60]!r}; "
+                     f"give --format ({', '.join(FORMATS)})")
+
+
+def _read_parquet(path: Path, sort: bool) -> pd.DataFrame:
+    import json
+
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        table = pf.read()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
+    missing = [c for c in ("op", "offset", "size", "submit_ns") if c not in table.column_names]
+    if missing:
+        raise TraceError(f"{path}: Parquet trace lacks column(s) {', '.join(missing)}; ftlscope traces have "
+                         "op, offset, size, submit_ns")
+    frame = table.to_pandas()
+    op = frame["op"]
+    if pd.api.types.is_integer_dtype(op):
+        from ..workload import OPS
+
+        op = pd.Categorical.from_codes(op.astype(np.int8), categories=list(OPS))
+    else:
+        op = op.astype(str).to_numpy(dtype=object)
+    meta = json.loads((table.schema.metadata or {}).get(METADATA_KEY, b"{}"))
+    source = meta.pop("format", None)
+    if source and source != "parquet":
+        meta["converted_from"] = source
+    return build_frame(op, frame["offset"], frame["size"], frame["submit_ns"], path=path, fmt="parquet",
+                       complete_ns=frame["complete_ns"] if "complete_ns" in frame else None,
+                       process=frame["process"] if "process" in frame else None, sort=sort, meta=meta)
+
+
+def _csv_batches(path: Path, fmt: str):
+    """Yield (first line number, dict of text columns) per batch; a wrong field count is one error."""
+    names, patterns, expected = _CSV[fmt]
+    with open(path, "rb") as fh:
+        first = fh.readline().decode("utf-8", "replace").strip()
+        if first.lower().startswith(names[0].lower()):
+            data = fh.readline().decode("utf-8", "replace").strip()
+        else:
+            data = first
+    header = first.lower().startswith(names[0].lower())
+    extra = data.count(",") + 1 - len(names)
+    if fmt == "spc" and extra > 0:
+        # Some SPC traces carry further optional fields after Timestamp; they are read and ignored.
+        names = (*names, *(f"field{i}" for i in range(len(names) + 1, len(names) + 1 + extra)))
+        patterns = (*patterns, *([None] * extra))
+    bad: list[Any] = []
+
+    def on_invalid(row):
+        bad.append(row)
+        return "error"
+
+    try:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=list(names), skip_rows=1 if header else 0,
+                                           block_size=_BLOCK),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}),
+        )
+    except pa.ArrowInvalid as exc:
+        raise _field_count_error(path, bad, header, expected, exc) from None
+    line = 2 if header else 1
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except pa.ArrowInvalid as exc:
+            raise _field_count_error(path, bad, header, expected, exc) from None
+        for name, pattern in zip(names, patterns, strict=True):
+            if pattern is None:
+                continue
+            ok = pc.match_substring_regex(batch.column(name), pattern)
+            if not pc.all(ok).as_py():
+                i = int(np.argmin(ok.to_numpy(zero_copy_only=False)))
+                value = batch.column(name)[i].as_py()
+                raise TraceError(f"{path}:{line + i}: {name} is {value!r}; expected {expected}")
+        yield line, {n: batch.column(n) for n in names}
+        line += batch.num_rows
+
+
+def _field_count_error(path: Path, bad: list[Any], header: bool, expected: str, exc: Exception) -> TraceError:
+    if bad:
+        row = bad[0]
+        number = row.number if row.number is not None else _first_line_with_fields_not(path, row.expected_columns)
+        where = f"{path}:{number}" if number is not None else str(path)
+        return TraceError(f"{where}: {row.actual_columns} fields where {row.expected_columns} were expected "
+                          f"({expected})")
+    return TraceError(f"{path}: not a readable CSV trace ({exc}); expected {expected}")
+
+
+def _first_line_with_fields_not(path: Path, count: int) -> int | None:
+    # pyarrow's streaming reader does not always know the row's line; on this error path alone, count fields
+    # (these formats have no quoted commas).
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.strip() and line.count(",") + 1 != count:
+                return number
+    return None
+
+
+def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
+    parts: dict[str, list[np.ndarray]] = defaultdict(list)
+    for _, cols in _csv_batches(path, fmt):
+        if fmt == "msr":
+            ticks = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.int64()).to_numpy()
+            parts["op"].append(pc.utf8_lower(cols["Type"]).to_numpy(zero_copy_only=False))
+            parts["offset"].append(pc.cast(cols["Offset"], pa.int64()).to_numpy())
+            parts["size"].append(pc.cast(cols["Size"], pa.int64()).to_numpy())
+            # Windows filetime: 100 ns ticks; ResponseTime counts the same ticks.
+            parts["submit"].append(ticks * 100)
+            parts["complete"].append((ticks + pc.cast(cols["ResponseTime"], pa.int64()).to_numpy()) * 100)
+        elif fmt == "alibaba":
+            codes = pc.utf8_lower(cols["opcode"]).to_numpy(zero_copy_only=False)
+            parts["op"].append(np.where(codes == "r", "read", "write").astype(object))
+            parts["offset"].append(pc.cast(cols["offset"], pa.int64()).to_numpy())
+            parts["size"].append(pc.cast(cols["length"], pa.int64()).to_numpy())
+            parts["submit"].append(pc.cast(cols["timestamp"], pa.int64()).to_numpy() * 1_000)  # microseconds
+        else:  # spc
+            codes = pc.utf8_lower(pc.utf8_trim_whitespace(cols["Opcode"])).to_numpy(zero_copy_only=False)
+            parts["op"].append(np.where(codes == "r", "read", "write").astype(object))
+            parts["offset"].append(pc.cast(pc.utf8_trim_whitespace(cols["LBA"]), pa.int64()).to_numpy() * 512)
+            parts["size"].append(pc.cast(pc.utf8_trim_whitespace(cols["Size"]), pa.int64()).to_numpy())
+            seconds = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.float64()).to_numpy()
+            parts["submit"].append(np.rint(seconds * 1e9).astype(np.int64))
+    if not parts:
+        raise TraceError(f"{path}: the trace holds no requests")
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    return build_frame(cat["op"], cat["offset"], cat["size"], cat["submit"], path=path, fmt=fmt,
+                       complete_ns=cat.get("complete"), sort=sort)
+
+
+# blkparse's default output is whitespace-aligned text whose last field changes meaning by action
+# ("[process]" on Q/D, "[error]" on C) and whose tail is a per-CPU summary, which no CSV reader parses;
+# one compiled pattern per line is the plain way to read it.
+_BLK = re.compile(r"^\s*(\d+,\d+)\s+\d+\s+\d+\s+(\d+)\.(\d{1,9})\s+\d+\s+([A-Za-z]+)\s+([A-Z]*)\s*(.*)$")
+_BLK_PC = re.compile(r"^(\d+\s+)?\(")
+_BLK_IO = re.compile(r"^(\d+)\s+\+\s+(\d+)(?:\s+\[(.*)\])?")
+
+
+def _rwbs_op(rwbs: str) -> str | None:
+    if "D" in rwbs:
+        return "trim"
+    if "W" in rwbs:
+        return "write"
+    if "R" in rwbs:
+        return "read"
+    if "F" in rwbs:
+        return "flush"
+    return None
+
+
+def _read_blkparse(path: Path, sort: bool) -> pd.DataFrame:
+    """Requests are the D (issue) events; arrival is the matching Q, completion the matching C (by sector)."""
+    queued: dict[tuple[str, int], deque] = defaultdict(deque)
+    issued: dict[tuple[str, int], deque] = defaultdict(deque)
+    rows: list[list[Any]] = []  # op, offset, size, arrival, complete, process
+    expected = "'maj,min cpu seq sec.nsec pid action rwbs sector + nsectors [process]' (blkparse default format)"
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if line.startswith(("CPU", "Total", "Throughput", "Events", "Skips", " Reads", " Writes")):
+                break  # blkparse's closing summary
+            m = _BLK.match(line)
+            if m is None:
+                raise TraceError(f"{path}:{number}: cannot read {line.strip()[:60]!r}; expected {expected}")
+            dev, sec, frac, action, rwbs, rest = m.groups()
+            if action not in ("Q", "D", "C"):
+                continue
+            io = _BLK_IO.match(rest)
+            if io is None:
+                if _BLK_PC.match(rest):
+                    continue  # a passthrough request ("bytes (cdb) [process]"): no sector range to replay
+                if "F" not in rwbs:
+                    raise TraceError(f"{path}:{number}: {action} event without 'sector + nsectors'; expected "
+                                     f"{expected}")
+                if action == "C":
+                    continue  # a flush's completion names no sector to pair it by
+            t = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0"))
+            sector = int(io.group(1)) if io else 0
+            key = (dev, sector)
+            if action == "Q":
+                queued[key].append(t)
+            elif action == "D":
+                op = _rwbs_op(rwbs) if io else "flush"  # a pure flush carries no sectors: "[process]" only
+                if op is None:
+                    continue
+                arrival = queued[key].popleft() if queued[key] else t
+                process = io.group(3) if io else rest.strip().strip("[]")
+                row = [op, sector * 512, int(io.group(2)) * 512 if io else 0, arrival, None, process]
+                rows.append(row)
+                if io:
+                    issued[key].append(row)
+            elif issued[key]:
+                issued[key].popleft()[4] = t
+    if not rows:
+        raise TraceError(f"{path}: the trace holds no issued (D) requests")
+    op, offset, size, arrival, complete, process = (list(c) for c in zip(*rows, strict=True))
+    have_c = any(c is not None for c in complete)
+    order = np.argsort(np.asarray(arrival, dtype=np.int64), kind="stable")  # D order differs from Q order
+
+    def pick(column: list[Any]) -> list[Any]:
+        return [column[i] for i in order]
+
+    return build_frame(pick(op), pick(offset), pick(size), pick(arrival), path=path, fmt="blkparse",
+                       complete_ns=pick(complete) if have_c else None, process=pick(process), sort=sort)
+
+
+_FIO_ACTIONS = {"read": "read", "write": "write", "trim": "trim", "sync": "flush", "datasync": "flush"}
+_FIO_FILE_ACTIONS = ("add", "open", "close")
+
+
+def _read_fio(path: Path, sort: bool) -> pd.DataFrame:
+    """fio iolog v2 (``file action [offset length]``, ``file wait usec``) or v3 (``usec file action ...``)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        header = fh.readline().strip()
+    version = 3 if header.startswith("fio version 3") else 2
+    names = (["t"] if version == 3 else []) + ["file", "action", "offset", "length"]
+    # pandas' C parser takes the ragged rows (file actions have fewer fields) and keeps the text as is.
+    try:
+        table = pd.read_csv(path, sep=r"\s+", header=None, names=names, skiprows=1, dtype=str,
+                            engine="c", skip_blank_lines=True, on_bad_lines="error")
+    except pd.errors.ParserError as exc:
+        raise TraceError(f"{path}: {exc}; expected fio iolog v{version} lines") from None
+    if table.empty:
+        raise TraceError(f"{path}: the trace holds no requests")
+    line = pd.Series(np.arange(len(table)) + 2)  # blank lines aside, row i is line i + 2
+    action = table["action"].fillna("")
+    known = action.isin(list(_FIO_ACTIONS) + list(_FIO_FILE_ACTIONS) + (["wait"] if version == 2 else []))
+    if not known.all():
+        i = int(np.argmin(known.to_numpy()))
+        raise TraceError(f"{path}:{line[i]}: action {action[i]!r}; expected one of "
+                         f"{', '.join(list(_FIO_ACTIONS) + list(_FIO_FILE_ACTIONS))}"
+                         + (", wait" if version == 2 else ""))
+    io = action.isin(list(_FIO_ACTIONS)).to_numpy()
+    int_ok = table["offset"].fillna("").str.fullmatch(r"\d+") & table["length"].fillna("").str.fullmatch(r"\d+")
+    need = io & ~action.isin(["sync", "datasync"]).to_numpy()
+    bad = need & ~int_ok.to_numpy()
+    if version == 3:
+        bad |= ~table["t"].fillna("").str.fullmatch(r"\d+").to_numpy()
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TraceError(f"{path}:{line[i]}: expected '{'usec ' if version == 3 else ''}file action offset "
+                         "length' with integer fields")
+    if version == 3:
+        submit = table["t"].astype(np.int64).to_numpy() * 1_000  # fio writes microseconds since the start
+    else:
+        # v2 has no timestamps: 'wait' lines add a delay in microseconds, otherwise fio issues back to back.
+        waits = np.where(action == "wait", pd.to_numeric(table["offset"], errors="coerce").fillna(0), 0)
+        submit = np.cumsum(waits).astype(np.int64) * 1_000
+    sel = table[io]
+    offsets = pd.to_numeric(sel["offset"], errors="coerce").fillna(0).astype(np.int64)
+    lengths = pd.to_numeric(sel["length"], errors="coerce").fillna(0).astype(np.int64)
+    return build_frame(sel["action"].map(_FIO_ACTIONS).to_numpy(dtype=object), offsets, lengths, submit[io],
+                       path=path, fmt=f"fio-v{version}", sort=sort)

@@ -1,0 +1,91 @@
+"""The normalised trace table every reader returns and every tool reads.
+
+Columns follow ``run --trace``: ``op`` (categorical over ftlscope's operations), ``offset`` and ``size`` in bytes,
+``submit_ns`` (arrival time since the trace's first request), and where the format records them ``complete_ns``
+and ``latency_ns`` (same clock) and ``process``. What the trace is (its format, whether it is synthetic) travels
+in ``frame.attrs["ftlscope"]`` and, in Parquet, in the schema metadata under the key ``ftlscope``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UsageError
+from ..workload import OPS
+
+METADATA_KEY = b"ftlscope"
+
+
+class TraceError(UsageError):
+    """A trace file cannot be read as asked (exit 2, one line naming the file and what is wrong)."""
+
+
+def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, fmt: str,
+                complete_ns: Any = None, process: Any = None, sort: bool = False,
+                meta: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Check and normalise columns into the trace table; times become relative to the first arrival."""
+    op = np.asarray(op, dtype=object)
+    offset = np.asarray(offset, dtype=np.int64)
+    size = np.asarray(size, dtype=np.int64)
+    submit = np.asarray(submit_ns, dtype=np.int64)
+    if len(submit) == 0:
+        raise TraceError(f"{path}: the trace holds no requests")
+    if (size < 0).any():
+        i = int(np.argmax(size < 0))
+        raise TraceError(f"{path}: request {i + 1} has a negative size ({size[i]}); sizes must be >= 0 bytes")
+    if (offset < 0).any():
+        i = int(np.argmax(offset < 0))
+        raise TraceError(f"{path}: request {i + 1} has a negative offset ({offset[i]}); offsets must be >= 0")
+    known = pd.Series(op).isin(OPS).to_numpy()
+    if not known.all():
+        i = int(np.argmin(known))
+        raise TraceError(f"{path}: request {i + 1} has operation {np.asarray(op, dtype=object)[i]!r}; "
+                         f"expected one of {', '.join(OPS)}")
+    ops = pd.Categorical(op, categories=list(OPS))
+    frame = pd.DataFrame({
+        "op": ops,
+        "offset": offset.astype(np.uint64),
+        "size": size.astype(np.uint32),
+        "submit_ns": submit,
+    })
+    if complete_ns is not None:
+        frame["complete_ns"] = pd.array(complete_ns, dtype="Int64")
+    if process is not None:
+        frame["process"] = pd.array(process, dtype="string")
+    back = np.flatnonzero(np.diff(submit) < 0)
+    if len(back):
+        if not sort:
+            i = int(back[0]) + 1
+            raise TraceError(f"{path}: timestamps go backwards at request {i + 1} ({submit[i]} ns after "
+                             f"{submit[i - 1]} ns); pass --sort to order the requests by arrival time")
+        frame = frame.sort_values("submit_ns", kind="stable").reset_index(drop=True)
+    start = int(frame["submit_ns"].iloc[0])
+    frame["submit_ns"] = (frame["submit_ns"] - start).astype(np.uint64)
+    if "complete_ns" in frame:
+        frame["complete_ns"] = frame["complete_ns"] - start
+        frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
+                     frame["complete_ns"] - frame["submit_ns"].astype(np.int64))
+        if frame["complete_ns"].notna().all():
+            frame["complete_ns"] = frame["complete_ns"].astype(np.uint64)
+            frame["latency_ns"] = frame["latency_ns"].astype(np.int64)
+    frame.attrs["ftlscope"] = {"format": fmt, "synthetic": False, **(meta or {})}
+    return frame
+
+
+def write_parquet(frame: pd.DataFrame, out: str | Path) -> Path:
+    """ftlscope's Parquet trace (zstd), with what the trace is in the schema metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[METADATA_KEY] = json.dumps(frame.attrs.get("ftlscope", {})).encode()
+    pq.write_table(table.replace_schema_metadata(meta), out, compression="zstd")
+    return out
