@@ -269,6 +269,10 @@ class RunStore:
                 raise UsageError(f"{self._flag}: {self.path} is busy ({exc}); try again when the other "
                                  "ftlscope using it has finished") from None
             raise
+        except UnicodeDecodeError as exc:
+            # ftlscope writes only UTF-8 text: text that is not UTF-8 (a table name on a damaged schema page, a
+            # damaged row) means damaged pages that SQLite's own checks let through.
+            raise self._damaged(f"text that is not UTF-8: {exc.reason} at byte {exc.start}") from None
         finally:
             conn.close()
 
