@@ -1,5 +1,5 @@
-"""Probe figures: one file-name style, captions that are sentences travelling inside the PNG (and shown by the
-report), and duration ticks that do not collide (the P10 figure's log axis labelled every minor tick)."""
+"""Probe and experiment figures: one file-name style, captions that are sentences travelling inside the PNG (and
+shown by the report), and duration ticks that do not collide (the P10 figure's log axis labelled every minor tick)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,16 @@ import pandas as pd
 
 from ftlscope import plots
 from ftlscope.probes import p10_flush_window as p10
+from ftlscope.profile.runner import finish, profile
+from ftlscope.profile.suites import QUICK, Step, Suite
 from ftlscope.report.render import build_view
 
 PROBES_DIR = Path(plots.__file__).parent / "probes"
+EXPERIMENTS_DIR = Path(plots.__file__).parent / "experiments"
+
+
+def is_a_caption_sentence(caption: str) -> bool:
+    return caption[:1].isupper() and caption.endswith(".") and len(caption.split()) >= 8
 
 
 def probe_figure_saves():
@@ -33,7 +40,45 @@ def test_probe_figures_are_named_in_one_style_and_captioned_with_a_sentence():
     assert {re.match(r"P\d+", name).group() for _, name, _ in saves} == {f"P{i}" for i in range(1, 11)}
     for module, name, caption in saves:
         assert re.fullmatch(r"P\d+_[a-z_]+", name), (module, name)
-        assert caption[:1].isupper() and caption.endswith(".") and len(caption.split()) >= 8, (module, caption)
+        assert is_a_caption_sentence(caption), (module, caption)
+
+
+def test_every_experiment_figure_is_saved_with_a_caption():
+    # Statically, so experiments no quick bench runs (reset-behaviour, random-fill, ...) are covered too.
+    saves = 0
+    for module in sorted(EXPERIMENTS_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "plots.save":
+                saves += 1
+                assert len(node.args) == 4, (module.name, ast.unparse(node))
+                if isinstance(node.args[3], ast.Constant):
+                    assert is_a_caption_sentence(node.args[3].value), (module.name, node.args[3].value)
+    assert saves >= 30
+
+
+# The quick suite's experiments at shorter points, on a hard disk so the rotational-only zoning runs too.
+QUICK_SHORT = Suite("quick", QUICK.summary, False, steps=(
+    Step("bs-sweep", {"runtime": "100ms", "warmup": "20ms", "span": str(1 << 30)}),
+    Step("qd-sweep", {"runtime": "100ms", "warmup": "20ms", "span": str(1 << 30)}),
+    Step("alignment", {"span": str(1 << 30), "runtime": "200ms"}),
+    Step("zoning", {"runtime": "200ms", "random_runtime": "500ms", "warmup": "50ms"}, rotational_only=True),
+    Step("qd1-baseline", {"runtime": "300ms", "warmup": "100ms", "span": str(1 << 30)}),
+    Step("corners", {"runtime": "200ms", "warmup": "50ms", "span": str(256 << 20)}),
+    Step("seq-write-over-time", {"runtime": "2s"}),
+))
+
+
+def test_every_figure_of_a_quick_bench_carries_a_caption_sentence(tmp_path):
+    assert [step.experiment for step in QUICK_SHORT.steps] == [step.experiment for step in QUICK.steps]
+    outcome = profile("sim:hdd-7200-consumer", suite=QUICK_SHORT, out=tmp_path)
+    finish(outcome, store=False)
+    assert outcome.error is None, outcome.error
+    figures = sorted((outcome.directory / "experiments").rglob("*.png"))
+    assert {path.parent.name for path in figures} == {step.experiment for step in QUICK.steps}
+    for path in figures:
+        caption = plots.caption_of(path)
+        assert is_a_caption_sentence(caption), (path.name, caption)
+        assert caption != path.stem
 
 
 def test_the_caption_travels_in_the_png_and_the_report_shows_it(tmp_path):

@@ -47,14 +47,14 @@ def valid_store(tmp_path_factory) -> Path:
     return path
 
 
-# Found by this test: a store whose schema page is damaged (one byte of a table name not UTF-8) raises
-# UnicodeDecodeError from RunStore._open. The store's integrity check on open (issue 14, defect 3) belongs to
-# store.py, which another change rewrites; until it lands this stays an expected failure.
-@pytest.mark.xfail(reason="RunStore._open reads sqlite_master before any integrity check: a damaged schema "
-                          "page gives UnicodeDecodeError (issue 14 defect 3)", strict=False)
+# Found by this test: a store whose schema page is damaged (one byte of a table name not UTF-8) raised
+# UnicodeDecodeError from RunStore._open, and one whose schema text names another column raised "no such column"
+# from list_runs; the explicit examples pin them (tests/regressions has the one-line check).
 @bounded(30)
 @given(st.lists(st.tuples(st.integers(0, 1 << 16), st.binary(min_size=1, max_size=64)), min_size=1, max_size=4))
 @example(damage=[(980, b"\x80")])
+@example(damage=[(940, b"\x80")])  # a column name not UTF-8: sqlite3's "Could not decode to UTF-8 column"
+@example(damage=[(3426, b"_")])  # a column name on the schema page changed: "no such column" at the first query
 def test_a_damaged_store(valid_store, damage):
     data = bytearray(valid_store.read_bytes())
     for offset, chunk in damage:

@@ -5,13 +5,14 @@ No I/O here; everything runs in-process and takes milliseconds.
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 
 from ftlscope import Workload, _native, from_flags
 from ftlscope.errors import FtlscopeError, UsageError
-from ftlscope.units import parse_duration_ns, parse_fio_size, parse_size
+from ftlscope.units import format_ns, parse_duration_ns, parse_fio_size, parse_size
 from ftlscope.workload import DATA_PATTERNS, OPS, RW_MODES
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
@@ -475,3 +476,26 @@ def test_malformed_json_is_refused():
         _native.normalise_workload("{")
     with pytest.raises(_native.WorkloadInvalid, match="workload JSON"):
         _native.normalise_workload('{"queue_depth": -1}')
+
+
+@pytest.mark.parametrize(("ns", "text"), [(812, "812 ns"), (85_300, "85.3 µs"), (12_100_000, "12.10 ms"),
+                                          (3_200_000_000, "3.20 s")])
+def test_latencies_print_with_the_micro_sign(ns, text):
+    assert format_ns(ns) == text
+
+
+def test_a_table_of_latencies_in_microseconds_still_aligns():
+    # µ is one terminal column wide, so a column mixing µs and ms keeps its right edge.
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("p99")
+    table.columns[0].justify = "right"
+    for ns in (85_300, 12_100_000, 812):
+        table.add_row(format_ns(ns))
+    console = Console(width=40, record=True, color_system=None, file=io.StringIO())
+    console.print(table)
+    rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
+    assert [row.strip("│ ") for row in rows] == ["85.3 µs", "12.10 ms", "812 ns"]
+    assert len({len(row) for row in rows}) == 1  # the same width in characters ...
+    assert all(row.endswith("s │") for row in rows)  # ... and the units end in the same column

@@ -236,6 +236,14 @@ class RunStore:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif "runs" not in tables:
                 raise self._problem("is not an ftlscope store (no runs table)")
+            elif version == SCHEMA_VERSION:
+                # A damaged schema page can still read as valid SQL that names other columns (the integrity
+                # check does not compare it with anything): every query would then fail with "no such column".
+                for table, names in COLUMNS.items():
+                    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                    lacking = [name for name in names if name not in have]
+                    if lacking:
+                        raise self._damaged(f"schema: table {table} lacks column {lacking[0]}")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -261,7 +269,8 @@ class RunStore:
             # The errors the place or the moment cause; anything else is a bug and keeps its traceback. Not
             # every error carries a name (those raised by the sqlite3 module itself do not).
             name = getattr(exc, "sqlite_errorname", None)
-            if name in _DAMAGED:
+            # The sqlite3 module's own "Could not decode to UTF-8 column ..." is text that is not UTF-8, as below.
+            if name in _DAMAGED or str(exc).startswith("Could not decode to UTF-8"):
                 raise self._damaged(str(exc)) from None
             if name in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_PERM"):
                 raise self._problem(f"cannot be written ({exc})") from None
@@ -269,6 +278,10 @@ class RunStore:
                 raise UsageError(f"{self._flag}: {self.path} is busy ({exc}); try again when the other "
                                  "ftlscope using it has finished") from None
             raise
+        except UnicodeDecodeError as exc:
+            # ftlscope writes only UTF-8 text: text that is not UTF-8 (a table name on a damaged schema page, a
+            # damaged row) means damaged pages that SQLite's own checks let through.
+            raise self._damaged(f"text that is not UTF-8: {exc.reason} at byte {exc.start}") from None
         finally:
             conn.close()
 

@@ -129,11 +129,12 @@ def format_size(n: float) -> str:
 
 
 def format_ns(ns: float) -> str:
-    """A latency in the unit that reads best: ``812 ns``, ``85.3 us``, ``12.1 ms``, ``3.20 s``."""
+    """A latency in the unit that reads best: ``812 ns``, ``85.3 µs``, ``12.1 ms``, ``3.20 s`` (the µ sign, as the
+    report writes microseconds; one terminal column wide, so tables still align)."""
     if ns < 1_000:
         return f"{ns:.0f} ns"
     if ns < 1_000_000:
-        return f"{ns / 1e3:.1f} us"
+        return f"{ns / 1e3:.1f} µs"
     if ns < 1_000_000_000:
         return f"{ns / 1e6:.2f} ms"
     return f"{ns / 1e9:.2f} s"

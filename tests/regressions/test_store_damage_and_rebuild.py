@@ -110,3 +110,21 @@ def test_store_rebuild_command(tmp_path, capsys):
     assert "stored 1 run(s)" in capsys.readouterr().err
     assert list(RunStore(db).list_runs()["run_id"]) == ["20261125-100001-a"]
     assert main(["store", "rebuild", str(tmp_path / "nothing-here"), "--db", str(db)]) == 2
+
+
+def test_a_schema_page_with_text_that_is_not_utf8_is_refused_as_damaged(tmp_path):
+    # Found by tests/test_fuzz_store.py: one byte of a table name on the schema page made not UTF-8 raised
+    # UnicodeDecodeError from RunStore's open instead of the one-line refusal.
+    path = tmp_path / "runs.db"
+    RunStore(path).add(_record("run-01"), tmp_path)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"tableruns", 100, 4096) + len(b"table")  # the name column of the runs table's schema row
+    data[at] = 0x80
+    path.write_bytes(bytes(data))
+    store_module._CHECKED.clear()
+    with pytest.raises(UsageError) as exc:
+        RunStore(path).list_runs()
+    message = exc.value.message
+    assert "\n" not in message
+    assert message.startswith(f"--db: {path} is damaged (text that is not UTF-8")
+    assert "ftlscope store rebuild" in message

@@ -123,7 +123,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     if start is not None and start in set(t["offset_bytes"]):
         ax.axvline(list(t["offset_bytes"]).index(start) - 0.5, color="grey", linestyle=":",
                    label=f"no penalty from {format_size(start)}")
-    return [plots.save(fig, directory, "alignment_iops")]
+    return [plots.save(fig, directory, "alignment_iops",
+                       "IOPS of sequential reads whose start is shifted from an aligned offset by each amount; a "
+                       "shift that costs IOPS shows the alignment the drive wants.")]
 
 
 EXPERIMENTS = [

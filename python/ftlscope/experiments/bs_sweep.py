@@ -139,7 +139,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     axes[0].set_yscale("log")
     for ax in axes:
         plots.number_axis(ax, "y")
-    out.append(plots.save(fig, directory, "bs_sweep"))
+    out.append(plots.save(fig, directory, "bs_sweep",
+                          "IOPS, MB/s and mean latency against request size for each access pattern; dashed lines "
+                          "mark the transition sizes the analysis found."))
 
     fig, axes = plots.panels(f"Latency against request size ({op}, QD {int(table['qd'].iloc[0])})", 1, 2,
                              size=(10.5, 4.2))
@@ -155,7 +157,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         plots.number_axis(ax, "y")
         ax.set_xlabel("request size")
         ax.set_ylabel("latency (ms)")
-    out.append(plots.save(fig, directory, "bs_latency"))
+    out.append(plots.save(fig, directory, "bs_latency",
+                          "Latency percentiles against request size, one panel per access pattern, at the sweep's "
+                          "queue depth."))
     return out
 
 

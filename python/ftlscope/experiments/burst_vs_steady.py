@@ -223,7 +223,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
                    label=f"SNIA window rounds {first}-{last} ({'steady' if reached else 'not steady'})")
         ax.hlines(steady, a, b, color="tab:green", linewidth=2, label=f"steady plateau {steady:,.0f} IOPS")
     ax.set_ylim(0, 1.3 * float(np.nanmax(t["iops"])))  # room above the plateaus for the legend
-    out.append(plots.save(fig, directory, "burst_vs_steady_iops"))
+    out.append(plots.save(fig, directory, "burst_vs_steady_iops",
+                          "Write IOPS over time from a fresh burst to the steady state: the burst level, the drop "
+                          "and the steady plateau as measured."))
 
     fig, ax = plots.figure("Write latency over time: windows (dots) and rounds (lines)", "time (s)",
                            "latency (us)")
@@ -242,7 +244,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     if drop_s is not None:
         ax.axvline(drop_s, color="tab:red", linestyle="--", alpha=0.7, label="drop")
     ax.set_yscale("log")
-    out.append(plots.save(fig, directory, "burst_vs_steady_latency"))
+    out.append(plots.save(fig, directory, "burst_vs_steady_latency",
+                          "Write latency over time as windows (dots) and rounds (lines), with the drop marked "
+                          "where the burst ended."))
 
     if len(round_iops):
         fig, ax = plots.figure(f"SNIA steady-state check: IOPS per round of {round_s:g} s", "round", "IOPS")
@@ -257,7 +261,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
             ax.plot(span_x, w.slope * span_x + w.intercept, "--", color="tab:red", label="least-squares fit")
             ax.axvspan(first - 0.5, last + 0.5, color="tab:green" if reached else "tab:orange", alpha=0.1)
         ax.set_ylim(bottom=0)
-        out.append(plots.save(fig, directory, "steady_state"))
+        out.append(plots.save(fig, directory, "steady_state",
+                              "IOPS per round with the SNIA steady-state window: the rounds must stay within 10 % "
+                              "of their average and the fitted slope must be flat."))
     return out
 
 

@@ -69,7 +69,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         ax.set_xticks(list(x), labels)
         ax.set_ylabel(unit)
         ax.legend(fontsize=8)
-    return [plots.save(fig, directory, "corners")]
+    return [plots.save(fig, directory, "corners",
+                       "The four corners, as CrystalDiskMark measures them: sequential and random reads and "
+                       "writes at a deep and a shallow queue.")]
 
 
 EXPERIMENTS = [

@@ -222,7 +222,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
             ax.bar(x, y, width, yerr=err, capsize=3, label=f"{state} device", alpha=0.85)
         ax.set_xticks(range(len(patterns)), patterns)
         ax.axhline(1.0, color="black", linewidth=0.8)
-        out.append(plots.save(fig, directory, "data_dependence_relative_duration"))
+        out.append(plots.save(fig, directory, "data_dependence_relative_duration",
+                              "Time to write the same amount with each data pattern, relative to random data, on "
+                              "a fresh and on a used device."))
 
     cases = list(dict.fromkeys(per_case.index.get_level_values("write_case")))
     fig, axes = plots.panels(f"Sequential writes by content, and Write Zeroes ({format_size(p['size'])}, "
@@ -241,7 +243,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         ax.set_xticks(range(len(cases)), cases, rotation=20)
         ax.set_yscale("log")
         ax.set_ylabel(ylabel)
-    out.append(plots.save(fig, directory, "data_dependence_throughput_latency"))
+    out.append(plots.save(fig, directory, "data_dependence_throughput_latency",
+                          "Sequential write throughput and latency (p50 bars, p99 marks) by data content, with "
+                          "Write Zeroes alongside."))
     return out
 
 

@@ -122,14 +122,18 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         matched = findings.get("shuffled_matches_sequential_from_bytes", {}).get("value")
         if matched:
             ax.axvline(matched, color="grey", linestyle=":", label="shuffled keeps up from here")
-        out.append(plots.save(fig, directory, f"locality_{metric}"))
+        out.append(plots.save(fig, directory, f"locality_{metric}",
+                              f"Read {unit} against request size for sequential and shuffled order in the {region} "
+                              "region; the mark is where shuffled order keeps up."))
     mb = _pivot(table, "mb_s")
     if {"sequential", "shuffled"} <= set(mb.columns) and not mb.empty:
         fig, ax = plots.figure("Sequential / shuffled throughput", "request size", "ratio")
         plots.line(ax, mb.index, mb["sequential"] / mb["shuffled"])
         ax.axhline(1.0, color="grey", linewidth=0.8)
         plots.size_axis(ax)
-        out.append(plots.save(fig, directory, "locality_ratio"))
+        out.append(plots.save(fig, directory, "locality_ratio",
+                              "Sequential throughput divided by shuffled throughput at each request size; 1 means "
+                              "the order does not matter."))
     return out
 
 

@@ -243,7 +243,9 @@ def _figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], d
         ax.plot([], [], color="black", label="level between change points")
     _mark_cliff(ax, findings)
     ax.set_ylim(bottom=0)
-    out.append(plots.save(fig, directory, f"seq_{op}_throughput_over_time"))
+    out.append(plots.save(fig, directory, f"seq_{op}_throughput_over_time",
+                          f"Throughput per window over one pass of {what}, with its moving average and the levels "
+                          "between change points."))
 
     fig, ax = plots.figure(f"Latency percentiles over time ({what})", "time (s, device clock)", "latency (us)")
     busy = w["ops"].to_numpy(dtype=float) > 0
@@ -251,7 +253,8 @@ def _figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], d
         ax.plot(t[busy], w.loc[busy, column], linewidth=0.8, label=name)
     ax.set_yscale("log")
     _mark_cliff(ax, findings)
-    out.append(plots.save(fig, directory, f"seq_{op}_latency_over_time"))
+    out.append(plots.save(fig, directory, f"seq_{op}_latency_over_time",
+                          f"Latency percentiles per window over one pass of {what}."))
 
     run = _run_row(table)
     if run is not None and "lat_p50_us" in run and not pd.isna(run["lat_p50_us"]):
@@ -262,7 +265,9 @@ def _figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], d
         plots.line(ax, range(len(labels)), values, errors, color="tab:purple")
         ax.set_xticks(range(len(labels)), labels)
         ax.set_yscale("log")
-        out.append(plots.save(fig, directory, f"seq_{op}_latency_percentiles"))
+        out.append(plots.save(fig, directory, f"seq_{op}_latency_percentiles",
+                              f"Latency at each percentile over the whole pass of {what} (error bars: the spread over "
+                              "repetitions)."))
     return out
 
 

@@ -148,7 +148,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
                 ax.set_title(f"after {phase}, {q} queue(s)", fontsize=9)
                 ax.set_xlabel("queue depth")
                 ax.set_ylabel(unit)
-        out.append(plots.save(fig, directory, f"parallelism_{metric}"))
+        out.append(plots.save(fig, directory, f"parallelism_{metric}",
+                              f"Sequential read {unit} against queue depth, one panel per queue count and phase, "
+                              "one line per read size in blocks."))
     # Both phases against the requests in flight, where saturation shows.
     sizes = sorted(table["blocks"].unique())
     fig, axes = plots.panels("Sequential read MB/s against requests in flight (queues x QD)", 1, len(sizes))
@@ -164,7 +166,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         ax.set_title(f"{blocks} x {block}", fontsize=9)
         ax.set_xlabel("requests in flight")
         ax.set_ylabel("MB/s (best at each count)")
-    out.append(plots.save(fig, directory, "parallelism_outstanding"))
+    out.append(plots.save(fig, directory, "parallelism_outstanding",
+                          "The best sequential read MB/s at each number of requests in flight (queues times "
+                          "depth); marks show where it saturates."))
     return out
 
 

@@ -96,7 +96,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         err = err if err is not None and (err > 0).any() else None  # no caps on a single repetition
         ax.bar(x + (i - 1) * width, t["iops"].to_numpy(), width, yerr=err, capsize=3, label=label, alpha=0.85)
     ax.set_xticks(x, [f"{w} (QD {p['qd_per_window'] * w})" for w in windows])
-    return [plots.save(fig, directory, "permuted_reads_iops")]
+    return [plots.save(fig, directory, "permuted_reads_iops",
+                       "Read IOPS when requests are shuffled within windows of each size, with the queue as deep "
+                       "as the window.")]
 
 
 EXPERIMENTS = [

@@ -242,7 +242,9 @@ def figures_trim(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any
     else:
         axes[2].text(0.5, 0.5, "the target reports no NAND writes", ha="center", va="center",
                      transform=axes[2].transAxes)
-    return [plots.save(fig, directory, "trim_before_overwrite")]
+    return [plots.save(fig, directory, "trim_before_overwrite",
+                       "Overwriting a full region with and without discarding it first: write throughput, the "
+                       "share of requests over 1 ms, and write amplification.")]
 
 
 # ==== interleaved-vs-grouped =======================================================================================
@@ -359,7 +361,9 @@ def figures_interleaving(table: pd.DataFrame, findings: dict[str, Any], p: dict[
                                  "write latency (us), mean; p99 marked"), strict=True):
         ax.set_xticks(x, [f"QD {q}" for q in qds])
         ax.set_ylabel(ylabel)
-    return [plots.save(fig, directory, "interleaved_vs_grouped")]
+    return [plots.save(fig, directory, "interleaved_vs_grouped",
+                       "The same reads and writes issued interleaved or grouped by direction: throughput and "
+                       "latency (bars mean, marks p99) of each.")]
 
 
 EXPERIMENTS = [

@@ -65,11 +65,12 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
            label="mean")
     ax.plot(x, table["lat_p99_us"], "v", color="tab:red", label="p99")
     ax.set_xticks(list(x), labels, rotation=15)
-    out.append(plots.save(fig, directory, "qd1_mean_latency"))
+    out.append(plots.save(fig, directory, "qd1_mean_latency",
+                          "Mean latency (bars) and p99 (marks) of each access pattern at queue depth 1."))
     fig, ax = plots.figure("QD 1 IOPS", "", "IOPS")
     ax.bar(x, table["iops"], yerr=table.get("iops_std"), capsize=4, color="tab:green", alpha=0.8)
     ax.set_xticks(list(x), labels, rotation=15)
-    out.append(plots.save(fig, directory, "qd1_iops"))
+    out.append(plots.save(fig, directory, "qd1_iops", "IOPS of each access pattern at queue depth 1."))
     return out
 
 

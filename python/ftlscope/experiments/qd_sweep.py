@@ -173,7 +173,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
             ax.plot(row["lat_mean_us"], row["iops"], "o", markersize=12, markerfacecolor="none", color=color,
                     label=f"{name}: QD {value}")
     ax.set_xscale("log")
-    out.append(plots.save(fig, directory, "qd_throughput_latency"))
+    out.append(plots.save(fig, directory, "qd_throughput_latency",
+                          "IOPS against mean latency as the queue deepens, with what Little's law predicts from "
+                          "depth and latency; the circled points are the knee by the rule and the practical knee."))
 
     fig, axes = plots.panels(f"{format_size(p['size'])} random read against queue depth", 1, 2, sharex=True)
     plots.line(axes[0], qd, t["mb_s"], t.get("mb_s_std"), label="MB/s")
@@ -186,7 +188,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
         for value, color in ((knee_qd, "tab:red"), (practical, "tab:orange")):
             if value is not None:
                 ax.axvline(value, color=color, linestyle="--", alpha=0.6)
-    out.append(plots.save(fig, directory, "qd_scaling"))
+    out.append(plots.save(fig, directory, "qd_scaling",
+                          "Random read MB/s and mean latency against queue depth; dashed lines mark the knee by "
+                          "the rule and the practical knee."))
 
     fig, ax = plots.figure("Latency percentiles against queue depth", "queue depth", "latency (us)")
     long = percentiles.tidy(t, "qd")
@@ -195,7 +199,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     ax.axhline(p["sla_p99"] / 1e3, color="tab:gray", linestyle=":", label=f"SLA p99 {p['sla_p99'] / 1e3:g} us")
     _qd_axis(ax)
     ax.set_yscale("log")
-    out.append(plots.save(fig, directory, "qd_percentiles"))
+    out.append(plots.save(fig, directory, "qd_percentiles",
+                          "Latency percentiles against queue depth, with the p99 service-level target as a dotted "
+                          "line."))
 
     # §5.0: bars of p50/p95/p99/p99.9 at a moderate QD and at the knee.
     chosen = [q for q in dict.fromkeys((p["moderate_qd"], knee_qd if knee_qd is not None else practical))
@@ -209,7 +215,8 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
             ax.bar(np.arange(len(labels)) + i * width, [row[percentiles.column(lab)] for lab in labels], width,
                    label=f"QD {q}")
         ax.set_xticks(np.arange(len(labels)) + width * (len(chosen) - 1) / 2, labels)
-        out.append(plots.save(fig, directory, "qd_tail_bars"))
+        out.append(plots.save(fig, directory, "qd_tail_bars",
+                              "Tail latency percentiles at a moderate queue depth and at the knee, side by side."))
     return out
 
 

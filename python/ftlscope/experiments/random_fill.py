@@ -163,14 +163,16 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     ax.plot(t, rolling.rolling_mean(w["mb_s"].to_numpy(dtype=float), p["rolling"]), color="tab:blue",
             label=f"rolling mean of {p['rolling']} windows")
     ax.set_ylim(bottom=0)
-    out.append(plots.save(fig, directory, "random_fill_throughput_over_time"))
+    out.append(plots.save(fig, directory, "random_fill_throughput_over_time",
+                          f"Throughput per window while filling the drive with {what}, with a rolling mean."))
 
     fig, ax = plots.figure(f"Random fill: requests over 1 ms ({what})", xlabel,
                            "requests over 1 ms (%)")
     ax.plot(t, 100 * _slow_curve(w, p["rolling"]), color="tab:red",
             label=f"pooled over the last {p['rolling']} windows of {window}")
     ax.set_ylim(bottom=0)
-    out.append(plots.save(fig, directory, "random_fill_slow_share_over_time"))
+    out.append(plots.save(fig, directory, "random_fill_slow_share_over_time",
+                          f"The share of requests taking over 1 ms while filling the drive with {what}."))
     return out
 
 

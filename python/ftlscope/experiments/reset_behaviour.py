@@ -182,11 +182,13 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     present = [d for d in DATA if (table["data"] == d).any()]
     if not present:
         return out
-    for column, title, ylabel, name in (
+    for column, title, ylabel, name, caption in (
         ("total_s", "Total time to read every block once, per step (Figure 5.13)", "device time (s)",
-         "reset_total_time"),
+         "reset_total_time", "Device time to read every block once at each step: before and after a controller "
+         "reset and a power cycle, for recently written and for resident data."),
         ("first_lat_mean_us", f"Mean latency of the first {p['window'] / 1e6:g} ms of each sequence",
-         "latency (us)", "reset_first_latency"),
+         "latency (us)", "reset_first_latency", f"Mean latency over the first {p['window'] / 1e6:g} ms of each "
+         "read sequence at each step, for recently written and for resident data."),
     ):
         fig, axes = plots.panels(title, 1, len(present), size=(4.8 * len(present), 3.8))
         for ax, data in zip(axes, present, strict=True):
@@ -204,7 +206,7 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
             ax.set_xticks(x, labels, rotation=15, fontsize=8)
             ax.set_title(f"{data} data", fontsize=10)
             ax.set_ylabel(ylabel)
-        out.append(plots.save(fig, directory, name))
+        out.append(plots.save(fig, directory, name, caption))
     return out
 
 

@@ -134,7 +134,7 @@ def figures_mix(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any]
         ax.bar(x, values, bottom=bottom, yerr=err, capsize=3, color=color, alpha=0.8, label=op)
         bottom += values
     ax.set_xticks(x, labels)
-    out.append(plots.save(fig, directory, "rw_mix_throughput"))
+    out.append(plots.save(fig, directory, "rw_mix_throughput", "Read and write MB/s stacked for each read/write mix."))
 
     fig, ax = plots.figure(f"Latency per direction (bars: mean, marks: p99), {title}", "read/write mix",
                            "latency (us)")
@@ -149,7 +149,9 @@ def figures_mix(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any]
                 label=f"{op} p99")
     ax.plot(x, t["lat_mean_us"], "D-", color="tab:gray", label="all operations, mean")
     ax.set_xticks(x, labels)
-    out.append(plots.save(fig, directory, "rw_mix_latency"))
+    out.append(plots.save(fig, directory, "rw_mix_latency",
+                          "Read and write latency for each read/write mix (bars mean, marks p99), with the mean "
+                          "over all operations as a line."))
     return out
 
 
@@ -234,7 +236,8 @@ def figures_deep(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any
     for ax in axes:
         plots.size_axis(ax)
         ax.set_xlabel("access size")
-    out.append(plots.save(fig, directory, "deep_queue_size"))
+    out.append(plots.save(fig, directory, "deep_queue_size",
+                          "Read and write mean latency and throughput against access size at a deep queue."))
 
     size = _nearest(table["size"], 32 * KiB)
     qd = _nearest(table["qd"], 512)
@@ -243,7 +246,8 @@ def figures_deep(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any
     _per_direction(axes[0], axes[1], t, "read_share", throughput="iops")
     for ax in axes:
         ax.set_xlabel("read share (%)")
-    out.append(plots.save(fig, directory, "deep_queue_mix"))
+    out.append(plots.save(fig, directory, "deep_queue_mix",
+                          "Read and write mean latency and throughput against the read share at a deep queue."))
 
     size = _nearest(table["size"], 4 * KiB)
     t = table[(table["size"] == size) & (table["read_share"] == share)].sort_values("qd")
@@ -253,7 +257,8 @@ def figures_deep(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("queue depth")
-    out.append(plots.save(fig, directory, "deep_queue_qd"))
+    out.append(plots.save(fig, directory, "deep_queue_qd",
+                          "Read and write mean latency and throughput against queue depth."))
     return out
 
 

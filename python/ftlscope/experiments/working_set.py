@@ -241,7 +241,9 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
                            label=f"fitted cache coverage {format_size(coverage)}")
             elif op == "read" and step is not None:
                 ax.axvline(step, color="tab:red", linestyle="--", alpha=0.7, label=f"step at {format_size(step)}")
-    return [plots.save(fig, directory, "working_set_latency")]
+    return [plots.save(fig, directory, "working_set_latency",
+                       "Random I/O latency and IOPS against working-set size; a step or fitted coverage marks how "
+                       "much the drive's mapping cache covers.")]
 
 
 EXPERIMENTS = [

@@ -84,7 +84,8 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     plots.line(ax, seq["position_pct"], seq["mb_s"], seq.get("mb_s_std"), label="1 MiB sequential read, QD 1")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
-    return [plots.save(fig, directory, "zoning")]
+    return [plots.save(fig, directory, "zoning",
+                       "Sequential read rate from the outer (start) to the inner (end) zone of the disk.")]
 
 
 EXPERIMENTS = [

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..env import system_env
-from ..errors import FtlscopeError, UsageError
+from ..errors import FtlscopeError, RunError, UsageError
 from ..experiments import get as get_experiment
 from ..experiments import run_experiment
 from ..experiments.context import Context, Interrupted
@@ -50,6 +50,16 @@ class ProfileOutcome:
     @property
     def run_id(self) -> str:
         return self.record["run_id"]
+
+
+class _LateFailure(RunError):
+    """The surroundings failed after the checks passed (a full disk, a mount gone) while a step wrote its files:
+    the profile stops there and keeps, and stores, what it measured before, as an interrupted one does."""
+
+    @classmethod
+    def of(cls, exc: OSError, directory: Path) -> _LateFailure:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return cls(f"{where}{exc.strerror or exc}; the results measured before it are kept in {directory}/")
 
 
 def _slug(text: str) -> str:
@@ -133,6 +143,8 @@ def profile(
         error = Interrupted("interrupted; the results measured so far are kept")
     except FtlscopeError as exc:
         error = exc
+    except OSError as exc:
+        error = _LateFailure.of(exc, directory)
     record["health_after"] = _health(ctx)
     record["completed"] = error is None
     record["stopped"] = None if error is None else error.message
@@ -319,4 +331,6 @@ def finish(outcome: ProfileOutcome, *, db: str | Path | None = None, store: bool
         run_store = RunStore(db)
         run_store.add(record, outcome.directory.resolve())
         outcome.store_path = run_store.path
+        if isinstance(outcome.error, _LateFailure):  # the one line the user sees says where the results are
+            outcome.error = RunError(f"{outcome.error.message} and stored as {outcome.run_id} in {run_store.path}")
     return outcome
