@@ -83,7 +83,7 @@ def test_size_is_a_range_on_a_block_device(cli, loop, scratch):
     assert s["workload"]["range"] == {"start": 0, "length": 8 * MiB}
     assert s["target"]["size_bytes"] == 64 * MiB, "the device is not resized"
     t = pd.read_parquet(trace)
-    assert len(t) == 300 and (t["offset"] + t["size"] <= 8 * MiB).all()
+    assert len(t) == 300 and (t["offset_bytes"] + t["size"] <= 8 * MiB).all()
 
 
 def test_write_needs_destructive(cli, loop, error_line):
@@ -179,7 +179,7 @@ def test_on_error_continue_counts_every_failure(failing_loop):
     assert len(s["run"]["error_samples"]) == read["errors"]
     t = result.trace
     assert len(t) == 400
-    beyond = t["offset"] >= boundary
+    beyond = t["offset_bytes"] >= boundary
     assert (t.loc[beyond, "status"] == -errno.EIO).all()
     assert (t.loc[~beyond, "status"] == t.loc[~beyond, "size"]).all()
     assert result.windows["errors"].sum() == read["errors"]

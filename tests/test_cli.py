@@ -60,7 +60,7 @@ def test_run_writes_json_trace_and_windows(cli, scratch):
     assert summary["workload"]["stop"]["time_ns"] == 300_000_000
     trace = pd.read_parquet(scratch / "out.parquet")
     assert len(trace) == ops
-    assert list(trace.columns) == ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "latency_ns",
+    assert list(trace.columns) == ["op", "offset_bytes", "size", "queue", "submit_ns", "complete_ns", "latency_ns",
                                    "status", "warmup"]
     windows = pd.read_csv(scratch / "w.csv")
     assert windows["ops"].sum() == ops

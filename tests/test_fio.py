@@ -555,4 +555,4 @@ def test_fio_psync_threads_read_what_our_psync_threads_read(tmp_path):
             shutil.rmtree(base, ignore_errors=True)
     assert fio_summary(fio_json)["engine"] == {"backend": "psync", "iodepth": 1, "numjobs": 4}
     assert ours.summary["env"]["engine"]["queue_depth"] == 4
-    assert sorted(fio_offsets) == sorted(ours.trace["offset"]) == [i * 4096 for i in range(64)]
+    assert sorted(fio_offsets) == sorted(ours.trace["offset_bytes"]) == [i * 4096 for i in range(64)]

@@ -107,11 +107,22 @@ def test_column_names_are_sql_friendly():
     columns = set(metrics.WINDOW_COLUMNS) | set(metrics.SUMMARY_COLUMNS)
     columns |= {column for _, column in metrics.LATENCY_COLUMNS}
     columns |= {name for table in COLUMNS.values() for name in table}
+    columns |= set(metrics.TRACE_COLUMNS)
     for experiment in EXPERIMENTS.values():
         columns |= set(experiment.keys)
     bad = sorted(c for c in columns if not metrics.sql_friendly(c))
     assert not bad, f"not SQL-friendly: {bad}"
     assert not metrics.sql_friendly("lat_p99.9_ns") and not metrics.sql_friendly("window")
+    assert not metrics.sql_friendly("offset")
+
+
+def test_the_trace_has_the_columns_the_naming_module_declares(tmp_path):
+    import ftlscope
+
+    result = ftlscope.run("sim:consumer-tlc-dram", ftlscope.from_flags(rw="randread", ops=16), trace=True)
+    assert tuple(result.trace.columns) == metrics.TRACE_COLUMNS
+    result.save_trace(tmp_path / "t.parquet")
+    assert tuple(pd.read_parquet(tmp_path / "t.parquet").columns) == metrics.TRACE_COLUMNS
     assert metrics.latency_column("p99.9") == "lat_p99_9_us" == metrics.LAT_P99_9_US
 
 

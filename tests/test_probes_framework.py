@@ -68,7 +68,7 @@ def toy_probe(monkeypatch):
 
         result = ctx.run(workload("read", size=4096, pattern="random", span=ctx.span(1 << 20), ops=100), "toy",
                          trace=True)
-        raw = result.trace[["offset", "latency_ns"]]
+        raw = result.trace[["offset_bytes", "latency_ns"]]
         return Answer(int(raw["latency_ns"].median()), 1.0, "median of 100 random reads", raw=raw)
 
     toy = Probe("P1", "page size", REFILLED, (), run)

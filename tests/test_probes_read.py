@@ -131,7 +131,7 @@ def p6_reads(penalty=None, *, page: int = 4 * KIB, slots: int = 6, noise_ns: flo
             latency = 20_000 + per_page * np.minimum(pages, 16) + 0.3 * sizes + rng.normal(0, noise_ns, len(sizes))
             if penalty is not None:
                 latency = latency + np.array([penalty(s) for s in sizes])
-            rows.append(pd.DataFrame({"round": 0, "offset": slot * MIB, "slot": slot, "size": sizes,
+            rows.append(pd.DataFrame({"round": 0, "offset_bytes": slot * MIB, "slot": slot, "size": sizes,
                                       "latency_ns": latency}))
     return pd.concat(rows, ignore_index=True)
 
@@ -172,7 +172,7 @@ def p6_fresh_reads(penalty=None, *, page: int = 4 * KIB, reads: int = 12, seed: 
     latency = 20_000 + per_page * np.minimum(pages, 16) + 0.3 * sizes + rng.normal(0, 2_000, len(sizes))
     if penalty is not None:
         latency = latency + np.array([penalty(s) for s in sizes])
-    return pd.DataFrame({"round": 0, "offset": 0, "slot": -1, "size": sizes, "latency_ns": latency})
+    return pd.DataFrame({"round": 0, "offset_bytes": 0, "slot": -1, "size": sizes, "latency_ns": latency})
 
 
 @pytest.mark.parametrize("seed", [3, 4, 5])
@@ -197,7 +197,7 @@ def test_read_sizes_cover_sector_steps_then_a_multiple_and_its_smallest_size_eve
 
 
 def p7_trials(capacity: int, sizes) -> pd.DataFrame:
-    return pd.DataFrame([{"round": 0, "size": s, "offset": 0, "cold_ns": 320_000,
+    return pd.DataFrame([{"round": 0, "size": s, "offset_bytes": 0, "cold_ns": 320_000,
                           "reread_ns": 60_000 if s <= capacity else 320_000,
                           "ratio": (60_000 if s <= capacity else 320_000) / 320_000} for s in sizes])
 

@@ -36,7 +36,7 @@ OP_KEYS = {"ops", "iops", "bw_bytes", "bytes", "errors", "ops_over_1ms", "lat_ns
            "lat_ns_fio_percentiles"}
 LAT_KEYS = {"mean", "stddev", "min", "max", "p50", "p90", "p95", "p99", "p99.9", "p99.99"}
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9", "p99.99")
-TRACE_COLUMNS = ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup"]
+TRACE_COLUMNS = ["op", "offset_bytes", "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup"]
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +216,7 @@ def test_psync_threads_share_a_sequential_stream(shared_file):
     assert any("queue depth 4 with 4 threads" in n for n in result.notices), result.notices
     assert 2 <= _most_in_flight(result.trace) <= 4
     # the four threads take turns along one stream: together they read the first 200 blocks, each once
-    assert sorted(result.trace["offset"]) == [i * 4096 for i in range(200)]
+    assert sorted(result.trace["offset_bytes"]) == [i * 4096 for i in range(200)]
 
 
 def test_psync_runs_a_permutation_one_request_at_a_time(shared_file):
@@ -302,8 +302,8 @@ def test_trace_has_one_row_per_request(shared_file):
     assert len(t) == 500
     assert set(t["op"].astype(str)) == {"read"}
     assert (t["size"] == 4096).all()
-    assert (t["offset"] % 4096 == 0).all()
-    assert (t["offset"] + t["size"] <= SHARED_SIZE).all()
+    assert (t["offset_bytes"] % 4096 == 0).all()
+    assert (t["offset_bytes"] + t["size"] <= SHARED_SIZE).all()
     assert (t["status"] == t["size"]).all(), "a read's status is the bytes it moved"
     assert (t["latency_ns"] == (t["complete_ns"] - t["submit_ns"]).astype(np.int64)).all()
     assert (t["latency_ns"] > 0).all()
@@ -324,8 +324,8 @@ def test_trace_respects_range_and_alignment(shared_file):
     w = from_flags(rw="randread", bs="8k,16k", offset="1MiB", size="4MiB", ops=400)
     t = run(shared_file, w, trace=True).trace
     assert set(t["size"]) == {8192, 16384}
-    assert (t["offset"] >= MiB).all() and (t["offset"] + t["size"] <= 5 * MiB).all()
-    assert ((t["offset"] - MiB) % 8192 == 0).all(), "offsets are multiples of the smallest size from the start"
+    assert (t["offset_bytes"] >= MiB).all() and (t["offset_bytes"] + t["size"] <= 5 * MiB).all()
+    assert ((t["offset_bytes"] - MiB) % 8192 == 0).all(), "offsets are multiples of the smallest size from the start"
 
 
 def test_sequential_offsets_increase_per_queue(shared_file):
@@ -333,7 +333,7 @@ def test_sequential_offsets_increase_per_queue(shared_file):
     t = run(shared_file, from_flags(rw="read", queues=2, ops=2 * n_per_queue), trace=True).trace
     half = SHARED_SIZE // 2
     for q in (0, 1):
-        offsets = t[t["queue"] == q].sort_values("submit_ns")["offset"].to_numpy(dtype=np.int64)
+        offsets = t[t["queue"] == q].sort_values("submit_ns")["offset_bytes"].to_numpy(dtype=np.int64)
         assert len(offsets) == n_per_queue
         assert offsets[0] == q * half, "each queue walks its own half of the range"
         assert (np.diff(offsets) == 4096).all(), "strictly increasing, one request after the other"
@@ -343,9 +343,9 @@ def test_permutation_touches_every_block_once(shared_file):
     blocks = SHARED_SIZE // 4096
     t = run(shared_file, from_flags(rw="read", pattern="permutation", qd=8, queues=2, ops=blocks), trace=True).trace
     assert len(t) == blocks
-    assert np.array_equal(np.sort(t["offset"].to_numpy(dtype=np.int64)), np.arange(blocks, dtype=np.int64) * 4096)
+    assert np.array_equal(np.sort(t["offset_bytes"].to_numpy(dtype=np.int64)), np.arange(blocks, dtype=np.int64) * 4096)
     # and it is not just sequential
-    q0 = t[t["queue"] == 0].sort_values("submit_ns")["offset"].to_numpy(dtype=np.int64)
+    q0 = t[t["queue"] == 0].sort_values("submit_ns")["offset_bytes"].to_numpy(dtype=np.int64)
     assert (np.diff(q0) < 0).any()
 
 
@@ -362,7 +362,7 @@ print(json.dumps({
     "pandas_rows": len(frame),
     "arrow_columns": table.column_names,
     "arrow_rows": table.num_rows,
-    "offset_sum": int(frame["offset"].astype("int64").sum()),
+    "offset_sum": int(frame["offset_bytes"].astype("int64").sum()),
     "latency_sum": int(table.column("latency_ns").to_pandas().sum()),
     "ops": sorted(set(frame["op"].astype(str))),
 }))
@@ -379,7 +379,7 @@ def test_trace_parquet_reads_back_without_ftlscope(shared_file, scratch):
     got = json.loads(done.stdout)
     assert got["pandas_columns"] == got["arrow_columns"] == TRACE_COLUMNS
     assert got["pandas_rows"] == got["arrow_rows"] == 300
-    assert got["offset_sum"] == int(result.trace["offset"].astype("int64").sum())
+    assert got["offset_sum"] == int(result.trace["offset_bytes"].astype("int64").sum())
     assert got["latency_sum"] == int(result.trace["latency_ns"].sum())
     assert got["ops"] == ["read", "write"]
 

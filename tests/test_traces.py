@@ -30,7 +30,7 @@ def test_sniffing_names_the_format(name, fmt):
 def test_blkparse_pairs_queue_issue_and_completion():
     t = read_trace(FIX / "blkparse.txt")
     assert list(t["op"]) == ["write", "read", "read"]
-    assert list(t["offset"]) == [2048 * 512, 4096 * 512, 4112 * 512]
+    assert list(t["offset_bytes"]) == [2048 * 512, 4096 * 512, 4112 * 512]
     assert list(t["size"]) == [8 * 512, 16 * 512, 8 * 512]
     assert list(t["submit_ns"]) == [0, 10_000, 300_000]            # arrival = Q
     assert list(t["latency_ns"]) == [120_000, 190_000, 100_000]   # C - Q
@@ -42,7 +42,7 @@ def test_msr_filetime_ticks_become_nanoseconds():
     assert list(t["op"]) == ["read", "write", "write", "read"]
     assert t["submit_ns"][1] == (128166372016382155 - 128166372003061629) * 100
     assert t["latency_ns"][0] == 2329 * 100
-    assert t["offset"][0] == 3218866176 and t["size"][3] == 65536
+    assert t["offset_bytes"][0] == 3218866176 and t["size"][3] == 65536
 
 
 def test_alibaba_microseconds_and_opcodes():
@@ -55,7 +55,7 @@ def test_alibaba_microseconds_and_opcodes():
 def test_spc_sectors_and_seconds():
     t = read_trace(FIX / "spc.csv")
     assert list(t["op"]) == ["write", "write", "read", "write", "read"]
-    assert t["offset"][0] == 303567 * 512 and t["size"][4] == 12288
+    assert t["offset_bytes"][0] == 303567 * 512 and t["size"][4] == 12288
     assert t["submit_ns"][4] == 78_643_000
 
 
@@ -152,10 +152,10 @@ def test_fio_replays_a_converted_trace(tmp_path):
     target = tmp_path / "target"
     target.write_bytes(b"\0" * (1 << 20))
     frame = synth("db", 200_000_000, seed=5)
-    frame = frame[frame["offset"] + frame["size"] <= 1 << 20]  # keep what fits the 1 MiB file
+    frame = frame[frame["offset_bytes"] + frame["size"] <= 1 << 20]  # keep what fits the 1 MiB file
     frame = pd.concat([frame, pd.DataFrame({"op": pd.Categorical(["read", "write"] * 10, categories=frame["op"]
                                                                   .cat.categories),
-                                            "offset": np.arange(20, dtype=np.uint64) * 4096,
+                                            "offset_bytes": np.arange(20, dtype=np.uint64) * 4096,
                                             "size": np.full(20, 4096, dtype=np.uint32),
                                             "submit_ns": np.arange(20, dtype=np.uint64) * 1000})])
     frame = frame.sort_values("submit_ns", kind="stable").reset_index(drop=True)
@@ -188,7 +188,7 @@ def test_synthetic_workloads_have_their_stated_statistics(name):
     else:
         assert ((reads["size"] % 4096) == 0).all()
     # hot region: hot_share of run starts plus the cold starts that land there too
-    starts = frame[frame["offset"].astype(np.int64) < int((wl.span_bytes - 2**30) * wl.hot_space)]
+    starts = frame[frame["offset_bytes"].astype(np.int64) < int((wl.span_bytes - 2**30) * wl.hot_space)]
     expected_hot = wl.hot_share + (1 - wl.hot_share) * wl.hot_space
     assert len(starts) / len(frame) == pytest.approx(expected_hot, abs=0.05)
 
@@ -200,7 +200,7 @@ def test_video_streams_at_the_stated_rate():
     rate = s["bytes"] / 10
     assert rate == pytest.approx(VIDEO["clients"] * VIDEO["rate_bytes_per_s"], rel=0.05)
     for _, client in frame.groupby("process"):  # each client reads its file strictly sequentially
-        off = client["offset"].to_numpy(dtype=np.int64)
+        off = client["offset_bytes"].to_numpy(dtype=np.int64)
         assert (np.diff(off) == VIDEO["chunk_bytes"]).all()
 
 

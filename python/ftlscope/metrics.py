@@ -43,6 +43,10 @@ LATENCY_COLUMNS = tuple((key, latency_column(key)) for key in
 
 # The time-window number in windows CSV/Parquet and in the experiments' window rows.
 WINDOW_INDEX = "window_index"
+# A request's byte offset in the trace (OFFSET is a reserved word in SQL).
+OFFSET_BYTES = "offset_bytes"
+# The per-request trace (run --trace, capture, the trace readers): one row per request.
+TRACE_COLUMNS = ("op", OFFSET_BYTES, "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup")
 # The engine's windows table (``RunResult.windows``; ``ftlscope run --windows FILE``).
 WINDOW_COLUMNS = ((WINDOW_INDEX, "op", "start_ns", "duration_ns", "ops", "bytes", "iops", "bw_bytes",
                    "ops_over_1ms") + tuple(latency_column(key, "ns") for key in LATENCY_KEYS))

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .metrics import LATENCY_KEYS, WINDOW_INDEX, latency_column
+from .metrics import LATENCY_KEYS, OFFSET_BYTES, WINDOW_INDEX, latency_column
 from .workload import OPS
 
 __all__ = ["LATENCY_KEYS", "RunResult", "trace_frame", "windows_frame"]
@@ -33,9 +33,11 @@ _TRACE_DTYPES = {
 def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
     """The per-request trace from the engine's raw column bytes (one copy, no per-row Python)."""
     if columns is None:
-        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in _TRACE_DTYPES.items()})
+        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in _TRACE_DTYPES.items()}).rename(
+            columns={"offset": OFFSET_BYTES})
     data = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in _TRACE_DTYPES.items()}
-    frame = pd.DataFrame(data)
+    # The engine's field is "offset"; OFFSET is a reserved word in SQL, so the table says offset_bytes.
+    frame = pd.DataFrame(data).rename(columns={"offset": OFFSET_BYTES})
     frame["op"] = pd.Categorical.from_codes(frame["op"].astype(np.int8), categories=list(OPS))
     frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
                  (frame["complete_ns"] - frame["submit_ns"]).astype(np.int64))

@@ -123,9 +123,9 @@ def write_series(ctx: Context, start: int, length: int, size: int, qd: int, labe
     wl = Workload(mix={"write": 100}, sizes=[size], pattern={"kind": "sequential"},
                   range={"start": start, "length": length}, queue_depth=qd, stop={"bytes": length})
     trace = ctx.run(wl, label, trace=True).trace
-    t = trace[trace["op"] == "write"].sort_values(["submit_ns", "offset"])
+    t = trace[trace["op"] == "write"].sort_values(["submit_ns", "offset_bytes"])
     return pd.DataFrame({
-        "position": t["offset"].to_numpy(dtype=np.int64) - start,
+        "position": t["offset_bytes"].to_numpy(dtype=np.int64) - start,
         "size": t["size"].to_numpy(dtype=np.int64),
         "latency_ns": t["latency_ns"].to_numpy(dtype=np.int64),
         "submit_ns": t["submit_ns"].to_numpy(dtype=np.int64),

@@ -129,7 +129,7 @@ def scan(ctx: Context, start: int, length: int, page: int, label: str) -> pd.Dat
                 pattern={"kind": "strided", "stride": length - page})
     t = _trace(ctx, wl, label)
     return pd.DataFrame({
-        "page": (t["offset"].to_numpy(np.int64) // page),
+        "page": (t["offset_bytes"].to_numpy(np.int64) // page),
         "latency_ns": t["latency_ns"].to_numpy(np.int64),
         "order": np.arange(len(t)),
     })
@@ -283,7 +283,7 @@ def pair_round(ctx: Context, start: int, window: int, chunk: int, page: int, lab
         t = _trace(ctx, _reads(start=at, length=length, size=page, ops=ops, batch=2, pattern=pattern, seed=seed),
                    label)
         frames.append(pd.DataFrame({"batch": t["submit_ns"].to_numpy(),
-                                    "chunk": t["offset"].to_numpy(np.int64) // chunk,
+                                    "chunk": t["offset_bytes"].to_numpy(np.int64) // chunk,
                                     "latency_ns": t["latency_ns"].to_numpy(np.int64)}))
     grouped = pd.concat(frames, ignore_index=True).groupby("batch")
     table = grouped.agg(chunk_a=("chunk", "min"), chunk_b=("chunk", "max"), first_ns=("latency_ns", "min"),
@@ -382,7 +382,7 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     wl = _reads(start=rows_start, length=chunks * chunk, size=page, ops=batches * batch, batch=batch,
                 pattern={"kind": "strided", "stride": distance * chunk})
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
-    index = (t["offset"].to_numpy(np.int64) - rows_start) // chunk
+    index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
     submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
     out = []
     starts = np.flatnonzero(np.r_[True, np.diff(submit) != 0])

@@ -73,13 +73,13 @@ def measure_round(ctx, round_index: int) -> pd.DataFrame:
     for shift in (0, sector):
         wl = read_workload(start=base + shift, length=SWEEP, size=2 * sector, ops=SWEEP // (2 * sector))
         t = trace(ctx, wl, f"P1 round {round_index} two-sector reads from +{shift}")
-        for offset, latency in zip(t["offset"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64), strict=True):
+        for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64), strict=True):
             lone[int(offset) - base] = int(latency)
     for shift in (0, sector):
         wl = read_workload(start=base + shift, length=SWEEP, size=sector, ops=SWEEP // sector, batch=2)
         t = trace(ctx, wl, f"P1 round {round_index} sector pairs from +{shift}")
         # The trace lists requests as they complete: find each pair by its offset, not by its row.
-        first = (t["offset"].to_numpy(np.int64) - (base + shift)) // (2 * sector) * (2 * sector) + shift
+        first = (t["offset_bytes"].to_numpy(np.int64) - (base + shift)) // (2 * sector) * (2 * sector) + shift
         slowest = pd.Series(t["latency_ns"].to_numpy(np.int64)).groupby(first).agg(["max", "size"])
         for position, row in slowest.iterrows():
             if row["size"] == 2:

@@ -127,8 +127,8 @@ class Measurement:
         return pd.concat(frames, ignore_index=True)
 
     def _frame(self, t: pd.DataFrame, round_index: int) -> pd.DataFrame:
-        offsets = t["offset"].to_numpy(np.int64)
-        return pd.DataFrame({"round": round_index, "offset": offsets,
+        offsets = t["offset_bytes"].to_numpy(np.int64)
+        return pd.DataFrame({"round": round_index, "offset_bytes": offsets,
                              "slot": -1 if self.buffered else offsets // SLOT,
                              "size": t["size"].to_numpy(np.int64), "latency_ns": t["latency_ns"].to_numpy(np.int64)})
 

@@ -83,7 +83,7 @@ class Trials:
             ctx.run(read_workload(start=first + whole * MiB, length=rest, size=rest, ops=1),
                     f"P7 large read {format_size(size)} (the rest)")
         again = int(trace(ctx, one, f"P7 re-read after {format_size(size)}")["latency_ns"].iloc[0])
-        return {"round": round_index, "size": size, "offset": first, "cold_ns": cold, "reread_ns": again,
+        return {"round": round_index, "size": size, "offset_bytes": first, "cold_ns": cold, "reread_ns": again,
                 "ratio": again / max(cold, 1)}
 
 
@@ -92,7 +92,7 @@ def measure_round(trials: Trials, round_index: int) -> pd.DataFrame:
     evictor = Evictor(trials.ctx, page)
     if not evictor.settle(trials.ctx):  # what other probes (or the last round) left in a buffer
         # Reading the whole eviction area did not push a fresh page out: the buffer is larger than that.
-        return pd.DataFrame([{"round": round_index, "size": evictor.evicted_bytes, "offset": -1, "cold_ns": 0,
+        return pd.DataFrame([{"round": round_index, "size": evictor.evicted_bytes, "offset_bytes": -1, "cold_ns": 0,
                               "reread_ns": 0, "ratio": 0.0, "warm": False, "unflushable": True}])
     rows: list[dict] = []
 
@@ -192,7 +192,7 @@ def analyse(raw: pd.DataFrame) -> Answer:
 
 
 def figure(answer: Answer, directory: Path) -> Path:
-    table = answer.raw[answer.raw["offset"] >= 0].sort_values("size")  # trials only
+    table = answer.raw[answer.raw["offset_bytes"] >= 0].sort_values("size")  # trials only
     per = table.groupby("size")[["cold_ns", "reread_ns", "hit"]].agg({"cold_ns": "mean", "reread_ns": "mean",
                                                                       "hit": "mean"})
     x = per.index.to_numpy()

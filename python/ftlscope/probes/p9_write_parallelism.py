@@ -155,7 +155,7 @@ def batch_series(ctx: Context, region: Region, size: int, batch: int, batches: i
                   range={"start": start, "length": length}, queue_depth=batch,
                   batch={"size": batch, "idle_ns": 0}, stop={"ops": batch * batches})
     t = ctx.run(wl, f"{batches} batches of {batch} concurrent {format_size(size)} writes", trace=True).trace
-    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset"])
+    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset_bytes"])
     submit = t["submit_ns"].to_numpy(dtype=np.int64)
     return pd.DataFrame({
         "batch": np.unique(submit, return_inverse=True)[1],
@@ -171,7 +171,7 @@ def busy_series(ctx: Context, region: Region, size: int, depth: int, ops: int) -
     wl = Workload(mix={"write": 100}, sizes=[size], pattern={"kind": "sequential"},
                   range={"start": region.take(length), "length": length}, queue_depth=depth, stop={"ops": ops})
     t = ctx.run(wl, f"{ops} {format_size(size)} writes at queue depth {depth}", trace=True).trace
-    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset"])
+    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset_bytes"])
     return pd.DataFrame({
         "latency_ns": t["latency_ns"].to_numpy(dtype=np.int64),
         "submit_ns": t["submit_ns"].to_numpy(dtype=np.int64),

@@ -95,10 +95,12 @@ def _read_parquet(path: Path, sort: bool) -> pd.DataFrame:
         table = pf.read()
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
-    missing = [c for c in ("op", "offset", "size", "submit_ns") if c not in table.column_names]
+    # Traces written before the column became offset_bytes (SQL-friendly) call it offset: read both.
+    offset_column = "offset_bytes" if "offset_bytes" in table.column_names else "offset"
+    missing = [c for c in ("op", offset_column, "size", "submit_ns") if c not in table.column_names]
     if missing:
         raise TraceError(f"{path}: Parquet trace lacks column(s) {', '.join(missing)}; ftlscope traces have "
-                         "op, offset, size, submit_ns")
+                         "op, offset_bytes, size, submit_ns")
     frame = table.to_pandas()
     op = frame["op"]
     if pd.api.types.is_integer_dtype(op):
@@ -111,7 +113,7 @@ def _read_parquet(path: Path, sort: bool) -> pd.DataFrame:
     source = meta.pop("format", None)
     if source and source != "parquet":
         meta["converted_from"] = source
-    return build_frame(op, frame["offset"], frame["size"], frame["submit_ns"], path=path, fmt="parquet",
+    return build_frame(op, frame[offset_column], frame["size"], frame["submit_ns"], path=path, fmt="parquet",
                        complete_ns=frame["complete_ns"] if "complete_ns" in frame else None,
                        process=frame["process"] if "process" in frame else None, sort=sort, meta=meta)
 

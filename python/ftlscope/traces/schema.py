@@ -1,6 +1,6 @@
 """The normalised trace table every reader returns and every tool reads.
 
-Columns follow ``run --trace``: ``op`` (categorical over ftlscope's operations), ``offset`` and ``size`` in bytes,
+Columns follow ``run --trace``: ``op`` (categorical over ftlscope's operations), ``offset_bytes`` and ``size`` in bytes,
 ``submit_ns`` (arrival time since the trace's first request), and where the format records them ``complete_ns``
 and ``latency_ns`` (same clock) and ``process``. What the trace is (its format, whether it is synthetic) travels
 in ``frame.attrs["ftlscope"]`` and, in Parquet, in the schema metadata under the key ``ftlscope``.
@@ -49,7 +49,7 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
     ops = pd.Categorical(op, categories=list(OPS))
     frame = pd.DataFrame({
         "op": ops,
-        "offset": offset.astype(np.uint64),
+        "offset_bytes": offset.astype(np.uint64),
         "size": size.astype(np.uint32),
         "submit_ns": submit,
     })

@@ -35,7 +35,7 @@ def size_histogram(sizes: np.ndarray) -> list[dict[str, Any]]:
 
 def sequential_share(frame: pd.DataFrame) -> float:
     """Share of requests that start where the previous request of the same operation ended."""
-    offset = frame["offset"].astype(np.int64)
+    offset = frame["offset_bytes"].astype(np.int64)
     end = offset + frame["size"].astype(np.int64)
     prev_end = end.groupby(frame["op"], observed=True).shift(1)
     return float((offset == prev_end).sum() / len(frame))
@@ -71,7 +71,7 @@ def trace_stats(frame: pd.DataFrame) -> dict[str, Any]:
     meta = dict(frame.attrs.get("ftlscope", {}))
     submit = frame["submit_ns"].to_numpy(dtype=np.int64)
     size = frame["size"].to_numpy(dtype=np.int64)
-    offset = frame["offset"].to_numpy(dtype=np.int64)
+    offset = frame["offset_bytes"].to_numpy(dtype=np.int64)
     end = offset + size
     mix = {}
     for op in OPS:

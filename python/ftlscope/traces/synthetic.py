@@ -145,7 +145,7 @@ def _generic(wl: Workload, rng: np.random.Generator, duration_ns: int) -> pd.Dat
         offset[idx] = _offsets(rng, wl, size[idx])
     op = np.where(is_read, "read", "write")
     return pd.DataFrame({"op": pd.Categorical(op, categories=["read", "write", "trim", "write_zeroes", "flush"]),
-                         "offset": offset.astype(np.uint64), "size": size.astype(np.uint32),
+                         "offset_bytes": offset.astype(np.uint64), "size": size.astype(np.uint32),
                          "submit_ns": submit.astype(np.uint64)})
 
 
@@ -185,7 +185,7 @@ def _video(rng: np.random.Generator, duration_ns: int) -> pd.DataFrame:
     n = len(frame)
     return pd.DataFrame({
         "op": pd.Categorical(["read"] * n, categories=["read", "write", "trim", "write_zeroes", "flush"]),
-        "offset": frame["offset"].to_numpy().astype(np.uint64),
+        "offset_bytes": frame["offset"].to_numpy().astype(np.uint64),
         "size": np.full(n, v["chunk_bytes"], dtype=np.uint32),
         "submit_ns": frame["submit_ns"].to_numpy().astype(np.uint64),
         "process": pd.array(frame["process"], dtype="string"),

@@ -25,7 +25,7 @@ def write_fio_iolog(frame: pd.DataFrame, out: str | Path, filename: str = "targe
         "t": usec,
         "file": filename,
         "action": frame["op"].astype(str).map(_FIO_ACTION),
-        "offset": frame["offset"].to_numpy(dtype=np.int64),
+        "offset": frame["offset_bytes"].to_numpy(dtype=np.int64),
         "length": frame["size"].to_numpy(dtype=np.int64),
     })
     with open(out, "w") as fh:
