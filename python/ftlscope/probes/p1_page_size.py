@@ -73,7 +73,8 @@ def measure_round(ctx, round_index: int) -> pd.DataFrame:
     for shift in (0, sector):
         wl = read_workload(start=base + shift, length=SWEEP, size=2 * sector, ops=SWEEP // (2 * sector))
         t = trace(ctx, wl, f"P1 round {round_index} two-sector reads from +{shift}")
-        for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64), strict=True):
+        for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64),
+                                   strict=True):
             lone[int(offset) - base] = int(latency)
     for shift in (0, sector):
         wl = read_workload(start=base + shift, length=SWEEP, size=sector, ops=SWEEP // sector, batch=2)

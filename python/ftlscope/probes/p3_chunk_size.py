@@ -65,14 +65,16 @@ def measure_round(ctx, round_index: int, page: int) -> pd.DataFrame:
         start = base + parity * page
         wl = read_workload(start=start, length=sweep, size=2 * page, ops=sweep // (2 * page))
         t = trace(ctx, wl, f"P3 round {round_index} two-page reads at {'odd' if parity else 'even'} pages")
-        for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64), strict=True):
+        for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64),
+                                   strict=True):
             pairs[(int(offset) - base) // page] = int(latency)
         emptied = evictor.settle(ctx) and emptied
     warm_region(ctx, warm, "P3 warm translation")
     wl = read_workload(start=base, length=sweep + page, size=page, ops=sweep // page + 1)
     t = trace(ctx, wl, f"P3 round {round_index} one-page reads")
     alone = {(int(o) - base) // page: int(v)
-             for o, v in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64), strict=True)}
+             for o, v in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64),
+                                   strict=True)}
     emptied = evictor.settle(ctx) and emptied
     index = sorted(k for k in pairs if k in alone and k + 1 in alone)
     return pd.DataFrame({

@@ -250,7 +250,7 @@ def _table(path: Path, keys: list[str], name: str = "") -> dict[str, Any] | None
         cells = []
         for column in columns:
             value = row[column]
-            if column in ("size", "working_set", "offset_bytes") and isinstance(value, int | float) and not pd.isna(value):
+            if column in ("size", "working_set", "offset") and isinstance(value, int | float) and not pd.isna(value):
                 text = format_size(value)
             elif column.endswith("_bytes") and isinstance(value, int | float) and not pd.isna(value):
                 text = format_bytes(value)
