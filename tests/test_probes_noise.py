@@ -1,0 +1,35 @@
+"""validate-probes --noise: the noisy device is the preset plus one [noise] section (truth unchanged), and the
+validation reports a calibration table. Noise is seeded by the preset's device.seed, so the run is repeatable."""
+
+import tomllib
+
+import pytest
+
+from ftlscope.errors import UsageError
+from ftlscope.probes.noise_levels import NOISE_LEVELS, noisy_device_file
+from ftlscope.probes.truth import ground_truth
+from ftlscope.probes.validate import CONFIDENCE_BINS, validate
+from ftlscope.sim import SimDevice, show
+
+
+def test_a_noisy_device_is_the_preset_with_the_levels_noise_section(tmp_path):
+    for level, keys in NOISE_LEVELS.items():
+        path = noisy_device_file("consumer-tlc-hmb", level, tmp_path)
+        device = SimDevice.open(str(path))
+        config = tomllib.loads(device.config_toml)
+        assert config["noise"]["latency_cv"] == keys["latency_cv"]
+        assert ground_truth(device.config_toml) == ground_truth(show("consumer-tlc-hmb"))
+    with pytest.raises(UsageError, match="--noise: 'loud' is not a noise level"):
+        validate(["optane-like"], properties="P1", noise="loud")
+
+
+def test_validation_with_mild_noise_scores_the_answers_and_bins_their_confidence():
+    result = validate(["optane-like"], properties="P8,P9,P10", noise="mild")
+    assert list(result.rows["property"]) == ["P8", "P9", "P10"]
+    calibration = result.calibration()
+    assert list(calibration["confidence"]) == [f"{lo:.1f}-{hi:.1f}" for lo, hi in CONFIDENCE_BINS] + ["none"]
+    assert calibration["answers"].sum() == 3
+    assert calibration["right"].sum() == result.rows["match"].sum()
+    markdown = result.calibration_markdown()
+    assert markdown.startswith("| confidence | answers | right | share right |")
+    assert "| 0.9-1.0 |" in markdown
