@@ -33,3 +33,12 @@ def test_validation_with_mild_noise_scores_the_answers_and_bins_their_confidence
     markdown = result.calibration_markdown()
     assert markdown.startswith("| confidence | answers | right | share right |")
     assert "| 0.9-1.0 |" in markdown
+
+
+def test_p2_reads_tlc_on_a_mildly_noisy_drive_from_the_median_of_each_place_over_the_units():
+    # Before the per-place median, one read per page classified on its own: 5 % NAND variation and 2 us host
+    # jitter blurred L (45 us) into M (55 us) and P2 answered "MLC 2L 1H" on this seeded drive.
+    result = validate(["consumer-tlc-dram"], properties="P2", noise="mild")
+    p2 = result.rows.set_index("property").loc["P2"]
+    assert p2["answer"] == "TLC 1L 1M 1H" and p2["match"]
+    assert p2["confidence"] >= 0.9
