@@ -42,3 +42,11 @@ def test_p2_reads_tlc_on_a_mildly_noisy_drive_from_the_median_of_each_place_over
     p2 = result.rows.set_index("property").loc["P2"]
     assert p2["answer"] == "TLC 1L 1M 1H" and p2["match"]
     assert p2["confidence"] >= 0.9
+
+
+def test_p1_finds_the_page_on_a_medium_noisy_drive_from_the_median_over_rounds():
+    # Before: the mean over two rounds let one read that met a background operation (1 ms on a 50 us read)
+    # stand out as a page boundary, and P1 answered 23.50 KiB with confidence 0.95 on this seeded drive.
+    result = validate(["consumer-tlc-hmb"], properties="P1", noise="medium")
+    p1 = result.rows.set_index("property").loc["P1"]
+    assert p1["answer"] == "4 KiB" and p1["match"]
