@@ -50,3 +50,12 @@ def test_p1_finds_the_page_on_a_medium_noisy_drive_from_the_median_over_rounds()
     result = validate(["consumer-tlc-hmb"], properties="P1", noise="medium")
     p1 = result.rows.set_index("property").loc["P1"]
     assert p1["answer"] == "4 KiB" and p1["match"]
+
+
+def test_p3_and_p2_hold_on_a_medium_noisy_drive():
+    # Before: P3's mean over rounds read 4 KiB chunks; P2's classes went to the reads that met a 1 ms background
+    # operation, the rest counted as one level, and P2 answered "SLC L" at confidence 1.0 on this seeded drive.
+    result = validate(["consumer-tlc-hmb"], properties="P2", noise="medium")
+    rows = result.rows.set_index("property")
+    assert rows.loc["P3", "answer"] == "16 KiB" and rows.loc["P3", "match"]
+    assert rows.loc["P2", "answer"] == "TLC 1L 1M 1H" and rows.loc["P2", "match"]
