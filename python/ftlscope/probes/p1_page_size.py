@@ -56,8 +56,9 @@ MIN_SEPARATION = 0.05
 MIN_SEPARATION_NS = 5_000
 # Page boundaries recur at one interval: most intervals between the abnormal points must be that one.
 MIN_SHARE = 0.5
-# Three rounds, so the median over rounds can outvote one disturbed read at a position.
-MIN_ROUNDS = 3
+# Two rounds at least; a third comes when the first two disagree (a disturbed read), and then the median
+# outvotes it. Three always would re-read buffered pages on a small device whose rounds wrap around.
+MIN_ROUNDS = 2
 
 
 def measure_round(ctx, round_index: int) -> pd.DataFrame:
@@ -101,7 +102,7 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
     table = raw.assign(extra_ns=raw["pair_ns"] - raw["lone_ns"])
     # The median over rounds, not the mean: on a noisy drive one read in a round may meet a background
     # operation or a firmware stall (milliseconds on a read of tens of microseconds) and a mean would make that
-    # position stand out as a page boundary. From three rounds on, one such read per position is ignored.
+    # position stand out as a page boundary. Once a third round runs, one such read per position is ignored.
     mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].median().sort_index()
     positions = mean.index.to_numpy(np.int64)
     extra = mean["extra_ns"].to_numpy(float)
