@@ -59,3 +59,22 @@ def test_p3_and_p2_hold_on_a_medium_noisy_drive():
     rows = result.rows.set_index("property")
     assert rows.loc["P3", "answer"] == "16 KiB" and rows.loc["P3", "match"]
     assert rows.loc["P2", "answer"] == "TLC 1L 1M 1H" and rows.loc["P2", "match"]
+
+
+def test_the_command_takes_noise_and_writes_the_calibration_table(tmp_path):
+    import subprocess
+    import sys
+
+    markdown = tmp_path / "table.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "ftlscope.cli", "validate-probes", "--presets", "optane-like", "--properties", "P1",
+         "--noise", "mild", "--markdown", str(markdown)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Calibration" in done.stdout
+    text = markdown.read_text()
+    assert "| optane-like | ✓ 4 KiB |" in text and "| 0.9-1.0 |" in text
+    refused = subprocess.run([sys.executable, "-m", "ftlscope.cli", "validate-probes", "--noise", "loud"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--noise" in refused.stderr
