@@ -490,7 +490,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", action="append", metavar="FILE.toml", help="a device file (repeatable)")
     p.add_argument("--properties", help="which, e.g. P1,P4 (default all)")
     p.add_argument("--out", help="keep every device's probe output here")
-    p.add_argument("--markdown", help="also write the answers-against-truth table as Markdown here")
+    p.add_argument("--markdown", help="also write the answers-against-truth, per-property and calibration tables "
+                                      "as Markdown here")
+    p.add_argument("--noise", choices=("mild", "medium", "harsh"),
+                   help="add a [noise] section of this level to every device first (docs/probes.md gives the levels)")
     p.set_defaults(func=cmd_validate_probes)
 
     p = sub.add_parser("profile", help="profile a device end to end: probes, experiments, report, guidance")
@@ -653,15 +656,17 @@ def cmd_validate_probes(args: argparse.Namespace) -> int:
         total = sum(1 for r in rows if r["device"] == name)
         err_console.print(f"[dim]{name}: {right}/{total} right[/dim]")
 
-    result = validate(specs, properties=args.properties, out=args.out, progress=False, on_device=show_progress)
+    result = validate(specs, properties=args.properties, out=args.out, progress=False, on_device=show_progress,
+                      noise=args.noise)
     rows = result.rows.copy()
     rows["match"] = rows["match"].map({True: "✓", False: "✗"})
     console.print(_rich_frame(rows, "Answers against the ground truth"))
     console.print(_rich_frame(result.per_property(), "Per property"))
     console.print(_rich_frame(result.per_device(), "Per device"))
+    console.print(_rich_frame(result.calibration(), "Calibration: share right per confidence bin"))
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(result.markdown())
+            f.write(result.markdown() + "\n" + result.per_property_markdown() + "\n" + result.calibration_markdown())
     worst = result.per_device()["device_time_s"].max()
     console.print(
         f"overall: {result.rows['match'].sum()}/{len(result.rows)} right = {result.accuracy:.1%} "

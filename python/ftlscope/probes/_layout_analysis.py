@@ -42,8 +42,13 @@ def cell_name(levels: int) -> str:
     return CELLS.get(levels, "qlc")
 
 
+# Outliers within outliers (a retried read doubles, a stall adds milliseconds): classify what is left at most
+# this many times again.
+MAX_OUTLIER_PASSES = 2
+
+
 def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
-                   merge_abs: float = 2.0) -> list[Levels]:
+                   merge_abs: float = 2.0, depth: int = 0) -> list[Levels]:
     """Page types from per-page read latencies, one reading per Jenks class count, best first.
 
     The classes of a classification become page-type levels after two clean-ups: a class holding fewer than
@@ -73,6 +78,17 @@ def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
         for level, members in enumerate(groups):
             codes[np.isin(c.labels, members)] = level
         centres = tuple(float(np.median(x[codes == level])) for level in range(len(groups)))
+        if len(groups) == 1 and (codes < 0).any() and depth < MAX_OUTLIER_PASSES:
+            # Outlier classes dropped and one level left: on a noisy drive the classification spent its classes
+            # on the outliers (reads that met a background operation or a stall take milliseconds), so classify
+            # what is left again; its levels are the page types if it finds more than one.
+            inner = latency_levels(x[codes == 0], min_share=min_share, merge_rel=merge_rel, merge_abs=merge_abs,
+                                   depth=depth + 1)
+            if inner and len(inner[0].centres) > 1:
+                nested = codes.copy()
+                nested[codes == 0] = inner[0].codes
+                out.append(Levels(inner[0].centres, nested, inner[0].confidence, inner[0].n_classes))
+                continue
         if len(groups) == 1:
             # Merged to one level: the confidence is the share of pages on it (outliers lower it).
             confidence = float(np.mean(codes == 0))

@@ -57,6 +57,8 @@ SCAN_FIRST = 64 * MiB
 SCAN_NEXT = 32 * MiB
 # Idle time given to a drive whose pages all read alike before they are read again (SLC-cache folding).
 FOLD_WAIT_NS = 5 * SECOND
+# P2: a place in a unit's write order needs this many units read before their median stands for it.
+PLACE_MIN_READS = 3
 # Mapping-table regions of a DRAM-less drive (4 MiB of 4 KiB pages): one read in each before a scan, so the
 # scan does not pay translation reads.
 MAP_REGION = 4 * MiB
@@ -143,6 +145,12 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
     last = raw.drop_duplicates("page", keep="last").sort_values("page").reset_index(drop=True)
     latency_us = last["latency_ns"].to_numpy(float) / 1e3
     readings = la.latency_levels(latency_us)
+    if geometry is not None:
+        # A wrong chunk or stripe would mix page types in one place and blur the medians' levels: keep the
+        # medians' reading only when its classes separate better than the single reads'.
+        medians = la.latency_levels(_median_per_place(last["page"].to_numpy(np.int64), latency_us, *geometry))
+        if medians and medians[0].confidence > readings[0].confidence:
+            readings = medians
     best = readings[0]
     letters = la.level_letters(len(best.centres))
     table = last.assign(level=best.codes, type=[letters[c] if c >= 0 else "?" for c in best.codes])
@@ -165,6 +173,20 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
         extra={"levels_us": [round(c, 2) for c in best.centres], "pattern_from": pattern_from, "write_order": head},
         raw=table,
     )
+
+
+def _median_per_place(pages: np.ndarray, latency_us: np.ndarray, chunk_pages: int, stripe: int) -> np.ndarray:
+    """Each page's latency replaced by the median over the units of its place in a unit's write order (the
+    same page type on every unit), where at least PLACE_MIN_READS units were read. On a noisy drive a single
+    read varies (lognormal NAND times, host jitter, a retried read doubles it, a stall or background operation
+    adds milliseconds); the median over the units keeps the level and drops those outliers without extra reads.
+    On a noise-free drive every unit reads a place alike, so the levels are unchanged."""
+    _, place = la.unit_index(pages, chunk_pages, stripe)
+    series = pd.Series(latency_us)
+    grouped = series.groupby(place)
+    medians = grouped.transform("median").to_numpy(float)
+    reads = grouped.transform("size").to_numpy(int)
+    return np.where(reads >= PLACE_MIN_READS, medians, latency_us)
 
 
 def _pattern(table: pd.DataFrame, page: int, geometry: tuple[int, int] | None, source: str,

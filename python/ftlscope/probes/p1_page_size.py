@@ -56,6 +56,9 @@ MIN_SEPARATION = 0.05
 MIN_SEPARATION_NS = 5_000
 # Page boundaries recur at one interval: most intervals between the abnormal points must be that one.
 MIN_SHARE = 0.5
+# Two rounds at least; a third comes when the first two disagree (a disturbed read), and then the median
+# outvotes it. Three always would re-read buffered pages on a small device whose rounds wrap around.
+MIN_ROUNDS = 2
 
 
 def measure_round(ctx, round_index: int) -> pd.DataFrame:
@@ -96,9 +99,12 @@ def measure_round(ctx, round_index: int) -> pd.DataFrame:
 
 
 def analyse(raw: pd.DataFrame, sector: int) -> Answer:
-    """The page size from the per-position ``extra = pair - lone`` (averaged over rounds)."""
+    """The page size from the per-position ``extra = pair - lone`` (the median over rounds)."""
     table = raw.assign(extra_ns=raw["pair_ns"] - raw["lone_ns"])
-    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].mean().sort_index()
+    # The median over rounds, not the mean: on a noisy drive one read in a round may meet a background
+    # operation or a firmware stall (milliseconds on a read of tens of microseconds) and a mean would make that
+    # position stand out as a page boundary. Once a third round runs, one such read per position is ignored.
+    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].median().sort_index()
     positions = mean.index.to_numpy(np.int64)
     extra = mean["extra_ns"].to_numpy(float)
     # In units of the lone read: an extra page read is close to 1 whatever the page's type (low and high
@@ -136,7 +142,7 @@ def figure(answer: Answer, directory: Path) -> Path:
     """Latency against the offset of the two sectors (the paper's F1_pushRead plot), with the offsets where
     a page boundary falls between the two sectors marked."""
     table = answer.raw
-    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].mean().sort_index()
+    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].median().sort_index()
     x = mean.index.to_numpy() / 1024
     fig, ax = plots.figure("P1 page size: two-sector reads pushed across offsets",
                            "offset of the two sectors in the swept region (KiB)", "latency (us)")
@@ -158,7 +164,7 @@ def figure(answer: Answer, directory: Path) -> Path:
 def run(ctx, known, directory: Path) -> Answer:
     sector = ctx.logical_block
     answer = until_stable(lambda r: measure_round(ctx, r), lambda raw: analyse(raw, sector),
-                          min_rounds=2, max_rounds=6, tolerance=0.02)
+                          min_rounds=MIN_ROUNDS, max_rounds=6, tolerance=0.02)
     answer.figures.append(figure(answer, directory))
     return answer
 

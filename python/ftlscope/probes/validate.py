@@ -3,6 +3,7 @@ against the ground truth of shared/device-model.md with issue 5's match rule."""
 
 from __future__ import annotations
 
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +14,14 @@ import pandas as pd
 from ..errors import UsageError
 from ..sim import SimDevice, presets
 from . import NAMES
+from .noise_levels import noise_section, noisy_device_file
 from .runner import probe_device
 from .truth import describe, ground_truth, matches
 
 GOAL_ACCURACY = 0.90
 GOAL_DEVICE_TIME_S = 15 * 60
+# Issue 16's calibration bins: an answer given with confidence >= 0.9 should be right >= 97 % of the time.
+CONFIDENCE_BINS = [(0.0, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.0)]
 
 
 def ssd_presets() -> list[str]:
@@ -71,6 +75,35 @@ class Validation:
             f"{int(r.right)}/{int(r.answers)}" for r in per.itertuples()) + f" | {self.accuracy:.1%} overall |")
         return "\n".join(lines) + "\n"
 
+    def calibration(self) -> pd.DataFrame:
+        """Share of answers right per confidence bin (the last bin includes 1.0); answers without a confidence
+        figure get their own row."""
+        rows = []
+        confidence = pd.to_numeric(self.rows["confidence"], errors="coerce") if len(self.rows) else pd.Series()
+        for low, high in CONFIDENCE_BINS:
+            inside = (confidence >= low) & ((confidence <= high) if high == 1.0 else (confidence < high))
+            rows.append(self._bin_row(f"{low:.1f}-{high:.1f}", inside))
+        rows.append(self._bin_row("none", confidence.isna()))
+        return pd.DataFrame(rows)
+
+    def _bin_row(self, label: str, inside: pd.Series) -> dict[str, Any]:
+        matched = self.rows["match"][inside] if len(self.rows) else pd.Series(dtype=bool)
+        return {"confidence": label, "answers": int(matched.count()), "right": int(matched.sum()),
+                "share_right": float(matched.mean()) if matched.count() else float("nan")}
+
+    def calibration_markdown(self) -> str:
+        lines = ["| confidence | answers | right | share right |", "| --- | --- | --- | --- |"]
+        for r in self.calibration().itertuples():
+            share = "" if pd.isna(r.share_right) else f"{r.share_right:.1%}"
+            lines.append(f"| {r.confidence} | {r.answers} | {r.right} | {share} |")
+        return "\n".join(lines) + "\n"
+
+    def per_property_markdown(self) -> str:
+        lines = ["| property | right | accuracy |", "| --- | --- | --- |"]
+        for r in self.per_property().itertuples():
+            lines.append(f"| {r.property} {NAMES[r.property]} | {int(r.right)}/{int(r.answers)} | {r.accuracy:.1%} |")
+        return "\n".join(lines) + "\n"
+
     @property
     def accuracy(self) -> float:
         return float(self.rows["match"].mean()) if len(self.rows) else 0.0
@@ -82,31 +115,41 @@ class Validation:
 
 
 def validate(specs: list[str], *, properties: str | None = None, out: str | Path | None = None,
-             progress: bool = False, on_device=None) -> Validation:
-    """Probe each simulated device (a preset name or a device TOML path) and score the answers."""
+             progress: bool = False, on_device=None, noise: str | None = None) -> Validation:
+    """Probe each simulated device (a preset name or a device TOML path) and score the answers. ``noise``
+    (a level of noise_levels.NOISE_LEVELS) appends that ``[noise]`` section to every device first."""
     rows: list[dict[str, Any]] = []
-    for spec in specs:
-        device = SimDevice.open(spec)
-        truth = ground_truth(device.config_toml)
-        name = tomllib.loads(device.config_toml)["device"]["name"]
-        report = probe_device(device, properties=properties, out=Path(out) / name if out else None,
-                              progress=progress)
-        for pid, answer in report.answers.items():
-            rows.append({
-                "device": name,
-                "property": pid,
-                "name": NAMES[pid],
-                "answer": describe(pid, answer.value),
-                "truth": describe(pid, truth[pid]),
-                "match": bool(matches(pid, answer.value, truth[pid])),
-                "confidence": answer.confidence,
-                "device_time_s": answer.device_time_s,
-            })
-        if report.error is not None:
-            raise report.error
-        if on_device is not None:
-            on_device(name, rows)
+    if noise is not None:
+        noise_section(noise)  # refuse an unknown level before any device is touched
+    with tempfile.TemporaryDirectory(prefix="ftlscope-noisy-") as scratch:
+        for spec in specs:
+            device = SimDevice.open(str(noisy_device_file(spec, noise, scratch)) if noise is not None else spec)
+            _score(device, rows, properties, out, progress)
+            if on_device is not None:
+                on_device(tomllib.loads(device.config_toml)["device"]["name"], rows)
     return Validation(pd.DataFrame(rows))
+
+
+def _score(device: SimDevice, rows: list[dict[str, Any]], properties: str | None, out: str | Path | None,
+           progress: bool) -> None:
+    """Probe one device and add a row per answer, scored against its ground truth."""
+    truth = ground_truth(device.config_toml)
+    name = tomllib.loads(device.config_toml)["device"]["name"]
+    report = probe_device(device, properties=properties, out=Path(out) / name if out else None,
+                          progress=progress)
+    for pid, answer in report.answers.items():
+        rows.append({
+            "device": name,
+            "property": pid,
+            "name": NAMES[pid],
+            "answer": describe(pid, answer.value),
+            "truth": describe(pid, truth[pid]),
+            "match": bool(matches(pid, answer.value, truth[pid])),
+            "confidence": answer.confidence,
+            "device_time_s": answer.device_time_s,
+        })
+    if report.error is not None:
+        raise report.error
 
 
 def resolve_specs(preset_args: list[str] | None, device_files: list[str] | None) -> list[str]:
