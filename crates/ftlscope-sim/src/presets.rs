@@ -445,6 +445,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_the_drives_that_claim_real_ones_carry_noise() {
+        // Noise fitted to published percentiles (docs/presets.md) on the presets that name real drives; the
+        // Kelpie presets keep their Table 4 timing exactly, and consumer-tlc-dram stays noise-free (its
+        // completion times are the checksum of examples/gc_speed.rs).
+        let noisy = ["pm981-256g", "consumer-tlc-hmb", "gigabyte-nvme-256g", "optane-like"];
+        for name in names() {
+            let cfg = load(name).unwrap();
+            assert_eq!(cfg.noise.is_some(), noisy.contains(&name), "{name}: [noise]");
+            assert!(cfg.thermal.is_none() && cfg.faults.is_none(), "{name}: [thermal] or [faults]");
+        }
+        // Any NAND time spread makes the page-type probe (P2) misread pm981-256g: its noise has none.
+        let pm981 = load("pm981-256g").unwrap().noise.unwrap();
+        assert_eq!(pm981.latency_cv, 0.0);
+        assert!(pm981.host_jitter.0 > 0 && pm981.read_retry_rate > 0.0 && pm981.stall_rate > 0.0);
+    }
+
     /// The preset table of docs/presets.md, as the presets make it.
     fn docs_table() -> String {
         let mut out = String::from(
