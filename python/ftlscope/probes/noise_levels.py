@@ -4,6 +4,7 @@ noise never changes a property) and every draw derives from the preset's seed, s
 
 from __future__ import annotations
 
+import re
 import tempfile
 import tomllib
 from pathlib import Path
@@ -38,11 +39,13 @@ def noise_section(level: str) -> str:
 
 
 def noisy_device_file(spec: str, level: str, directory: str | Path | None = None) -> Path:
-    """Write ``spec`` (a preset name or device file) with the ``level`` noise section as a device file."""
+    """Write ``spec`` (a preset name or device file) with the ``level`` noise section as a device file. A
+    ``[noise]`` section of its own (some presets carry one, fitted to their drive) is replaced, so every drive
+    of a validation runs at the one level asked for."""
     section = noise_section(level)
-    text = show(spec)
-    if "noise" in tomllib.loads(text):
-        raise UsageError(f"--noise: {spec} already has a [noise] section; drop --noise or the section")
+    # show() writes one table per section header and no line of a value starts with "[": the section ends
+    # at the next header.
+    text = re.sub(r"^\[noise\]\n(?:(?!\[).*\n?)*", "", show(spec), flags=re.M)
     name = tomllib.loads(text)["device"]["name"]
     folder = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="ftlscope-noisy-"))
     folder.mkdir(parents=True, exist_ok=True)
