@@ -91,7 +91,10 @@ fn qd1(dev: &mut SsdDevice, start: SimTime, reqs: impl IntoIterator<Item = SimRe
     for r in reqs {
         let done = dev.submit(now, &r);
         lat.push((done - now).0);
-        now = done;
+        // A lost command (faults) never completes: the next one goes at once rather than at SimTime::NEVER.
+        if done != SimTime::NEVER {
+            now = done;
+        }
     }
     (lat, now)
 }
