@@ -56,15 +56,16 @@ def format_eta(seconds: float | None) -> str:
 
 
 # Wall seconds of each step of a profile on the default simulated drive, as bench/profile_runtime.py measured
-# them (sim:consumer-tlc-dram on a 2-core AMD EPYC VM shared with other jobs, 2026-11-25: quick 34.7 s in all,
-# standard 308 s). Only their ratios within a suite matter: they weigh the steps of the profile's outer bar, so
-# the probes, 61 % of a quick profile, move it by their share rather than by one step in six. The same
+# them (sim:consumer-tlc-dram on a 2-core AMD EPYC VM, 2026-11-25: quick 22.3 s in all on an idle machine,
+# standard 308 s while the machine was shared). Only their ratios within a suite matter: they weigh the steps of
+# the profile's outer bar, so the probes, half of a quick profile, move it by their share rather than by one step
+# in seven. The same
 # experiment costs more in the standard suite (longer points, wider spans), hence a table per suite; the full
 # suite, not measured, goes by the standard one, and a step not measured weighs its suite's median.
 STEP_WALL_S = {
     "quick": {
-        "probes": 21.2, "bs-sweep": 2.9, "qd-sweep": 3.7, "alignment": 1.3, "qd1-baseline": 0.9,
-        "seq-write-over-time": 4.3,
+        "probes": 11.4, "bs-sweep": 2.3, "qd-sweep": 2.4, "alignment": 1.0, "qd1-baseline": 0.6, "corners": 0.7,
+        "seq-write-over-time": 3.3,
     },
     "standard": {
         "probes": 52.8, "bs-sweep": 14.9, "qd-sweep": 21.8, "locality": 11.8, "permuted-reads": 3.9,
