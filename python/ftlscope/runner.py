@@ -56,6 +56,17 @@ def _has_holes(path: str, length: int) -> bool:
         os.close(fd)
 
 
+def stat_target(target: str) -> os.stat_result | None:
+    """``os.stat`` of a target path; None when it does not exist (a file to create), TargetError when it
+    cannot be looked at."""
+    try:
+        return os.stat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TargetError(f"cannot look at {target}: {exc.strerror}") from exc
+
+
 def prepare_target(
     target: str,
     workload: Workload,
@@ -70,12 +81,7 @@ def prepare_target(
     """Check the safety rules and make a file target ready: created or extended to ``size`` and filled, so a
     read-only run reads real data rather than holes."""
     notices: list[str] = []
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise TargetError(f"cannot look at {target}: {exc.strerror}") from exc
+    st = stat_target(target)
 
     if st is not None and stat.S_ISBLK(st.st_mode):
         safety.check_write_allowed(target, writes=workload.writes, destructive=destructive, force=force)

@@ -4,7 +4,6 @@ through the NVMe admin path, no power cycle."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import time
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from .. import safety
 from ..errors import NotAvailable, TargetError, UsageError
 from ..results import RunResult
-from ..runner import prepare_target
+from ..runner import prepare_target, stat_target
 from ..runner import run as engine_run
 from ..workload import Workload
 from .base import Target
@@ -35,12 +34,7 @@ class RealTarget(Target):
         from .. import _native
 
         notes: list[str] = []
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            st = None
-        except OSError as exc:
-            raise TargetError(f"cannot look at {path}: {exc.strerror}") from None
+        st = stat_target(path)
         if st is None or stat.S_ISREG(st.st_mode):
             # A file: an experiment that writes needs the same permission as any write (checked first, before
             # anything is touched); then the file is created/extended to --size and filled, so reads hit data.
