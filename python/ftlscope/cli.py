@@ -238,14 +238,6 @@ def _usage_since(before: resource.struct_rusage, wall_before: float) -> dict[str
     }
 
 
-def _write_json(path: str, value: dict) -> Path:
-    import json
-
-    out = Path(path)
-    out.write_text(json.dumps(value, indent=2) + "\n")
-    return out
-
-
 def _apply_jobfile(args: argparse.Namespace):
     """``run JOBFILE``: the job file's options become run's flags (fio_jobfile); a flag given as well as the job
     file option that sets it is refused, so nothing is silently overridden."""
@@ -295,9 +287,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     json_writer = None
     if args.json_format == "fio":
         from .fio_json import fio_report
+        from .jsonable import write_json
 
         def json_writer(path):
-            return _write_json(path, fio_report(result.summary, result.windows, cpu=usage,
+            return write_json(Path(path), fio_report(result.summary, result.windows, cpu=usage,
                                                 global_options=job.global_options if job else None,
                                                 jobname=job.job if job else None))
 
@@ -340,8 +333,7 @@ def _print_verify(report: dict, title: str) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    import json
-
+    from .jsonable import write_json
     from .verify import check_verified, verify_target
 
     report = verify_target(
@@ -350,9 +342,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     _print_verify(report, f"{args.target} — verify {format_size(report['size'])} at {report['offset']:,} "
                           f"(run tag {report['tag']:#x})")
     if args.json:
-        from pathlib import Path
-
-        Path(args.json).write_text(json.dumps({"verify": report}, indent=2) + "\n")
+        write_json(Path(args.json), {"verify": report})
         err_console.print(f"[dim]ftlscope: wrote {args.json}[/dim]")
     check_verified(report)
     return 0
