@@ -236,3 +236,15 @@ def test_a_sentence_holds_only_for_the_values_it_fits():
             "worst_penalty_pct": finding(0.5, "%")}
     assert sentence(Facts(record({"alignment": costly})), "alignment").startswith("Offsets aligned to 4 KiB")
     assert sentence(Facts(record({"alignment": free})), "alignment").startswith("No misaligned offset costs")
+
+
+@pytest.mark.parametrize("worst, shown", [(-0.05, "faster, by less than 0.1 %"), (-2.5, "faster, by 2.5 %"),
+                                          (0.0, "the worst cost 0 %")])
+def test_alignment_says_a_gain_as_a_gain_not_as_a_negative_cost(worst, shown):
+    # Regression: a hard disk's alignment line read "(the worst differed by > -0.1 %)".
+    found = {"worst_penalty_pct": finding(worst, "%")}
+    advice = {a["rule"]: a for a in build_guidance(record({"alignment": found}))}
+    text = advice["alignment"]["text"]
+    assert shown in text and "> -" not in text and "-" not in text.split("(")[1]
+    assert [e["finding"] for e in advice["alignment"]["evidence"]] == ["worst_penalty_pct"]
+    assert advice["alignment"]["evidence"][0]["display"] in text

@@ -14,7 +14,7 @@ finding) says nothing: no advice is better than a guess. Every number a rule's t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .facts import Evidence, Facts, format_bytes, format_value
@@ -154,9 +154,17 @@ def alignment(f: Facts) -> Advice | None:
                 f"{worst.display} of the IOPS.")
         cited.append(worst)
     elif worst is not None:
-        text = (f"Alignment beyond the logical block does not matter here: no misaligned offset was slower than "
-                f"aligned reads (the worst differed by {worst.display}).")
-        cited.append(worst)
+        # The worst "cost" is zero or a gain here: say a gain as a gain, not as a negative cost ("> -0.1 %").
+        if worst.value == 0:
+            gain = worst
+            text = ("Alignment beyond the logical block does not matter here: every misaligned offset was as fast "
+                    f"as aligned reads (the worst cost {gain.display}).")
+        else:
+            shown = "less than 0.1 %" if worst.value > -0.1 else format_value(-worst.value, worst.unit)
+            gain = replace(worst, display=shown)
+            text = (f"Alignment beyond the logical block does not matter here: no misaligned offset was slower "
+                    f"than aligned reads (even the least favourable one was faster, by {gain.display}).")
+        cited.append(gain)
     else:
         return None
     if page is not None and isinstance(page.value, int | float):
