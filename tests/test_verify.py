@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
+import simdevices
 
 from ftlscope import _native, from_flags, run
 from ftlscope.errors import RunError, UsageError
+from ftlscope.sim import SimDevice
 from ftlscope.verify import check_verified, verify_after_run, verify_target, verify_workload
 
 pytestmark = pytest.mark.usefixtures("state_home")
@@ -114,8 +117,6 @@ def test_the_cli_verifies_and_exits_1_on_a_mismatch(scratch, cli):
 
 
 def test_refusals_name_the_reason(scratch, cli):
-    out = cli("run", "sim:consumer-tlc-dram", "--rw", "randwrite", "--ops", "10", "--verify")
-    assert out.returncode == 2 and "keeps a fingerprint per page" in out.stderr
     out = cli("run", scratch / "r.img", "--size", "1m", "--rw", "randread", "--ops", "10", "--verify")
     assert out.returncode == 2 and "does not write" in out.stderr
     assert not (scratch / "r.img").exists()
@@ -125,7 +126,97 @@ def test_refusals_name_the_reason(scratch, cli):
     out = cli("verify", scratch / "zeros.img")
     assert out.returncode == 1 and "nothing was checked" in out.stderr
     out = cli("verify", "sim:consumer-tlc-dram")
-    assert out.returncode == 2 and "nothing to read back" in out.stderr
+    assert out.returncode == 2 and "holds nothing yet" in out.stderr and "--verify" in out.stderr
     with pytest.raises(UsageError, match="--offset/--size"):
         path, _ = _written(scratch)
         verify_target(str(path), offset=1000)
+
+
+# ---- simulated devices: the model keeps each page's last write generation -------------------------------
+
+
+def _verify_sim(device, *, rw="randwrite", ops, bs="4k", qd=8, size=None, keep=None):
+    flags = {"rw": rw, "ops": ops, "bs": bs, "qd": qd, **({"size": size} if size else {})}
+    workload = verify_workload(from_flags(**flags), device.spec, "random")
+    result = run(device, workload)
+    if keep is not None:
+        keep.append(result)
+    return verify_after_run(result, direct=True)
+
+
+def test_a_simulated_drive_keeps_every_write_through_garbage_collection(tmp_path):
+    # 4x the small drive's capacity in random writes: the FTL moves valid pages many times over, and every
+    # sector must still hold the generation the run wrote last.
+    device = simdevices.small_ssd(tmp_path, ftl={"gc": "greedy"})
+    report = _verify_sim(device, ops=4 * 64 * 256, size="64MiB")
+    health = device.health()
+    assert health["media_bytes_written"] > 1.2 * health["host_bytes_written"]  # garbage collection copied pages
+    assert report["mismatch_count"] == 0 and not report["read_errors"]
+    assert report["ok"] > 0.95 * (64 << 20) // 512 and report["stale"]["sectors"] == 0
+    assert report["source"].startswith("simulated")
+    check_verified(report)
+
+
+def test_verify_on_a_simulated_drive_sees_data_written_over_the_runs(tmp_path):
+    # The check is not vacuous: another program's writes over part of the range are found, with their offset.
+    device = simdevices.small_ssd(tmp_path)
+    kept = []
+    _verify_sim(device, rw="write", ops=1024, bs="4k", qd=1, size="4MiB", keep=kept)
+    run(device, from_flags(rw="write", ops=4, bs="4k", offset="2MiB", size="16KiB"))
+    report = verify_after_run(kept[0], direct=True)
+    assert report["foreign"] == report["overwritten"] == 32
+    # one range per overwritten write of the run (each expected its own generation)
+    assert [(m["offset"], m["len"], m["kind"]) for m in report["mismatches"]] == [
+        ((2 << 20) + i * 4 * KiB, 4 * KiB, "foreign") for i in range(4)]
+
+
+def test_a_simulated_drives_bad_range_is_caught_by_verify_with_its_offset(tmp_path):
+    device = simdevices.small_ssd(tmp_path, faults={"bad_ranges": [{"start": "1MiB", "length": "8KiB"}]})
+    report = _verify_sim(device, rw="write", ops=512, bs="8k", qd=1, size="4MiB")
+    assert report["unreadable_sectors"] == 16
+    assert [(e["offset"], e["len"]) for e in report["read_errors"]] == [(1 << 20, 8 * KiB)]
+    assert report["mismatch_count"] == 0
+    with pytest.raises(RunError, match="16 could not be read"):
+        check_verified(report)
+
+
+def test_a_simulated_hard_disk_verifies_sector_by_sector():
+    device = SimDevice.open("sim:hdd-7200-consumer")
+    report = _verify_sim(device, rw="randwrite", ops=2000, bs="512", qd=4, size="1MiB")
+    assert report["mismatch_count"] == 0 and report["ok"] > 0
+    check_verified(report)
+
+
+def test_the_cli_verifies_a_simulated_drive(cli):
+    out = cli("run", "sim:consumer-tlc-dram", "--rw", "randwrite", "--size", "16m", "--ops", "5000", "--verify")
+    assert out.returncode == 0, out.stderr
+    assert "intact" in out.stdout
+
+
+def test_a_saved_write_record_lets_a_later_verify_count_stale_writes(scratch, cli):
+    path, record = scratch / "s.img", scratch / "s.npz"
+    out = cli("run", path, "--size", "64k", "--rw", "write", "--bs", "4k", "--ops", "32", "--verify",
+              "--verify-record", record)
+    assert out.returncode == 0, out.stderr
+    saved = np.load(record)
+    tag, generations = int(saved["tag"]), saved["generations"]
+    assert len(generations) == 128 and generations[8] == 18  # write 18 (the second pass) covers sectors 8-15
+    # The drive "lost" write 18: sectors 8-15 still hold write 2, intact and consistent.
+    _patch(path, 4096, _native.verify_stamp(4096, 4096, tag, 2))
+    out = cli("verify", path, "--json", scratch / "later.json")
+    assert out.returncode == 0, out.stderr  # without the record, an older intact write is no mismatch
+    out = cli("verify", path, "--record", record, "--json", scratch / "later.json")
+    assert out.returncode == 1 and "8 sector(s)" in out.stderr
+    report = json.loads((scratch / "later.json").read_text())["verify"]
+    assert report["stale"] == {"sectors": 8, "writes": 1} and report["tag"] == tag
+    assert [(m["offset"], m["kind"], m["expected_generation"]) for m in report["mismatches"]] == [(4096, "stale", 18)]
+
+
+def test_bad_write_records_are_refused_naming_the_flag(scratch, cli):
+    (scratch / "t.img").write_bytes(bytes(1 << 16))
+    (scratch / "bad.npz").write_text("not a record")
+    for record, says in ((scratch / "none.npz", "does not exist"), (scratch / "bad.npz", "not a write record")):
+        out = cli("verify", scratch / "t.img", "--record", record)
+        assert out.returncode == 2 and out.stderr.startswith("ftlscope: error: --record:") and says in out.stderr
+    out = cli("run", scratch / "t.img", "--rw", "write", "--ops", "4", "--verify-record", scratch / "r.npz")
+    assert out.returncode == 2 and "--verify-record" in out.stderr and "add --verify" in out.stderr

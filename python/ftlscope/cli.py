@@ -296,7 +296,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         saved = save_run_outputs(result, json=args.json, trace=args.trace, windows=args.windows,
-                                 plots=args.plots, json_writer=json_writer,
+                                 plots=args.plots, json_writer=json_writer, verify_record=args.verify_record,
                                  plots_writer=lambda directory: _write_plots(result, directory))
         unsaved = None
     except RunError as exc:  # shown after the table: what was measured is printed and kept either way
@@ -336,8 +336,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .jsonable import write_json
     from .verify import check_verified, verify_target
 
+    tag, record = args.tag, None
+    if args.record:
+        from .verify import load_write_record
+
+        tag, record = load_write_record(args.record)
+        if args.tag and args.tag != tag:
+            raise UsageError(f"--tag: {args.tag:#x} is not the tag of the run whose record --record gives "
+                             f"({tag:#x}); drop --tag")
     report = verify_target(
-        args.target, offset=args.offset, size=args.size, tag=args.tag, direct=not args.buffered
+        args.target, offset=args.offset, size=args.size, tag=tag, write_record=record, direct=not args.buffered
     )
     _print_verify(report, f"{args.target} — verify {format_size(report['size'])} at {report['offset']:,} "
                           f"(run tag {report['tag']:#x})")
@@ -430,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--verify", action="store_true",
                    help="write verifiable data (LBA, generation, CRC-32C per sector) and read it all back after "
                         "the run: counts torn, stale and misdirected writes (exit 1 on any)")
+    g.add_argument("--verify-record", metavar="FILE",
+                   help="with --verify: save the write record (what each sector should hold, numpy .npz), so a "
+                        "later 'ftlscope verify TARGET --record FILE' counts stale writes too")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("verify", help="read a target back and check the stamps a 'run --verify' wrote")
@@ -438,6 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", help="length of the range (default: to the end)")
     p.add_argument("--tag", type=lambda v: int(v, 0), default=0,
                    help="the run tag to check (from the run's JSON verify.tag; default: the first stamp's)")
+    p.add_argument("--record", help="the run's write record ('run --verify --verify-record FILE'): stale writes "
+                                    "are counted too")
     p.add_argument("--buffered", action="store_true", help="read through the page cache (no O_DIRECT)")
     p.add_argument("--json", help="write the report (JSON) here")
     p.set_defaults(func=cmd_verify)

@@ -191,6 +191,10 @@ def _check_run(args: argparse.Namespace) -> None:
         check_output_file(args.json, "--json")
     if args.windows:
         check_output_file(args.windows, "--windows")
+    if getattr(args, "verify_record", None):
+        if not args.verify:
+            raise UsageError("--verify-record: saves a --verify run's write record; add --verify")
+        check_output_file(args.verify_record, "--verify-record", ROOM_DIRECTORY)
     if args.trace:
         from .workload import from_flags
 
@@ -267,14 +271,16 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def save_run_outputs(result, *, json: str | None, trace: str | None, windows: str | None,
-                     plots: str | None = None, json_writer=None, plots_writer=None) -> list[str]:
+                     plots: str | None = None, json_writer=None, plots_writer=None,
+                     verify_record: str | None = None) -> list[str]:
     """Write a run's files where asked (``json_writer(path)`` in place of the summary JSON, e.g. fio's shape;
     ``plots_writer(directory)`` for the figures). When one cannot be written (the disk filled up during the run,
     a mount went away), every asked-for file goes to a new temporary directory instead, and RunError (exit 1)
     says where; the measurements are never lost to an unwritable place."""
     wanted = [(path, save) for path, save in ((json, json_writer or result.save_json),
                                                 (trace, result.save_trace), (windows, result.save_windows),
-                                                (plots, plots_writer)) if path and save]
+                                                (plots, plots_writer),
+                                                (verify_record, result.save_write_record)) if path and save]
     saved: list[str] = []
     for path, save in wanted:
         try:

@@ -69,6 +69,8 @@ class RunResult:
     notices: list[str] = field(default_factory=list)
     # A verify run's write record: the generation last written to each 512 B sector (little-endian u32).
     write_record: bytes | None = field(default=None, repr=False)
+    # The simulated device the run drove (None for a real target): a verify run reads it back.
+    sim_device: Any = field(default=None, repr=False)
 
     @property
     def ops(self) -> dict[str, dict[str, Any]]:
@@ -83,6 +85,18 @@ class RunResult:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.summary, indent=2, default=str) + "\n")
+        return path
+
+    def save_write_record(self, path: str | Path) -> Path:
+        """Save a verify run's write record for a later ``ftlscope verify --record``: a numpy ``.npz`` with
+        ``generations`` (uint32, the generation last written to each 512 B sector from offset 0) and ``tag``
+        (the run's verify tag)."""
+        if self.write_record is None:
+            raise ValueError("not a verify run: there is no write record to save")
+        path = Path(path)
+        with path.open("wb") as f:  # a file object: np.savez would add ".npz" to a name without it
+            np.savez_compressed(f, generations=np.frombuffer(self.write_record, dtype="<u4"),
+                                tag=np.uint64(self.summary["workload"]["verify_tag"]), format=np.int32(1))
         return path
 
     def save_trace(self, path: str | Path) -> Path:

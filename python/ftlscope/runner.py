@@ -526,6 +526,7 @@ def run(
         dropped_trace_records=trace_columns["dropped"] if trace_columns else 0,
         notices=prepared.notices + engine_env.get("notices", []),
         write_record=raw.get("write_record"),
+        sim_device=device,
     )
 
 

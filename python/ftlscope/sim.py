@@ -96,6 +96,11 @@ class SimDevice:
         """What logical page ``lpn`` holds: ``"unwritten"``, ``"zeroes"`` or the data fingerprint."""
         return self._native.content(lpn)
 
+    def verify(self, offset: int, size: int, tag: int, write_record: bytes | None = None) -> str:
+        """The read-back pass of a verify run that wrote to this device (``ftlscope.verify.verify_sim``):
+        the engine's report as JSON."""
+        return self._native.verify(offset, size, tag, write_record)
+
     def __repr__(self) -> str:
         return f"SimDevice({self.spec!r}, now={self.now_ns / 1e9:.3f}s)"
 

@@ -304,16 +304,7 @@ impl Run {
         };
         let queues = workload.queues;
         let mut shared = Shared::new(queues);
-        if workload.data == DataPattern::Verify && workload.mix.writes() {
-            let length = if workload.range.length > 0 {
-                workload.range.length
-            } else {
-                target.info.size_bytes.saturating_sub(workload.range.start)
-            };
-            let record = WriteRecord::new(0, workload.range.start + length + workload.align_offset)
-                .map_err(|problem| WorkloadError::Invalid { field: "data", problem })?;
-            shared.write_record = Some(record);
-        }
+        shared.write_record = write_record(&workload, target.info.size_bytes)?;
         let shared = Arc::new(shared);
         let cpus = if options.pin && !worker_driven { allowed_cpus() } else { Vec::new() };
         // Queues on CPUs 1, 2, ... and the aggregator on the first CPU, away from the queues where the
@@ -425,16 +416,11 @@ impl Run {
         };
         options.validate()?;
         workload.validate(info.size_bytes, info.logical_block_size)?;
-        if workload.data == DataPattern::Verify {
-            // The model keeps a fingerprint per page for its own accounting, not the bytes: a read returns
-            // nothing a stamp could be checked in.
-            return Err(WorkloadError::Invalid {
-                field: "data",
-                problem: "a simulated device keeps no data to read back; verify a file or block device".into(),
-            }
-            .into());
-        }
-        let shared = Arc::new(Shared::new(workload.queues));
+        // A verify run on a simulated device: the model keeps each page's last write generation as its
+        // content fingerprint (see `sim_driver::SimSource`), so the read-back pass can check it.
+        let mut shared = Shared::new(workload.queues);
+        shared.write_record = write_record(&workload, info.size_bytes)?;
+        let shared = Arc::new(shared);
         let (producers, aggregator) = start_aggregator(&workload, &options, t0, None);
         let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1);
         let worker_shared = Arc::clone(&shared);
@@ -550,6 +536,21 @@ impl Run {
 }
 
 /// Run to the end.
+/// A verify run's write record (what each sector should hold after the run), or None for other runs.
+fn write_record(workload: &Workload, target_size: u64) -> Result<Option<WriteRecord>, EngineError> {
+    if workload.data != DataPattern::Verify || !workload.mix.writes() {
+        return Ok(None);
+    }
+    let length = if workload.range.length > 0 {
+        workload.range.length
+    } else {
+        target_size.saturating_sub(workload.range.start)
+    };
+    WriteRecord::new(0, workload.range.start + length + workload.align_offset)
+        .map(Some)
+        .map_err(|problem| WorkloadError::Invalid { field: "data", problem }.into())
+}
+
 pub fn run(target: Target, workload: Workload, options: RunOptions) -> Result<RunResult, EngineError> {
     Ok(Run::start(target, workload, options)?.join())
 }

@@ -23,6 +23,7 @@ use crate::pattern::OffsetGenerator;
 use crate::queue::{QueueContext, QueueLoop, Shared};
 use crate::stats::Record;
 use crate::target::{TargetInfo, TargetKind};
+use crate::verify::{ReadAt, Stamp, SECTOR};
 use crate::workload::Op;
 
 /// A simulated device and where its virtual clock stands. Runs on it continue from `now`, so
@@ -93,6 +94,8 @@ struct Clockwork<'a> {
     /// The device reorders queued commands (a disk's NCQ): commands are queued, and started by
     /// [`Clockwork::dispatch`] whenever the device is free.
     queueing: bool,
+    /// A verify run: each write's fingerprint is its generation, marked (see [`SimSource`]).
+    verify: bool,
 }
 
 /// A queued command's tag: its queue, slot and the result it completes with.
@@ -143,7 +146,13 @@ impl Backend for SimPort<'_, '_> {
         for (slot, req) in self.unsubmitted.drain(..) {
             let fingerprint = if req.op == Op::Write {
                 cw.writes += 1;
-                (req.offset / 512) as u32 ^ (cw.writes as u32).rotate_left(16)
+                if cw.verify {
+                    // SAFETY: a write's buffer holds `len` >= 512 stamped bytes inside the queue's region.
+                    let sector = unsafe { std::slice::from_raw_parts(req.addr, SECTOR) };
+                    verify_fingerprint(sector)
+                } else {
+                    ((req.offset / 512) as u32 ^ (cw.writes as u32).rotate_left(16)) & !VERIFY_MARK
+                }
             } else {
                 0
             };
@@ -193,6 +202,19 @@ struct SimQueue<'a> {
     wake_at: Option<u64>,
 }
 
+/// Simulated requests carry no data: the buffers only give the loop somewhere to point, except in a verify
+/// run, whose writes are stamped so the device can keep each write's generation (see [`SimSource`]).
+fn sim_buffers(ctx: &QueueContext, depth: usize) -> IoBuffers {
+    let w = &ctx.workload;
+    if ctx.shared.write_record.is_none() {
+        return IoBuffers::new(depth, 4096, crate::workload::DataPattern::Zeros, w.seed, ctx.queue, true);
+    }
+    let mut buffers =
+        IoBuffers::new(depth, w.max_size() as usize, crate::workload::DataPattern::Verify, w.seed, ctx.queue, true);
+    buffers.verify_tag = w.verify_tag;
+    buffers
+}
+
 /// What the driver hands back when the run is over.
 pub(crate) struct SimOutcome {
     pub reports: Vec<QueueReport>,
@@ -218,8 +240,7 @@ pub(crate) fn drive(
             let depth = w.inflight_per_queue() as usize;
             SimQueue {
                 lp: QueueLoop::new(ctx, OffsetGenerator::new(w, ctx.target_size, ctx.queue), producer),
-                // Simulated requests carry no data: the buffers only give the loop somewhere to point.
-                buffers: IoBuffers::new(depth, 4096, crate::workload::DataPattern::Zeros, w.seed, ctx.queue, true),
+                buffers: sim_buffers(ctx, depth),
                 unsubmitted: Vec::with_capacity(depth),
                 wake_at: None,
             }
@@ -235,6 +256,7 @@ pub(crate) fn drive(
         completions: BinaryHeap::new(),
         writes: 0,
         lost: Vec::new(),
+        verify: shared.write_record.is_some(),
     };
     // A command outstanding longer than this ends the run, as on a real device.
     let io_timeout_ns = contexts.iter().map(|c| c.io_timeout_ns).min().unwrap_or(u64::MAX);
@@ -323,6 +345,81 @@ fn counters_sample(device: &dyn SimDevice, now: u64) -> HealthSample {
         sample.thermal_throttle_s = Some(c.throttle_ns as f64 / 1e9);
     }
     sample
+}
+
+/// The top bit of a simulated page's fingerprint marks a verify run's write; the other 31 bits are its
+/// generation. Other writes' fingerprints keep the bit clear, so they never pass for a verify stamp.
+const VERIFY_MARK: u32 = 1 << 31;
+
+/// The fingerprint a verify write leaves: its generation (from the stamp in its first sector), marked.
+fn verify_fingerprint(first_sector: &[u8]) -> u32 {
+    let generation = u64::from_le_bytes(first_sector[24..32].try_into().expect("8 bytes"));
+    VERIFY_MARK | (generation.min((VERIFY_MARK - 1) as u64) as u32)
+}
+
+/// The read-back pass of a verify run on a simulated device. The model keeps no bytes, only each page's
+/// last write fingerprint, which a verify run sets to the write's generation: a read goes through the
+/// simulated drive (so `[faults]` fail it with the offset, as on a real drive) and its bytes are the stamps
+/// that generation wrote, rebuilt sector by sector. The model never loses or tears a write (the contract:
+/// faults never corrupt stored data), so what this pass checks is the FTL's bookkeeping through buffering
+/// and garbage collection, and the read errors `[faults]` inject. Pages of one write are rebuilt as
+/// page-sized writes: a tear inside a page cannot be represented, and a sector rewritten by a smaller write
+/// shows its page's newest generation.
+pub struct SimSource<'a> {
+    target: std::cell::RefCell<&'a mut SimTarget>,
+    tag: u64,
+}
+
+impl<'a> SimSource<'a> {
+    /// Read back the writes of the verify run tagged `tag` (its stamps carry that tag).
+    pub fn new(target: &'a mut SimTarget, tag: u64) -> SimSource<'a> {
+        SimSource { target: std::cell::RefCell::new(target), tag }
+    }
+}
+
+impl ReadAt for SimSource<'_> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut guard = self.target.borrow_mut();
+        let target = &mut **guard;
+        let now = target.now;
+        let request = SimRequest { op: SimOp::Read, offset, len: buf.len() as u64, fingerprint: 0 };
+        let done = target.device.submit_checked(now, &request);
+        match done.status {
+            Status::Lost => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the simulated device did not answer (a lost command or a hung controller)",
+                ))
+            }
+            Status::MediaError => return Err(io::Error::from_raw_os_error(libc::EIO)),
+            Status::Ok => {}
+        }
+        target.now = done.at.max(now);
+        let page = target.device.content_granularity().max(SECTOR as u64);
+        for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
+            let at = offset + (i * SECTOR) as u64;
+            match target.device.content(at / page) {
+                ftlscope_sim::device::PageContent::Data(fp) if fp & VERIFY_MARK != 0 => {
+                    let stamp = Stamp {
+                        lba: at / SECTOR as u64,
+                        tag: self.tag,
+                        generation: (fp & !VERIFY_MARK) as u64,
+                        index: ((at % page) / SECTOR as u64) as u32,
+                        sectors: (page / SECTOR as u64) as u32,
+                    };
+                    stamp.write_to(sector);
+                }
+                // Another program's data: bytes that are no stamp.
+                ftlscope_sim::device::PageContent::Data(_) => sector.fill(0xa5),
+                _ => sector.fill(0),
+            }
+        }
+        Ok(())
+    }
+
+    fn block(&self) -> u64 {
+        self.target.borrow().device.content_granularity().max(SECTOR as u64)
+    }
 }
 
 #[cfg(test)]

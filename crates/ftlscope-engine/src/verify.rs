@@ -32,7 +32,8 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    fn write_to(&self, sector: &mut [u8]) {
+    /// Write this stamp (and its checksum) into a 512-byte sector.
+    pub fn write_to(&self, sector: &mut [u8]) {
         sector[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         sector[4..8].copy_from_slice(&self.index.to_le_bytes());
         sector[8..16].copy_from_slice(&self.lba.to_le_bytes());

@@ -134,6 +134,29 @@ impl SimDevice {
         (t.device.mapping_bytes(), pages)
     }
 
+    /// The read-back pass of a verify run on this device: `[offset, offset + size)` read through the model
+    /// (its `[faults]` fail reads as on a real drive) and checked against the run's write record. JSON.
+    #[pyo3(signature = (offset, size, tag, record=None))]
+    fn verify(&self, py: Python<'_>, offset: u64, size: u64, tag: u64, record: Option<&[u8]>) -> PyResult<String> {
+        use ftlscope_engine::sim_driver::SimSource;
+        use ftlscope_engine::verify::{verify, SECTOR};
+        let generations: Option<Vec<u32>> = record
+            .map(|bytes| bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect());
+        let target = Arc::clone(&self.target);
+        let report = py.allow_threads(move || {
+            let mut t = target.lock().expect("device lock");
+            if !offset.is_multiple_of(SECTOR as u64) || !size.is_multiple_of(SECTOR as u64) {
+                return Err(format!("verify range: offset {offset} and size {size} must be multiples of 512 B"));
+            }
+            if offset.saturating_add(size) > t.device.capacity_bytes() {
+                return Err(format!("verify range: {offset} + {size} B goes past the end of the simulated device"));
+            }
+            let source = SimSource::new(&mut t, tag);
+            Ok(verify(&source, offset, size, tag, generations.as_deref().map(|g| (g, 0))))
+        });
+        report.map(|r| to_json(&r)).map_err(PyValueError::new_err)
+    }
+
     /// What logical page `lpn` holds: "unwritten", "zeroes" or the data fingerprint.
     fn content(&self, lpn: u64) -> String {
         use ftlscope_sim::device::PageContent;
