@@ -27,8 +27,9 @@ import pandas as pd
 
 from ..analysis.stats import aggregate
 from ..env import system_env
-from ..errors import FtlscopeError, UsageError
+from ..errors import FtlscopeError, RunError, UsageError
 from ..jsonable import write_json
+from ..kept import failure, write_or_keep
 from ..sim import SimDevice
 from ..units import format_size
 from . import resume as checkpoint
@@ -65,9 +66,12 @@ def run_experiment(
     progress: bool = False,
     show_serial: bool = False,
     resume: str | Path | None = None,
+    keep_elsewhere: bool = True,
 ) -> ExperimentOutcome:
     """Run ``experiment`` on ``target`` ``repeat`` times and write its directory under ``out``; with ``resume``
-    (an earlier run's ``out``), continue that run from its first repetition not completed (see resume.py)."""
+    (an earlier run's ``out``), continue that run from its first repetition not completed (see resume.py).
+    When the directory cannot be written after the measurement, the results go to a temporary directory and
+    RunError says where (``keep_elsewhere``), or the OSError is raised (a profile keeps its own)."""
     if repeat < 1:
         raise UsageError(f"--repeat: give at least 1 (got {repeat})")
     values = experiment.resolve_params(params or {})
@@ -99,9 +103,28 @@ def run_experiment(
         error = exc
     except KeyboardInterrupt:
         error = Interrupted("interrupted; the results measured so far are kept")
+    except OSError as exc:  # a raw file could not be written: stop, keep what was measured (below)
+        error = RunError(f"stopped: {failure(exc, raw_dir)}")
     if error is not None:
-        checkpoint.seal(raw_dir, ctx)
+        try:
+            checkpoint.seal(raw_dir, ctx)
+        except OSError as exc:
+            ctx.notes.append(f"the checkpoint could not be sealed: {failure(exc, raw_dir)}")
 
+    def finish(place: Path) -> ExperimentOutcome:
+        return _write_outcome(experiment, place, rows, values, ctx, error, started, repeat)
+
+    if not keep_elsewhere:
+        return finish(directory)
+    return write_or_keep(finish, directory, name=experiment.name, raw=raw_dir)
+
+
+def _write_outcome(experiment: Experiment, directory: Path, rows: list[dict[str, Any]], values: dict[str, Any],
+                   ctx: Context, error: FtlscopeError | None, started: float, repeat: int) -> ExperimentOutcome:
+    """Analyse the points measured and write the experiment's directory: points, table, findings, figures and
+    conditions."""
+    raw_dir = directory / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
     points = pd.DataFrame(rows)
     if not points.empty:
         points.to_parquet(raw_dir / "points.parquet", index=False)

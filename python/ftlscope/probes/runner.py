@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from ..env import system_env
-from ..errors import FtlscopeError
+from ..errors import FtlscopeError, RunError
 from ..jsonable import write_json
+from ..kept import failure, write_or_keep
 from ..sim import SimDevice
 from ..units import format_size
 from . import NAMES, PROBES, parse_properties
@@ -123,6 +124,8 @@ def probe_device(
         error = exc
     except KeyboardInterrupt:
         error = Interrupted("interrupted; the answers found so far are kept")
+    except OSError as exc:  # a raw file could not be written: stop, keep the answers found (below)
+        error = RunError(f"stopped: {failure(exc, raw_dir)}")
     device = {
         "name": ctx.target,
         "kind": ctx.kind,
@@ -135,7 +138,7 @@ def probe_device(
     report = ProbeReport(device, answers, directory, preconditioning_ns / 1e9, time.monotonic() - started, error,
                          list(ctx.notes))
     if directory is not None:
-        write_report(report, directory)
+        write_or_keep(lambda place: write_report(report, place), directory, name=directory.name, raw=raw_dir)
     return report
 
 

@@ -186,8 +186,9 @@ def _run_steps(run: _Run, steps, subject, span, repeat, io, advance, say) -> Ftl
             experiment = get_experiment(step.experiment)
             say(f"[{number}/{len(steps)}] {experiment.name}: {experiment.summary}")
             params = _params(experiment, step.params, span, ctx.capacity)
+            # keep_elsewhere=False: a late write failure ends the profile, which keeps and stores what it has
             outcome = run_experiment(experiment, subject, out=directory / "experiments", params=params,
-                                     repeat=repeat, **io)
+                                     repeat=repeat, keep_elsewhere=False, **io)
             record["experiments"].append(_experiment_entry(outcome, directory))
             error = outcome.error
             if experiment.writes and error is None:
