@@ -49,6 +49,11 @@ class Case:
 BAD: dict[str, Case] = {
     # 1. zero and negative amounts
     "runtime_zero": Case(("run", SIM, "--runtime", "0s"), "--runtime"),
+    "price_words": Case(("profile", SIM, "--price", "cheap", "--out", "{root}/pp", "--no-store"), "--price"),
+    "price_both": Case(("profile", SIM, "--price", "89EUR", "--price-per-gb", "0.3EUR", "--out", "{root}/pp",
+                        "--no-store"), "--price"),
+    "price_per_gb_negative": Case(("profile", SIM, "--price-per-gb", "-1", "--out", "{root}/pp", "--no-store"),
+                                  "--price-per-gb"),
     "runtime_zero_file": Case(("run", "{img}", "--runtime", "0s"), "--runtime"),
     "ops_zero": Case(("run", SIM, "--ops", "0"), "--ops"),
     "batch_zero": Case(("run", SIM, "--batch", "0", "--ops", "4"), "--batch"),

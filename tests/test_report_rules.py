@@ -248,3 +248,55 @@ def test_alignment_says_a_gain_as_a_gain_not_as_a_negative_cost(worst, shown):
     assert shown in text and "> -" not in text and "-" not in text.split("(")[1]
     assert [e["finding"] for e in advice["alignment"]["evidence"]] == ["worst_penalty_pct"]
     assert advice["alignment"]["evidence"][0]["display"] in text
+
+
+# ---- cost (--price / --price-per-gb) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, amount, currency", [("89EUR", 89.0, "EUR"), ("89 eur", 89.0, "EUR"),
+                                                    ("€89.50", 89.5, "EUR"), ("$120", 120.0, "USD"), ("45", 45.0, "")])
+def test_a_price_is_read_with_its_currency(text, amount, currency):
+    from ftlscope.report.cost import parse_price
+
+    price = parse_price(text, "--price")
+    assert (price["amount"], price["currency"]) == (amount, currency)
+
+
+@pytest.mark.parametrize("text", ["", "cheap", "-5EUR", "0", "€89USD", "89 EURO"])
+def test_a_bad_price_names_the_flag(text):
+    from ftlscope.report.cost import parse_price
+
+    with pytest.raises(UsageError) as err:
+        parse_price(text, "--price")
+    assert err.value.message.startswith("--price:")
+
+
+def _priced(price, rotational=False, experiments=None):
+    from ftlscope.report.cost import price_of
+
+    rec = record(experiments, rotational=rotational)
+    rec["target"]["size_bytes"] = 500 * 10**9
+    rec["price"] = price_of(rec, *price)
+    return rec
+
+
+def test_the_card_gives_the_price_per_gb_per_kiops_and_per_100_mb_s():
+    experiments = {"qd-sweep": QD_SWEEP, "bs-sweep": {"sequential_peak_mb_s": finding(2000.0, "MB/s")}}
+    card = {row["key"]: row for row in build_card(_priced(("100EUR", None), experiments=experiments))}
+    assert card["cost_per_gb"]["value"] == pytest.approx(0.2) and card["cost_per_gb"]["display"] == "0.20 EUR per GB"
+    assert card["cost_per_kiops"]["value"] == pytest.approx(100 / 500)  # 500,000 IOPS peak
+    assert card["cost_per_100mb_s"]["value"] == pytest.approx(100 / 20)
+    assert "500,000 IOPS" in card["cost_per_kiops"]["detail"]
+    # per GB: the same drive priced by the gigabyte
+    per_gb = {row["key"]: row for row in build_card(_priced((None, "0.2EUR"), experiments=experiments))}
+    assert per_gb["cost_per_kiops"]["value"] == pytest.approx(card["cost_per_kiops"]["value"])
+
+
+def test_a_cost_without_its_measurement_stays_silent_and_a_disk_uses_its_own_rows():
+    card = {row["key"]: row for row in build_card(_priced(("60USD", None)))}
+    assert "cost_per_gb" in card and "cost_per_kiops" not in card and "cost_per_100mb_s" not in card
+    zoning = {"random_read_iops_qd32": finding(300.0, "IOPS"), "outer_mb_s": finding(250.0, "MB/s")}
+    disk = {row["key"]: row for row in build_card(_priced(("60USD", None), True, {"zoning": zoning}))}
+    assert disk["cost_per_kiops"]["value"] == pytest.approx(60 / 0.3)
+    assert disk["cost_per_100mb_s"]["value"] == pytest.approx(60 / 2.5)
+    assert build_card(record({"qd-sweep": QD_SWEEP}))[-1]["key"] != "cost_per_gb"  # no price: no cost rows

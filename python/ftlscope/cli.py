@@ -515,6 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="your p99 latency target (e.g. 500us): the queue-depth guidance for latency-sensitive work "
                         "gives the deepest queue whose p99 stays under it (default: within 2x QD 1's p99)")
     p.add_argument("--repeat", type=int, default=1, help="repetitions of each experiment (default 1)")
+    p.add_argument("--price", metavar="AMOUNT", help="the drive's price (e.g. 89EUR, $120): the card adds the price "
+                                                    "per GB, per 1,000 random read IOPS and per 100 MB/s")
+    p.add_argument("--price-per-gb", metavar="AMOUNT", help="the price per GB instead (e.g. 0.35EUR)")
     _add_db_flag(p)
     p.add_argument("--no-store", action="store_true", help="do not add the run to the store")
     _add_suite_flags(p, "profiling erases and rewrites it")
@@ -533,6 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="several stored runs side by side: properties, summary, overlaid curves")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids (or prefixes, latest, -1, ..., directories)")
     p.add_argument("--out", default="ftlscope-compare", help="output directory (default ftlscope-compare)")
+    p.add_argument("--price", metavar="A,B,...", help="each run's price, in the order of RUN (e.g. 89EUR,45EUR; '-' "
+                                                     "keeps a run's stored price): price per GB, 1,000 IOPS, 100 MB/s")
+    p.add_argument("--price-per-gb", metavar="A,B,...", help="each run's price per GB instead")
     _add_db_flag(p)
     p.set_defaults(func=cmd_compare)
 
@@ -693,6 +699,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from .units import parse_size
 
     spec = parse_spec(args.spec)
+    check_prices(args.price, args.price_per_gb)
     suite = sla_suite(args.suite, args.sla_p99)
     if not args.no_store:
         from .store import RunStore
@@ -706,6 +713,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
         size=parse_size(args.size, "--size") if args.size else None, engine=args.engine, repeat=args.repeat,
         progress=not args.quiet, log=_step_log(args.quiet),
     )
+    from .report.cost import price_of
+
+    outcome.record["price"] = price_of(outcome.record, args.price, args.price_per_gb)
     finish(outcome, db=args.db, store=not args.no_store)
     record = outcome.record
     for note in record["notes"]:
@@ -811,11 +821,50 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .report.compare import render_compare
     from .store import RunStore
 
+    prices = [_per_run(args.price, "--price", len(args.runs)), _per_run(args.price_per_gb, "--price-per-gb",
+                                                                          len(args.runs))]
     store = RunStore(args.db, create=False)
     stored = [store.get(ref) for ref in args.runs]
-    paths = render_compare([(s.record, s.directory) for s in stored], Path(args.out))
+    records = []
+    for i, s in enumerate(stored):
+        record = dict(s.record)
+        price, per_gb = prices[0][i], prices[1][i]
+        if price or per_gb:  # given here: overrides the price the profile was run with
+            from .report.cost import price_of
+
+            record["price"] = price_of(record, price, per_gb)
+        records.append((record, s.directory))
+    paths = render_compare(records, Path(args.out))
     err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in paths)}[/dim]")
     return 0
+
+
+def check_prices(price: str | None, price_per_gb: str | None) -> None:
+    """Refuse a bad --price/--price-per-gb before the device is touched."""
+    from .report.cost import parse_price
+
+    if price and price_per_gb:
+        raise UsageError("--price/--price-per-gb: give one of them, not both")
+    for flag, value in (("--price", price), ("--price-per-gb", price_per_gb)):
+        if value:
+            parse_price(value, flag)
+
+
+def _per_run(text: str | None, flag: str, runs: int) -> list[str | None]:
+    """compare's ``--price 89EUR,45EUR``: one price per RUN, in order; ``-`` keeps a run's stored price."""
+    from .report.cost import parse_price
+
+    if not text:
+        return [None] * runs
+    items = [item.strip() for item in text.split(",")]
+    if len(items) != runs:
+        raise UsageError(f"{flag}: {len(items)} price(s) for {runs} run(s); give one per RUN, in order "
+                         f"('-' keeps a run's stored price), e.g. {flag} 89EUR,45EUR")
+    chosen = [None if item == "-" else item for item in items]
+    for item in chosen:
+        if item:
+            parse_price(item, flag)
+    return chosen
 
 
 def cmd_export(args: argparse.Namespace) -> int:

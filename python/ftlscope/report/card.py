@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..units import format_size, parse_duration_ns, parse_size
+from .cost import cost_rows
 from .facts import Evidence, Facts, format_percent, format_value
 
 # A measured figure within this share of the datasheet's "up to" figure meets it: datasheets round, and
@@ -136,6 +137,10 @@ def build_card(record: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             row["display"] = _why_missing(facts, item)
         rows.append(row)
+    # The price per unit of what was measured, when the user gave a price (--price / --price-per-gb).
+    for cost in cost_rows(record, rows):
+        rows.append({**cost, "source": "price", "figure": None, "spec": None, "meets_spec": None,
+                     "spec_display": None, "verdict": None})
     return rows
 
 
