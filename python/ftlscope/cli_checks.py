@@ -276,11 +276,14 @@ def save_run_outputs(result, *, json: str | None, trace: str | None, windows: st
                                                 (trace, result.save_trace), (windows, result.save_windows),
                                                 (plots, plots_writer)) if path and save]
     saved: list[str] = []
+    streamed = getattr(result, "streamed_trace", None)
     for path, save in wanted:
         try:
             saved.append(str(save(path)))
         except OSError as exc:
-            kept = Path(tempfile.mkdtemp(prefix="ftlscope-kept-"))
+            # A trace that failed while it was written went on in a kept directory: the rest joins it there.
+            kept = (streamed.kept_dir if streamed is not None else None) or Path(
+                tempfile.mkdtemp(prefix="ftlscope-kept-"))
             for other, other_save in wanted:
                 other_save(kept / Path(other).name)
             raise RunError(f"cannot write {path} ({exc.strerror or exc}); the results are kept in {kept}/ "

@@ -44,6 +44,12 @@ def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
     return frame
 
 
+def empty_trace_columns() -> dict[str, Any]:
+    """The engine's trace columns with no records: ``trace_frame`` of it has the trace's dtypes (``op``
+    categorical), which an empty trace written to Parquet must keep."""
+    return {**{name: b"" for name in _TRACE_DTYPES}, "dropped": 0}
+
+
 def windows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per (window, operation) with throughput and latency percentiles, under the SQL-friendly names of
     :mod:`ftlscope.metrics` (``window_index``, ``lat_p99_9_ns``)."""
@@ -69,6 +75,8 @@ class RunResult:
     notices: list[str] = field(default_factory=list)
     # A verify run's write record: the generation last written to each 512 B sector (little-endian u32).
     write_record: bytes | None = field(default=None, repr=False)
+    # The trace written to a file while the run went (``trace_file``), as ``ftlscope.trace_stream`` left it.
+    streamed_trace: Any = None
 
     @property
     def ops(self) -> dict[str, dict[str, Any]]:
@@ -86,7 +94,10 @@ class RunResult:
         return path
 
     def save_trace(self, path: str | Path) -> Path:
-        """Write the per-request trace as Parquet (zstd)."""
+        """Write the per-request trace as Parquet (zstd); a trace streamed to a file is there already (or is
+        copied to ``path``)."""
+        if self.streamed_trace is not None:
+            return self.streamed_trace.save_to(path)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.trace.to_parquet(path, compression="zstd", index=False)
