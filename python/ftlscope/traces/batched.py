@@ -32,7 +32,8 @@ from ..workload import OPS
 from .schema import METADATA_KEY, TraceError
 from .stats import BLOCK, _size_label
 
-BATCH_ROWS = 1 << 20
+# Requests per batch: 256 Ki, about 10 MiB of columns; --sort holds back one batch more.
+BATCH_ROWS = 1 << 18
 # Blocks expanded at once for the working set (a 1 MiB request is 256 of them): bounds that step's memory.
 _BLOCKS_PER_STEP = 1 << 23
 _MANTISSA_BITS = 10  # histogram buckets per power of two: 2**10, so a bucket is at most 0.1 % wide
@@ -72,7 +73,10 @@ class _Quantiles:
         if len(values) == 0:
             return
         values = values.astype(np.float64)
-        bucket = values.view(np.int64) >> (52 - _MANTISSA_BITS)
+        # Bucket 0 holds values below 1 (0 ns); above, the exponent without its bias, so ns up to 2**63 need
+        # 64 Ki buckets (1 MiB) whatever the count.
+        bucket = np.where(values >= 1, (values.view(np.int64) >> (52 - _MANTISSA_BITS)) - (1023 << _MANTISSA_BITS) + 1,
+                          0)
         size = int(bucket.max()) + 1
         if size > len(self.counts):
             self.counts = np.pad(self.counts, (0, size - len(self.counts)))
@@ -132,7 +136,9 @@ class _BlockBitmap:
                        start + 1)
             f, c = first[start:stop], count[start:stop]
             blocks = np.repeat(f, c) + (np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c))
-            self._set(np.unique(blocks))
+            # Sorted, not made unique: OR-ing a bit twice is harmless, and numpy 2's hash-based np.unique is
+            # many times slower than a sort here (see stats.working_set_blocks).
+            self._set(np.sort(blocks))
             start = stop
 
     def _set(self, blocks: np.ndarray) -> None:
@@ -282,7 +288,9 @@ def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int
     Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole then)."""
     path = Path(path)
     try:
-        pf = pq.ParquetFile(path)
+        # pre_buffer (pyarrow's default) keeps every column chunk read so far until the file is closed:
+        # memory growing with the trace, which batches are here to avoid.
+        pf = pq.ParquetFile(path, pre_buffer=False)
         names = pf.schema_arrow.names
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
