@@ -85,7 +85,7 @@ def main() -> None:
     for col in ("requests", "no trace", "--trace (streamed)", "streamed B/req", "in memory (before)",
                 "in memory B/req", "fio --write_lat_log", "fio B/req", "streamed wall"):
         table.add_column(col, justify="right")
-    console = Console()
+    console = Console(width=max(Console().width, 160))  # the table stays whole when the output is a file
     for n in counts:
         with tempfile.TemporaryDirectory(prefix="ftlscope-trace-memory-") as tmp:
             tmp = Path(tmp)
