@@ -128,3 +128,28 @@ def test_an_interrupted_run_leaves_a_readable_trace_of_everything_measured(spawn
     meta = pq.ParquetFile(trace).metadata
     assert meta.num_row_groups >= 2
     assert meta.num_rows == measured > 0
+
+
+def test_a_writer_that_breaks_neither_hangs_the_run_nor_loses_the_other_outputs(tmp_path, monkeypatch, streamed):
+    calls = []
+    original = ts.chunk_table
+
+    def breaks_on_the_third(columns, schema):
+        calls.append(1)
+        if len(calls) == 3:
+            raise ValueError("a broken conversion")
+        return original(columns, schema)
+
+    monkeypatch.setattr(ts, "chunk_table", breaks_on_the_third)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    out = tmp_path / "t.parquet"
+    result = run(SIM, _workload(), trace_file=out, trace_chunk_rows=1_000)
+    assert result.summary["read"]["ops"] + result.summary["write"]["ops"] == 9_000  # the run went on to its end
+    assert isinstance(result.streamed_trace.error, ValueError)
+    assert not out.exists(), "a trace without its footer is left behind"
+    with pytest.raises(RunError) as exc:
+        save_run_outputs(result, json=str(tmp_path / "r.json"), trace=str(out), windows=None)
+    kept = next(tmp_path.glob("ftlscope-kept-*"))
+    assert "not kept: t.parquet: the trace could not be written: a broken conversion" in exc.value.message
+    assert f"kept in {kept}/ (r.json)" in exc.value.message
+    assert (kept / "r.json").is_file()

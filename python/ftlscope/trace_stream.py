@@ -179,6 +179,9 @@ class TraceWriter:
         finally:
             if self._sink is not None:
                 self._sink.close()
+                if self._error is not None:
+                    with contextlib.suppress(OSError):
+                        self._sink.path.unlink()  # no footer: unreadable, so not left to be mistaken for a trace
 
     def finish(self) -> StreamedTrace:
         """Wait for the writer (it ends after the run's last record) and say where the trace is."""
