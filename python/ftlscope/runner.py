@@ -488,7 +488,7 @@ def run(
         "io_timeout_ns": io_timeout_ns,
         "on_error": on_error,
         "trace_limit": trace_limit if trace else None,
-        "trace_chunk_rows": (trace_chunk_rows or _chunk_rows()) if trace_file is not None else None,
+        "trace_chunk_rows": None,
         "window_ns": window_ns,
         "pin": pin,
         "health_interval_ns": parse_duration_ns(health_interval, "--health-interval"),
@@ -502,18 +502,22 @@ def run(
             conditioned = precondition_sim_reads(device, workload, progress=progress)
         else:
             conditioned["reason"] = "left out on request: reads of never-written pages do not touch flash"
+    if trace_file is not None:
+        # Imported (pyarrow) before the run starts: once it runs, a Ctrl-C must land in _drive, which keeps the
+        # results, not in a slow import.
+        from .trace_stream import CHUNK_ROWS, TraceWriter
+
+        options["trace_chunk_rows"] = trace_chunk_rows or CHUNK_ROWS
     started = time.time()
     if device is not None:
         handle = _start_sim(device, workload, options)
     else:
         handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct)
-    writer = None
-    if trace_file is not None:
-        from .trace_stream import TraceWriter  # pyarrow: only for runs that stream a trace
-
-        writer = TraceWriter(handle, trace_file).start()
+    writer = TraceWriter(handle, trace_file) if trace_file is not None else None
     raw = None
     try:
+        if writer is not None:
+            writer.start()
         completed = _drive(handle, workload, progress=progress, label=label)
         raw = handle.result()
     finally:
@@ -548,12 +552,6 @@ def run(
         write_record=raw.get("write_record"),
         streamed_trace=streamed if writer is not None else None,
     )
-
-
-def _chunk_rows() -> int:
-    from .trace_stream import CHUNK_ROWS
-
-    return CHUNK_ROWS
 
 
 def check_outcome(result: RunResult) -> None:

@@ -185,7 +185,11 @@ class TraceWriter:
 
     def finish(self) -> StreamedTrace:
         """Wait for the writer (it ends after the run's last record) and say where the trace is."""
-        self._thread.join()
+        if self._thread.ident is None:  # interrupted before it started: let the engine stop streaming
+            self._handle.close_trace_stream()
+            self._error = RuntimeError("the trace writer did not start")
+        else:
+            self._thread.join()
         sink = self._sink
         return StreamedTrace(asked=self._asked, path=sink.path if sink else self._asked, rows=self._rows,
                              row_groups=self._row_groups, failure=sink.failure if sink else None,
