@@ -503,8 +503,8 @@ def run(
         else:
             conditioned["reason"] = "left out on request: reads of never-written pages do not touch flash"
     if trace_file is not None:
-        # Imported (pyarrow) before the run starts: once it runs, a Ctrl-C must land in _drive, which keeps the
-        # results, not in a slow import.
+        # Before the run starts: once it runs, a Ctrl-C must land in _drive, which keeps the results. (The
+        # writer imports pyarrow on its own thread.)
         from .trace_stream import CHUNK_ROWS, TraceWriter
 
         options["trace_chunk_rows"] = trace_chunk_rows or CHUNK_ROWS

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .results import RENAMED, TRACE_DTYPES, empty_trace_columns, trace_frame
 from .workload import OPS
@@ -34,14 +32,18 @@ from .workload import OPS
 CHUNK_ROWS = 1 << 16
 
 
-def trace_schema() -> pa.Schema:
+def trace_schema() -> Any:
     """The Parquet schema of a run's trace: that of the in-memory trace frame written with ``to_parquet``."""
+    import pyarrow as pa
+
     return pa.Schema.from_pandas(trace_frame(empty_trace_columns()), preserve_index=False)
 
 
-def chunk_table(columns: dict[str, Any], schema: pa.Schema) -> pa.Table:
+def chunk_table(columns: dict[str, Any], schema: Any) -> Any:
     """One chunk of engine columns as a table of the trace's schema: the columns ``trace_frame`` makes, built
     straight as Arrow arrays (numbers without a copy), as pandas would convert them. A test holds the two equal."""
+    import pyarrow as pa
+
     raw = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in TRACE_DTYPES.items()}
     arrays = {RENAMED.get(name, name): pa.array(values) for name, values in raw.items()}
     arrays["op"] = pa.DictionaryArray.from_arrays(pa.array(raw["op"].view(np.int8)), pa.array(list(OPS)))
@@ -163,6 +165,10 @@ class TraceWriter:
 
     def _write(self) -> None:
         try:
+            # pyarrow is imported here, on this thread, while the run goes (where pandas has not imported it
+            # already): before the run it would delay the start, and a Ctrl-C then finds nothing to keep.
+            import pyarrow.parquet as pq
+
             schema = trace_schema()
             self._sink = _FailoverFile(self._asked)
             with pq.ParquetWriter(self._sink, schema, compression="zstd") as writer:
