@@ -271,9 +271,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload = verify_workload(workload, args.target, args.data)
     from .runner import check_outcome, run
 
-    # The figures need every request's latency: the trace is kept in memory for them even without --trace.
+    # --trace is written while the run goes, in flat memory; the figures need every request's latency, so
+    # --plots keeps the trace in memory as well.
     usage_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-    result = run(args.target, workload, trace=bool(args.trace or args.plots), progress=not args.quiet,
+    result = run(args.target, workload, trace=bool(args.plots), trace_file=args.trace, progress=not args.quiet,
                  precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))
     usage = _usage_since(usage_before, wall_before)
     for notice in result.notices:

@@ -282,13 +282,22 @@ def save_run_outputs(result, *, json: str | None, trace: str | None, windows: st
                                                 (plots, plots_writer),
                                                 (verify_record, result.save_write_record)) if path and save]
     saved: list[str] = []
+    streamed = getattr(result, "streamed_trace", None)
     for path, save in wanted:
         try:
             saved.append(str(save(path)))
         except OSError as exc:
-            kept = Path(tempfile.mkdtemp(prefix="ftlscope-kept-"))
+            # A trace that failed while it was written went on in a kept directory: the rest joins it there.
+            kept = (streamed.kept_dir if streamed is not None else None) or Path(
+                tempfile.mkdtemp(prefix="ftlscope-kept-"))
+            lost = []
             for other, other_save in wanted:
-                other_save(kept / Path(other).name)
+                try:
+                    other_save(kept / Path(other).name)
+                except OSError as kept_exc:  # e.g. a streamed trace whose writer failed: say so, keep the rest
+                    lost.append(f"{Path(other).name}: {kept_exc.strerror or kept_exc}")
+            kept_names = [Path(p).name for p, _ in wanted if not any(x.startswith(f"{Path(p).name}:") for x in lost)]
+            not_kept = f"; not kept: {'; '.join(lost)}" if lost else ""
             raise RunError(f"cannot write {path} ({exc.strerror or exc}); the results are kept in {kept}/ "
-                           f"({', '.join(Path(p).name for p, _ in wanted)})") from None
+                           f"({', '.join(kept_names)}){not_kept}") from None
     return saved

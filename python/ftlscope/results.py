@@ -18,7 +18,8 @@ from .workload import OPS
 
 __all__ = ["LATENCY_KEYS", "RunResult", "trace_frame", "windows_frame"]
 
-_TRACE_DTYPES = {
+# The engine's trace columns (``stats.rs``'s trace_columns!) and their dtypes; a new column is one line here.
+TRACE_DTYPES = {
     "op": np.uint8,
     "offset": np.uint64,
     "size": np.uint32,
@@ -30,18 +31,27 @@ _TRACE_DTYPES = {
 }
 
 
+# The engine's field is "offset"; OFFSET is a reserved word in SQL, so the table says offset_bytes.
+RENAMED = {"offset": OFFSET_BYTES}
+
+
 def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
     """The per-request trace from the engine's raw column bytes (one copy, no per-row Python)."""
     if columns is None:
-        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in _TRACE_DTYPES.items()}).rename(
+        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in TRACE_DTYPES.items()}).rename(
             columns={"offset": OFFSET_BYTES})
-    data = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in _TRACE_DTYPES.items()}
-    # The engine's field is "offset"; OFFSET is a reserved word in SQL, so the table says offset_bytes.
-    frame = pd.DataFrame(data).rename(columns={"offset": OFFSET_BYTES})
+    data = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in TRACE_DTYPES.items()}
+    frame = pd.DataFrame(data).rename(columns=RENAMED)
     frame["op"] = pd.Categorical.from_codes(frame["op"].astype(np.int8), categories=list(OPS))
     frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
                  (frame["complete_ns"] - frame["submit_ns"]).astype(np.int64))
     return frame
+
+
+def empty_trace_columns() -> dict[str, Any]:
+    """The engine's trace columns with no records: ``trace_frame`` of it has the trace's dtypes (``op``
+    categorical), which an empty trace written to Parquet must keep."""
+    return {**{name: b"" for name in TRACE_DTYPES}, "dropped": 0}
 
 
 def windows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -71,6 +81,8 @@ class RunResult:
     write_record: bytes | None = field(default=None, repr=False)
     # The simulated device the run drove (None for a real target): a verify run reads it back.
     sim_device: Any = field(default=None, repr=False)
+    # The trace written to a file while the run went (``trace_file``), as ``ftlscope.trace_stream`` left it.
+    streamed_trace: Any = None
 
     @property
     def ops(self) -> dict[str, dict[str, Any]]:
@@ -100,7 +112,10 @@ class RunResult:
         return path
 
     def save_trace(self, path: str | Path) -> Path:
-        """Write the per-request trace as Parquet (zstd)."""
+        """Write the per-request trace as Parquet (zstd); a trace streamed to a file is there already (or is
+        copied to ``path``)."""
+        if self.streamed_trace is not None:
+            return self.streamed_trace.save_to(path)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.trace.to_parquet(path, compression="zstd", index=False)

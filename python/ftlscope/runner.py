@@ -14,6 +14,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import _native, safety
@@ -431,6 +432,8 @@ def run(
     engine: str = "auto",
     trace: bool = False,
     trace_limit: int = 50_000_000,
+    trace_file: str | Path | None = None,
+    trace_chunk_rows: int | None = None,
     window: str | int = "100ms",
     io_timeout: str | int = "30s",
     on_error: str = "stop",
@@ -454,6 +457,10 @@ def run(
     :func:`precondition_sim_reads`); with True or False the summary's ``run.precondition`` says what was done
     (None, the default, leaves the device's state to the caller, as experiments do). A drive's serial
     number appears hashed (``sha256:...``) unless ``show_serial``.
+
+    ``trace=True`` keeps the per-request trace in memory (``result.trace``, up to ``trace_limit`` requests);
+    ``trace_file`` writes it to that Parquet file while the run goes, in flat memory whatever its length (row
+    groups of ``trace_chunk_rows`` requests, default :data:`ftlscope.trace_stream.CHUNK_ROWS`).
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
@@ -481,6 +488,7 @@ def run(
         "io_timeout_ns": io_timeout_ns,
         "on_error": on_error,
         "trace_limit": trace_limit if trace else None,
+        "trace_chunk_rows": None,
         "window_ns": window_ns,
         "pin": pin,
         "health_interval_ns": parse_duration_ns(health_interval, "--health-interval"),
@@ -494,13 +502,29 @@ def run(
             conditioned = precondition_sim_reads(device, workload, progress=progress)
         else:
             conditioned["reason"] = "left out on request: reads of never-written pages do not touch flash"
+    if trace_file is not None:
+        # Before the run starts: once it runs, a Ctrl-C must land in _drive, which keeps the results. (The
+        # writer imports pyarrow on its own thread.)
+        from .trace_stream import CHUNK_ROWS, TraceWriter
+
+        options["trace_chunk_rows"] = trace_chunk_rows or CHUNK_ROWS
     started = time.time()
     if device is not None:
         handle = _start_sim(device, workload, options)
     else:
         handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct)
-    completed = _drive(handle, workload, progress=progress, label=label)
-    raw = handle.result()
+    writer = TraceWriter(handle, trace_file) if trace_file is not None else None
+    raw = None
+    try:
+        if writer is not None:
+            writer.start()
+        completed = _drive(handle, workload, progress=progress, label=label)
+        raw = handle.result()
+    finally:
+        if writer is not None:
+            if raw is None:
+                handle.stop()  # something went wrong here: end the run, so the writer gets its last chunk
+            streamed = writer.finish()
     native = json.loads(raw["summary"])
     engine_env = native.pop("engine")
     summary: dict[str, Any] = {
@@ -527,6 +551,7 @@ def run(
         notices=prepared.notices + engine_env.get("notices", []),
         write_record=raw.get("write_record"),
         sim_device=device,
+        streamed_trace=streamed if writer is not None else None,
     )
 
 

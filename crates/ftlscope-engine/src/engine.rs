@@ -19,7 +19,7 @@ use crate::real::{
     RealQueue,
 };
 use crate::sim_driver::{drive, SimTarget};
-use crate::stats::{AggregateResult, Aggregator, Record};
+use crate::stats::{AggregateResult, Aggregator, Record, TraceChunks};
 use crate::target::{Target, TargetInfo};
 use crate::verify::WriteRecord;
 use crate::workload::{DataPattern, Op, Workload, WorkloadError};
@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub on_error: OnError,
     /// Keep the per-request trace, up to this many requests.
     pub trace_limit: Option<usize>,
+    /// Hand the per-request trace out while the run goes, in chunks of this many records (see
+    /// [`Run::take_trace_chunks`]): a trace of any length in bounded memory, whatever `trace_limit` keeps.
+    pub trace_chunk_rows: Option<usize>,
     pub window_ns: u64,
     /// Pin each queue thread to its own CPU.
     pub pin: bool,
@@ -89,6 +92,9 @@ impl RunOptions {
         if self.trace_limit == Some(0) {
             return Err(EngineError::Options { field: "trace_limit", problem: "must be above 0".into() });
         }
+        if self.trace_chunk_rows == Some(0) {
+            return Err(EngineError::Options { field: "trace_chunk_rows", problem: "must be above 0".into() });
+        }
         Ok(())
     }
 }
@@ -100,6 +106,7 @@ impl Default for RunOptions {
             io_timeout_ns: 30_000_000_000,
             on_error: OnError::Stop,
             trace_limit: None,
+            trace_chunk_rows: None,
             window_ns: 100_000_000,
             pin: true,
             health_interval_ns: 5_000_000_000,
@@ -229,20 +236,20 @@ pub struct Run {
     env: EngineEnv,
     started: Instant,
     t0: u64,
+    trace_chunks: Option<TraceChunks>,
 }
 
+/// What `start_aggregator` starts: one record ring per queue, the thread, and the streamed trace's chunks.
+type AggregatorParts = (Vec<rtrb::Producer<Record>>, JoinHandle<AggregateResult>, Option<TraceChunks>);
+
 /// The aggregator thread and one record ring per queue.
-fn start_aggregator(
-    workload: &Workload,
-    options: &RunOptions,
-    t0: u64,
-    cpu: Option<usize>,
-) -> (Vec<rtrb::Producer<Record>>, JoinHandle<AggregateResult>) {
+fn start_aggregator(workload: &Workload, options: &RunOptions, t0: u64, cpu: Option<usize>) -> AggregatorParts {
     let ring_capacity = (workload.inflight_per_queue() as usize * 64).clamp(1 << 14, 1 << 20);
     let (producers, consumers): (Vec<_>, Vec<_>) =
         (0..workload.queues).map(|_| rtrb::RingBuffer::<Record>::new(ring_capacity)).unzip();
     let ops: Vec<Op> = Op::ALL.into_iter().filter(|&op| workload.mix.weight(op) > 0).collect();
-    let aggregator = Aggregator::new(t0, options.window_ns, workload.queues as usize, options.trace_limit, &ops);
+    let mut aggregator = Aggregator::new(t0, options.window_ns, workload.queues as usize, options.trace_limit, &ops);
+    let trace_chunks = options.trace_chunk_rows.map(|rows| aggregator.stream_trace(rows));
     let handle = std::thread::Builder::new()
         .name("ftlscope-agg".into())
         .spawn(move || {
@@ -252,7 +259,7 @@ fn start_aggregator(
             aggregate(consumers, aggregator)
         })
         .expect("spawn aggregator thread");
-    (producers, handle)
+    (producers, handle, trace_chunks)
 }
 
 /// One context per queue; `lanes` consecutive queues share one sequential stream (see `psync_workload`).
@@ -326,7 +333,7 @@ impl Run {
         let t0 = clock.now();
         let file = Arc::new(target.file);
         let info = target.info.clone();
-        let (producers, aggregator) = start_aggregator(&workload, &options, t0, aggregator_cpu);
+        let (producers, aggregator, trace_chunks) = start_aggregator(&workload, &options, t0, aggregator_cpu);
         let barrier = Arc::new(Barrier::new(queues as usize + 1));
         let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
@@ -369,6 +376,7 @@ impl Run {
         }
         barrier.wait();
         if let Some(message) = setup_error {
+            drop(trace_chunks);
             for h in workers {
                 let _ = h.join();
             }
@@ -400,6 +408,7 @@ impl Run {
             env,
             started: Instant::now(),
             t0,
+            trace_chunks,
         })
     }
 
@@ -421,7 +430,7 @@ impl Run {
         let mut shared = Shared::new(workload.queues);
         shared.write_record = write_record(&workload, info.size_bytes)?;
         let shared = Arc::new(shared);
-        let (producers, aggregator) = start_aggregator(&workload, &options, t0, None);
+        let (producers, aggregator, trace_chunks) = start_aggregator(&workload, &options, t0, None);
         let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1);
         let worker_shared = Arc::clone(&shared);
         let health_interval = options.health_interval_ns;
@@ -459,6 +468,7 @@ impl Run {
             env,
             started: Instant::now(),
             t0,
+            trace_chunks,
         })
     }
 
@@ -490,8 +500,16 @@ impl Run {
         &self.env
     }
 
+    /// The streamed trace's chunks (with `trace_chunk_rows`), once. The taker must drain them (or drop them,
+    /// which stops the streaming) while the run goes: a full stream holds the run back.
+    pub fn take_trace_chunks(&mut self) -> Option<TraceChunks> {
+        self.trace_chunks.take()
+    }
+
     /// Wait for the end and collect the results.
-    pub fn join(self) -> RunResult {
+    pub fn join(mut self) -> RunResult {
+        // Chunks nobody took would fill up and hold the run back for ever: dropping them ends the streaming.
+        drop(self.trace_chunks.take());
         let mut reports = Vec::new();
         let mut sim_health = None;
         let mut virtual_ns = None;

@@ -220,19 +220,67 @@ pub struct WindowRow {
     pub summary: OpSummary,
 }
 
-/// The per-request trace, column by column (so it converts to Parquet without a copy per row).
-#[derive(Clone, Debug, Default)]
-pub struct Trace {
-    pub op: Vec<u8>,
-    pub offset: Vec<u64>,
-    pub size: Vec<u32>,
-    pub queue: Vec<u16>,
-    pub submit_ns: Vec<u64>,
-    pub complete_ns: Vec<u64>,
-    pub status: Vec<i32>,
-    pub warmup: Vec<bool>,
-    /// Records dropped because the trace reached its limit.
-    pub dropped: u64,
+/// The per-request trace's columns, one line each: name, element type, and the value taken from a record `rec`
+/// of a run that started at `t0`. `Trace` (the columns), its `push` and its `columns()` (what the Python side
+/// and the streaming writer read, generically) all come from this list, so a new column is one line here.
+macro_rules! trace_columns {
+    (|$rec:ident, $t0:ident| { $($name:ident: $ty:ty = $value:expr;)* }) => {
+        /// The per-request trace, column by column (so it converts to Parquet without a copy per row).
+        #[derive(Clone, Debug, Default)]
+        pub struct Trace {
+            $(pub $name: Vec<$ty>,)*
+            /// Records dropped because the trace reached its limit.
+            pub dropped: u64,
+        }
+
+        impl Trace {
+            /// An empty trace with room for `rows` records in every column (a reusable streaming chunk).
+            pub fn with_capacity(rows: usize) -> Trace {
+                Trace { $($name: Vec::with_capacity(rows),)* dropped: 0 }
+            }
+
+            fn push(&mut self, $rec: &Record, $t0: u64) {
+                $(self.$name.push($value);)*
+            }
+
+            /// Empty every column, keeping its memory (a chunk goes back to be filled again).
+            pub fn clear(&mut self) {
+                $(self.$name.clear();)*
+                self.dropped = 0;
+            }
+
+            /// Every column as (name, raw little-endian bytes), in the order above.
+            pub fn columns(&self) -> Vec<(&'static str, &[u8])> {
+                vec![$((stringify!($name), column_bytes(&self.$name)),)*]
+            }
+        }
+    };
+}
+
+trace_columns!(|rec, t0| {
+    op: u8 = rec.op;
+    offset: u64 = rec.offset;
+    size: u32 = rec.len;
+    queue: u16 = rec.queue;
+    submit_ns: u64 = rec.submit_ns.saturating_sub(t0);
+    complete_ns: u64 = rec.complete_ns.saturating_sub(t0);
+    status: i32 = rec.result;
+    warmup: bool = rec.warmup;
+});
+
+/// The column types a trace holds: plain integers and bools, whose memory is their value.
+trait PlainColumn: Copy {}
+impl PlainColumn for u8 {}
+impl PlainColumn for u16 {}
+impl PlainColumn for u32 {}
+impl PlainColumn for u64 {}
+impl PlainColumn for i32 {}
+impl PlainColumn for i64 {}
+impl PlainColumn for bool {}
+
+fn column_bytes<T: PlainColumn>(column: &[T]) -> &[u8] {
+    // SAFETY: PlainColumn types have no padding and no invalid bit patterns to expose (bool is one byte, 0 or 1).
+    unsafe { std::slice::from_raw_parts(column.as_ptr().cast::<u8>(), std::mem::size_of_val(column)) }
 }
 
 impl Trace {
@@ -242,6 +290,98 @@ impl Trace {
 
     pub fn is_empty(&self) -> bool {
         self.op.is_empty()
+    }
+}
+
+/// Chunks of a few hundred thousand records in flight at once: one filling, the rest queued for the writer or
+/// being copied out. Bounds the streaming trace's memory whatever the run's length.
+const STREAM_CHUNKS: usize = 4;
+
+/// The consumer's side of a streamed trace: full chunks arrive on `full` (in completion order; the channel
+/// closes after the last, partial one), and go back, cleared, on `empty` to be filled again.
+pub struct TraceChunks {
+    pub full: std::sync::mpsc::Receiver<Trace>,
+    pub empty: std::sync::mpsc::Sender<Trace>,
+}
+
+/// The aggregator's side: fills one chunk at a time and hands it over when full. The chunks are recycled, so
+/// once `STREAM_CHUNKS` exist nothing is allocated; a writer that falls behind holds the aggregator back (and
+/// so, through the record rings, the queues) rather than letting memory grow.
+struct TraceStream {
+    rows: usize,
+    filling: Trace,
+    full: std::sync::mpsc::SyncSender<Trace>,
+    empty: std::sync::mpsc::Receiver<Trace>,
+    allocated: usize,
+    /// The consumer went away (its writer failed): records are counted, no longer kept.
+    closed: bool,
+    dropped: u64,
+}
+
+impl TraceStream {
+    fn new(rows: usize) -> (TraceStream, TraceChunks) {
+        let rows = rows.max(1);
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel(STREAM_CHUNKS);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel();
+        let stream = TraceStream {
+            rows,
+            filling: Trace::with_capacity(rows),
+            full: full_tx,
+            empty: empty_rx,
+            allocated: 1,
+            closed: false,
+            dropped: 0,
+        };
+        (stream, TraceChunks { full: full_rx, empty: empty_tx })
+    }
+
+    fn push(&mut self, rec: &Record, t0: u64) {
+        if self.closed {
+            self.dropped += 1;
+            return;
+        }
+        self.filling.push(rec, t0);
+        if self.filling.len() >= self.rows {
+            self.hand_over();
+        }
+    }
+
+    fn hand_over(&mut self) {
+        use std::sync::mpsc::TryRecvError;
+        let next = match self.empty.try_recv() {
+            Ok(chunk) => Some(chunk),
+            Err(TryRecvError::Empty) if self.allocated < STREAM_CHUNKS => {
+                self.allocated += 1;
+                Some(Trace::with_capacity(self.rows))
+            }
+            Err(TryRecvError::Empty) => self.empty.recv().ok(),
+            Err(TryRecvError::Disconnected) => None,
+        };
+        let Some(next) = next else {
+            self.close();
+            return;
+        };
+        let full = std::mem::replace(&mut self.filling, next);
+        if self.full.send(full).is_err() {
+            self.close();
+        }
+    }
+
+    fn close(&mut self) {
+        self.closed = true;
+        self.dropped += self.filling.len() as u64;
+        self.filling.clear();
+    }
+
+    /// Hand over the last, partial chunk; dropping the stream then closes the channel.
+    fn finish(mut self) -> u64 {
+        if !self.closed && !self.filling.is_empty() {
+            let last = std::mem::take(&mut self.filling);
+            if self.full.send(last).is_err() {
+                self.closed = true;
+            }
+        }
+        self.dropped
     }
 }
 
@@ -270,6 +410,7 @@ pub struct Aggregator {
     watermarks: Vec<u64>,
     trace: Option<Trace>,
     trace_limit: usize,
+    stream: Option<TraceStream>,
     errors: Vec<IoErrorRecord>,
     error_count: u64,
     first_submit: Option<u64>,
@@ -299,6 +440,7 @@ impl Aggregator {
             watermarks: vec![0; queues],
             trace: trace_limit.map(|_| Trace::default()),
             trace_limit: trace_limit.unwrap_or(0),
+            stream: None,
             errors: Vec::new(),
             error_count: 0,
             first_submit: None,
@@ -307,20 +449,24 @@ impl Aggregator {
         }
     }
 
+    /// Also hand every record out in chunks of `rows` while the run goes (see [`TraceChunks`]), for a trace
+    /// of any length in bounded memory.
+    pub fn stream_trace(&mut self, rows: usize) -> TraceChunks {
+        let (stream, chunks) = TraceStream::new(rows);
+        self.stream = Some(stream);
+        chunks
+    }
+
     pub fn add(&mut self, rec: &Record) {
         if let Some(trace) = &mut self.trace {
             if trace.len() < self.trace_limit {
-                trace.op.push(rec.op);
-                trace.offset.push(rec.offset);
-                trace.size.push(rec.len);
-                trace.queue.push(rec.queue);
-                trace.submit_ns.push(rec.submit_ns.saturating_sub(self.t0));
-                trace.complete_ns.push(rec.complete_ns.saturating_sub(self.t0));
-                trace.status.push(rec.result);
-                trace.warmup.push(rec.warmup);
+                trace.push(rec, self.t0);
             } else {
                 trace.dropped += 1;
             }
+        }
+        if let Some(stream) = &mut self.stream {
+            stream.push(rec, self.t0);
         }
         let q = rec.queue as usize;
         if q < self.watermarks.len() {
@@ -435,10 +581,12 @@ impl Aggregator {
         // Rows for operations first seen after their window was emitted would be missing; sort for a
         // stable table.
         self.closed.sort_by_key(|row| (row.window, row.op));
+        let stream_dropped = self.stream.take().map_or(0, TraceStream::finish);
         AggregateResult {
             per_op,
             windows: self.closed,
             trace: self.trace,
+            stream_dropped,
             errors: self.errors,
             error_count: self.error_count,
             measured_ns: duration_ns,
@@ -452,6 +600,8 @@ pub struct AggregateResult {
     pub per_op: BTreeMap<&'static str, OpSummary>,
     pub windows: Vec<WindowRow>,
     pub trace: Option<Trace>,
+    /// Records the streamed trace could not hand out because its consumer had gone (0 when not streaming).
+    pub stream_dropped: u64,
     pub errors: Vec<IoErrorRecord>,
     pub error_count: u64,
     /// From the first measured submission to the last measured completion.
@@ -600,6 +750,63 @@ mod tests {
         let trace = result.trace.unwrap();
         assert_eq!(trace.len(), 3);
         assert_eq!(trace.warmup, vec![true, false, false]);
+    }
+
+    #[test]
+    fn a_streamed_trace_arrives_in_chunks_equal_to_the_kept_trace() {
+        let mut agg = Aggregator::new(0, 1000, 1, Some(100), &[]);
+        let chunks = agg.stream_trace(3);
+        // The consumer drains on its own thread and gives every chunk back, as the Python writer does.
+        let consumer = std::thread::spawn(move || {
+            let mut streamed = Trace::default();
+            let mut sizes = Vec::new();
+            let mut buffers = std::collections::BTreeSet::new();
+            while let Ok(mut chunk) = chunks.full.recv() {
+                sizes.push(chunk.len());
+                buffers.insert(chunk.offset.as_ptr() as usize);
+                assert!(chunk.op.capacity() >= 3, "chunks are made for their size, not grown");
+                streamed.offset.extend(&chunk.offset);
+                streamed.submit_ns.extend(&chunk.submit_ns);
+                chunk.clear();
+                let _ = chunks.empty.send(chunk);
+            }
+            (streamed, sizes, buffers.len())
+        });
+        for i in 0..100 {
+            let mut r = rec(Op::Write, 1000 + i * 10, 5, 0);
+            r.offset = i * 4096;
+            agg.add(&r);
+        }
+        let result = agg.finish();
+        let (streamed, sizes, buffers) = consumer.join().unwrap();
+        assert_eq!(sizes.len(), 34);
+        assert!(sizes[..33].iter().all(|&n| n == 3) && sizes[33] == 1, "{sizes:?}");
+        assert!(buffers <= STREAM_CHUNKS, "34 chunks in {buffers} recycled buffers");
+        let kept = result.trace.unwrap();
+        assert_eq!(streamed.offset, kept.offset);
+        assert_eq!(streamed.submit_ns, kept.submit_ns);
+        assert_eq!(result.stream_dropped, 0);
+    }
+
+    #[test]
+    fn a_stream_whose_consumer_went_away_counts_what_it_could_not_hand_out() {
+        let mut agg = Aggregator::new(0, 1000, 1, None, &[]);
+        drop(agg.stream_trace(2));
+        for i in 0..7 {
+            agg.add(&rec(Op::Read, i * 10, 5, 0));
+        }
+        assert_eq!(agg.finish().stream_dropped, 7);
+    }
+
+    #[test]
+    fn trace_columns_are_named_in_order_with_their_bytes() {
+        let mut trace = Trace::with_capacity(2);
+        trace.push(&rec(Op::Read, 7, 5, 1), 2);
+        let columns = trace.columns();
+        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names, ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "status", "warmup"]);
+        assert_eq!(columns[4].1, 5u64.to_le_bytes());
+        assert_eq!(columns[3].1, 1u16.to_le_bytes());
     }
 
     #[test]

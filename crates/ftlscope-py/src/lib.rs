@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
 use ftlscope_engine::health::open_health_source;
-use ftlscope_engine::stats::Trace;
+use ftlscope_engine::stats::{Trace, TraceChunks};
 use ftlscope_engine::target::{Target, TargetError};
 use ftlscope_engine::workload::Workload;
 use ftlscope_engine::SimTarget;
@@ -191,6 +191,16 @@ struct RunHandle {
     run: Mutex<Option<Run>>,
     result: Mutex<Option<RunResult>>,
     env_json: String,
+    /// The streamed trace (run option `trace_chunk_rows`), drained by `next_trace_chunk`.
+    trace_chunks: Mutex<Option<TraceChunks>>,
+}
+
+impl RunHandle {
+    fn started(mut run: Run) -> RunHandle {
+        let env_json = to_json(run.env());
+        let trace_chunks = Mutex::new(run.take_trace_chunks());
+        RunHandle { run: Mutex::new(Some(run)), result: Mutex::new(None), env_json, trace_chunks }
+    }
 }
 
 fn summary_json(result: &RunResult) -> Value {
@@ -228,14 +238,9 @@ fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyByt
 
 fn trace_dict<'py>(py: Python<'py>, trace: &Trace) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("op", column_bytes(py, &trace.op))?;
-    d.set_item("offset", column_bytes(py, &trace.offset))?;
-    d.set_item("size", column_bytes(py, &trace.size))?;
-    d.set_item("queue", column_bytes(py, &trace.queue))?;
-    d.set_item("submit_ns", column_bytes(py, &trace.submit_ns))?;
-    d.set_item("complete_ns", column_bytes(py, &trace.complete_ns))?;
-    d.set_item("status", column_bytes(py, &trace.status))?;
-    d.set_item("warmup", column_bytes(py, &trace.warmup))?;
+    for (name, bytes) in trace.columns() {
+        d.set_item(name, PyBytes::new(py, bytes))?;
+    }
     d.set_item("dropped", trace.dropped)?;
     Ok(d)
 }
@@ -257,8 +262,7 @@ impl RunHandle {
             serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
         let run = py.allow_threads(|| Run::start(target, workload, options)).map_err(engine_err)?;
-        let env_json = to_json(run.env());
-        Ok(RunHandle { run: Mutex::new(Some(run)), result: Mutex::new(None), env_json })
+        Ok(RunHandle::started(run))
     }
 
     /// Start a run on a simulated device (its state carries over from earlier runs).
@@ -270,8 +274,7 @@ impl RunHandle {
             serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
         let target = Arc::clone(&device.target);
         let run = py.allow_threads(|| Run::start_sim(target, workload, options)).map_err(engine_err)?;
-        let env_json = to_json(run.env());
-        Ok(RunHandle { run: Mutex::new(Some(run)), result: Mutex::new(None), env_json })
+        Ok(RunHandle::started(run))
     }
 
     /// {"ops", "bytes", "errors", "elapsed_ns", "device_ns", "finished"}
@@ -286,6 +289,33 @@ impl RunHandle {
     /// How the engine was set up (backend, clock, pinning), as JSON.
     fn engine_env(&self) -> String {
         self.env_json.clone()
+    }
+
+    /// The streamed trace's next chunk (the columns as `result()["trace"]` has them), waiting for it without
+    /// holding the GIL; None once the last chunk was handed out (the run has ended) or the stream is closed.
+    fn next_trace_chunk<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        // Out of the lock while waiting: the receiver cannot be shared across threads, and nothing else needs it.
+        let Some(chunks) = self.trace_chunks.lock().expect("trace chunks lock").take() else {
+            return Ok(None);
+        };
+        let (chunks, next) = py.allow_threads(move || {
+            let next = chunks.full.recv().ok();
+            (chunks, next)
+        });
+        let Some(mut chunk) = next else {
+            return Ok(None);
+        };
+        let d = trace_dict(py, &chunk)?;
+        chunk.clear();
+        // The aggregator may have finished and gone: then nobody needs the chunk back.
+        let _ = chunks.empty.send(chunk);
+        *self.trace_chunks.lock().expect("trace chunks lock") = Some(chunks);
+        Ok(Some(d))
+    }
+
+    /// Stop streaming the trace (its writer failed): the run goes on, its records are no longer handed out.
+    fn close_trace_stream(&self) {
+        drop(self.trace_chunks.lock().expect("trace chunks lock").take());
     }
 
     /// Ask the run to stop; what was measured is kept.
@@ -326,6 +356,7 @@ impl RunHandle {
         let d = PyDict::new(py);
         d.set_item("summary", summary_json(result).to_string())?;
         d.set_item("windows", to_json(&result.stats.windows))?;
+        d.set_item("trace_stream_dropped", result.stats.stream_dropped)?;
         match &result.stats.trace {
             Some(trace) => d.set_item("trace", trace_dict(py, trace)?)?,
             None => d.set_item("trace", py.None())?,

@@ -46,16 +46,31 @@ def add_trace_parser(sub: Any) -> None:
 def cmd_trace_info(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .readers import read_trace
-    from .stats import trace_stats
-
-    stats = trace_stats(read_trace(args.trace, args.format, sort=args.sort))
+    stats = _stats(args.trace, args.format, args.sort)
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stats, indent=2) + "\n")
     Console().print(*info_tables(args.trace, stats))
     return 0
+
+
+def _stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
+    """A Parquet trace is read in record batches (flat memory); other formats, and a Parquet trace too out of
+    order for --sort's sliding window, whole."""
+    from .batched import Unsorted, parquet_trace_stats
+    from .readers import read_trace, sniff
+    from .schema import TraceError
+    from .stats import trace_stats
+
+    if not Path(path).is_file():
+        raise TraceError(f"{path}: no such trace file")
+    if (fmt or sniff(Path(path))) == "parquet":
+        try:
+            return parquet_trace_stats(path, sort=sort)
+        except Unsorted:
+            pass
+    return trace_stats(read_trace(path, fmt, sort=sort))
 
 
 def _bytes(n: float) -> str:

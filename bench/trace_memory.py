@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Peak memory of a per-request trace: ``ftlscope run sim:... --trace FILE`` streaming it to Parquet while the run
+goes, beside the same run without a trace, the in-memory trace it replaced (every record kept, written at the
+end: ``ftlscope.run(..., trace=True)`` then ``save_trace``), and fio's latency log for the same number of I/Os
+(``fio --write_lat_log`` on the null engine, which keeps every sample in memory until the end).
+
+Every figure is the peak RSS of one fresh process (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` in a wrapper that
+runs only it); "per request" is (peak - the no-trace run's peak) / requests. The workload: 4 KiB random reads
+at QD 32 over 1 GiB of the ``optane-like`` preset (filled first, as ``run`` does), fio the same shape.
+
+    python bench/trace_memory.py [--counts 1000000,10000000] [--old-max 10000000] [--fio-max 10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+MiB = 1 << 20
+PRESET = "sim:optane-like"
+SIZE = "1GiB"
+QD = 32
+
+# Runs its argv and prints the child's peak RSS in KiB (Linux reports ru_maxrss in KiB).
+_WRAPPER = ("import resource, subprocess, sys; "
+            "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+_OLD = """
+import sys
+from ftlscope import from_flags, run
+n, out = int(sys.argv[1]), sys.argv[2]
+result = run("{preset}", from_flags(rw="randread", size="{size}", qd={qd}, ops=n), trace=True, trace_limit=n,
+             precondition=True)
+result.save_trace(out)
+"""
+
+
+def peak_rss(argv: list[str]) -> tuple[int, float]:
+    """(peak RSS in bytes, wall seconds) of ``argv`` run in a fresh process."""
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], check=True, capture_output=True, text=True)
+    return int(out.stdout.strip()) * 1024, time.monotonic() - start
+
+
+def ftlscope_run(n: int, trace: Path | None) -> list[str]:
+    argv = [sys.executable, "-m", "ftlscope.cli", "run", PRESET, "--rw", "randread", "--size", SIZE, "--qd",
+            str(QD), "--ops", str(n), "--quiet"]
+    return argv + (["--trace", str(trace)] if trace else [])
+
+
+def fio_run(n: int, directory: Path) -> list[str]:
+    return ["fio", "--name=lat", "--ioengine=null", "--rw=randread", "--bs=4k", "--size=1g",
+            f"--iodepth={QD}", f"--io_size={n * 4096}", f"--write_lat_log={directory / 'lat'}",
+            "--log_avg_msec=0", "--output=/dev/null"]
+
+
+def mib(value: int | None) -> str:
+    return "not run" if value is None else f"{value / MiB:,.0f} MiB"
+
+
+def per_request(peak: int | None, reference: int | None, n: int) -> str:
+    """Bytes a request adds to the peak over the same run's peak without the trace."""
+    return "-" if peak is None or reference is None else f"{(peak - reference) / n:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="1000000,10000000", help="request counts, comma-separated")
+    parser.add_argument("--old-max", type=int, default=10_000_000,
+                        help="largest count to measure the in-memory trace at (it needs ~124 B a request)")
+    parser.add_argument("--fio-max", type=int, default=10_000_000,
+                        help="largest count to run fio at (its logs need ~64 B an I/O and ~100 B of text on disk)")
+    args = parser.parse_args()
+    counts = [int(float(c)) for c in args.counts.split(",")]
+    table = Table(title=f"Peak RSS with a per-request trace: 4 KiB random reads, QD {QD}, {PRESET}, {SIZE}")
+    for col in ("requests", "no trace", "--trace (streamed)", "streamed B/req", "in memory (before)",
+                "in memory B/req", "fio --write_lat_log", "fio B/req", "streamed wall"):
+        table.add_column(col, justify="right")
+    console = Console(width=max(Console().width, 160))  # the table stays whole when the output is a file
+    for n in counts:
+        with tempfile.TemporaryDirectory(prefix="ftlscope-trace-memory-") as tmp:
+            tmp = Path(tmp)
+            base, _ = peak_rss(ftlscope_run(n, None))
+            streamed, wall = peak_rss(ftlscope_run(n, tmp / "t.parquet"))
+            (tmp / "t.parquet").unlink()
+            old = None
+            if n <= args.old_max:
+                old, _ = peak_rss([sys.executable, "-c", _OLD.format(preset=PRESET, size=SIZE, qd=QD), str(n),
+                                   str(tmp / "old.parquet")])
+            fio = None
+            if n <= args.fio_max and shutil.which("fio"):
+                fio, _ = peak_rss(fio_run(n, tmp))
+        fio_base = None
+        if fio is not None:
+            # fio's own footprint without the log: the same job, no --write_lat_log.
+            fio_base, _ = peak_rss([a for a in fio_run(n, Path(".")) if not a.startswith("--write_lat_log")])
+        table.add_row(f"{n:,}", mib(base), mib(streamed), per_request(streamed, base, n), mib(old),
+                      per_request(old, base, n), mib(fio), per_request(fio, fio_base, n), f"{wall:.0f} s")
+        console.print(f"[dim]{n:,} requests measured[/dim]")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""``trace info`` of a Parquet trace in record batches (pyarrow ``iter_batches``): flat memory whatever its length.
+
+The statistics are those of :func:`ftlscope.traces.stats.trace_stats` on the whole table, merged batch by batch:
+
+- exact: request count, duration, bytes, the operation mix, the size histogram, mean size, sequential share (the
+  previous request's end per operation is carried across batches), offset range, the mean and coefficient of
+  variation of inter-arrival times and latencies (Chan et al.'s pairwise merge of count, mean and squared
+  deviations: exact up to float rounding), and the working set, from one bitmap per operation over the 4 KiB
+  blocks up to the highest one touched (1 bit a block: 32 MiB per TiB of address range, not per request);
+- within 0.1 %: the p50 and p99 of inter-arrival times and latencies, read from a histogram of 1024 buckets per
+  power of two (exact below 2048 ns, where every integer has its own bucket). A percentile needs every value
+  or a second pass; the whole-table path (``trace_stats``) gives them exactly.
+
+``--sort`` orders requests by arrival as they stream: a batch is merged with what is held back, sorted (stably,
+as the whole-table sort), and all but the last batch's worth of rows go on. Traces whose disorder spans less than
+a batch (a ``run --trace`` at any queue depth, which lists requests as they complete) come out in exactly the
+order a whole sort gives; a trace more out of order than that is read whole instead (``Unsorted``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..workload import OPS
+from .schema import METADATA_KEY, TraceError
+from .stats import BLOCK, _size_label
+
+# Requests per batch: 256 Ki, about 10 MiB of columns; --sort holds back one batch more.
+BATCH_ROWS = 1 << 18
+# Blocks expanded at once for the working set (a 1 MiB request is 256 of them): bounds that step's memory.
+_BLOCKS_PER_STEP = 1 << 23
+_MANTISSA_BITS = 10  # histogram buckets per power of two: 2**10, so a bucket is at most 0.1 % wide
+
+
+class Unsorted(Exception):  # noqa: N818 - a signal to the caller, not an error the user sees
+    """The trace is more out of order than ``--sort`` can fix in a sliding window."""
+
+
+class _Moments:
+    """Count, mean and summed squared deviations, merged batch by batch (Chan, Golub and LeVeque's update)."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, values: np.ndarray) -> None:
+        if len(values) == 0:
+            return
+        n, mean = len(values), float(values.mean())
+        m2 = float(((values - mean) ** 2).sum())
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean += delta * n / total
+        self.m2 += m2 + delta * delta * self.n * n / total
+        self.n = total
+
+
+class _Quantiles:
+    """Non-negative values in log-linear buckets: the float64's exponent and top mantissa bits. Each bucket keeps
+    its count and sum, so a percentile is its bucket's mean value (the value itself when the bucket holds one)."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.sums = np.zeros(0, dtype=np.float64)
+
+    def add(self, values: np.ndarray) -> None:
+        if len(values) == 0:
+            return
+        values = values.astype(np.float64)
+        # Bucket 0 holds values below 1 (0 ns); above, the exponent without its bias, so ns up to 2**63 need
+        # 64 Ki buckets (1 MiB) whatever the count.
+        bucket = np.where(values >= 1, (values.view(np.int64) >> (52 - _MANTISSA_BITS)) - (1023 << _MANTISSA_BITS) + 1,
+                          0)
+        size = int(bucket.max()) + 1
+        if size > len(self.counts):
+            self.counts = np.pad(self.counts, (0, size - len(self.counts)))
+            self.sums = np.pad(self.sums, (0, size - len(self.sums)))
+        self.counts[:size] += np.bincount(bucket, minlength=size)
+        self.sums[:size] += np.bincount(bucket, weights=values, minlength=size)
+
+    def percentile(self, q: float, n: int) -> float:
+        """numpy's default (linear) percentile over the bucketed values."""
+        position = q / 100 * (n - 1)
+        low, frac = int(np.floor(position)), position - np.floor(position)
+        cumulative = np.cumsum(self.counts)
+
+        def value(rank: int) -> float:
+            b = int(np.searchsorted(cumulative, rank, side="right"))
+            return float(self.sums[b] / self.counts[b])
+
+        a = value(low)
+        return a if frac == 0 else a + (value(min(low + 1, n - 1)) - a) * frac
+
+
+class _Distribution:
+    def __init__(self) -> None:
+        self.moments, self.quantiles = _Moments(), _Quantiles()
+
+    def add(self, values: np.ndarray) -> None:
+        values = values.astype(np.float64)
+        self.moments.add(values)
+        self.quantiles.add(values)
+
+    def result(self) -> dict[str, float]:
+        m = self.moments
+        if m.n == 0:
+            return {"n": 0}
+        std = float(np.sqrt(m.m2 / m.n))  # numpy's std: the population one (ddof 0), as trace_stats uses
+        return {"n": m.n, "mean": m.mean, "p50": self.quantiles.percentile(50, m.n),
+                "p99": self.quantiles.percentile(99, m.n), "cv": std / m.mean if m.mean > 0 else float("nan")}
+
+
+class _BlockBitmap:
+    """The distinct 4 KiB blocks requests touch, one bit each, from block 0 to the highest touched."""
+
+    def __init__(self) -> None:
+        self.bits = np.zeros(0, dtype=np.uint8)
+
+    def add(self, offset: np.ndarray, size: np.ndarray) -> None:
+        keep = size > 0
+        first = offset[keep] // BLOCK
+        count = (offset[keep] + size[keep] - 1) // BLOCK - first + 1
+        if len(first) == 0:
+            return
+        # Expand requests to their blocks a slice at a time (stats.working_set_blocks' repeat/arange trick).
+        ends = np.cumsum(count)
+        start = 0
+        while start < len(first):
+            stop = max(int(np.searchsorted(ends, ends[start] - count[start] + _BLOCKS_PER_STEP, side="right")),
+                       start + 1)
+            f, c = first[start:stop], count[start:stop]
+            blocks = np.repeat(f, c) + (np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c))
+            # Sorted, not made unique: OR-ing a bit twice is harmless, and numpy 2's hash-based np.unique is
+            # many times slower than a sort here (see stats.working_set_blocks).
+            self._set(np.sort(blocks))
+            start = stop
+
+    def _set(self, blocks: np.ndarray) -> None:
+        need = int(blocks[-1] >> 3) + 1
+        if need > len(self.bits):
+            self.bits = np.pad(self.bits, (0, max(need, 2 * len(self.bits)) - len(self.bits)))
+        byte = blocks >> 3
+        masks = (np.uint8(1) << (blocks & 7).astype(np.uint8)).astype(np.uint8)
+        # Sorted blocks: OR together the bits that share a byte, then set each byte once.
+        starts = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]])
+        self.bits[byte[starts]] |= np.bitwise_or.reduceat(masks, starts)
+
+    def blocks(self) -> int:
+        return int(np.bitwise_count(self.bits).sum())
+
+
+def _op_codes(column: pa.Array, path: Path, row: int) -> np.ndarray:
+    """The op column as indexes into OPS, whether stored as a category, text or ftlscope's codes."""
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if pa.types.is_integer(column.type):
+        codes = column.to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = (codes < 0) | (codes >= len(OPS))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TraceError(f"{path}: request {row + i + 1} has operation code {codes[i]}; expected 0 to "
+                             f"{len(OPS) - 1}")
+        return codes
+    codes = pc.index_in(column.cast(pa.string()), value_set=pa.array(list(OPS))).to_numpy(zero_copy_only=False)
+    unknown = np.isnan(codes) if codes.dtype.kind == "f" else np.zeros(len(codes), dtype=bool)
+    if unknown.any():
+        i = int(np.argmax(unknown))
+        raise TraceError(f"{path}: request {row + i + 1} has operation {column[i].as_py()!r}; "
+                         f"expected one of {', '.join(OPS)}")
+    return codes.astype(np.int64)
+
+
+class _Stats:
+    """The running statistics of one trace (see the module's docstring for what is exact)."""
+
+    def __init__(self, latency: bool) -> None:
+        self.requests = 0
+        self.first_submit: int | None = None
+        self.last_submit = 0
+        self.bytes = 0
+        self.per_op = np.zeros((len(OPS), 2), dtype=np.int64)  # requests, bytes
+        self.size_exps = np.zeros(64, dtype=np.int64)
+        self.zero_sizes = 0
+        self.sequential = 0
+        self.prev_end = np.full(len(OPS), -1, dtype=np.int64)  # -1: no request of that op yet
+        self.interarrival = _Distribution()
+        self.latency = _Distribution() if latency else None
+        self.working = {op: _BlockBitmap() for op in ("read", "write")}
+        self.offset_min, self.end_max = None, None
+
+    def add(self, op: np.ndarray, offset: np.ndarray, size: np.ndarray, submit: np.ndarray,
+            latency: np.ndarray) -> None:
+        if len(op) == 0:
+            return
+        n = len(op)
+        if self.first_submit is None:
+            self.first_submit = int(submit[0])
+        else:
+            self.interarrival.add(np.array([submit[0] - self.last_submit]))
+        self.interarrival.add(np.diff(submit))
+        self.last_submit = int(submit[-1])
+        self.requests += n
+        self.bytes += int(size.sum())
+        np.add.at(self.per_op, (op, 0), 1)
+        np.add.at(self.per_op, (op, 1), size)
+        pos = size > 0
+        self.zero_sizes += int((~pos).sum())
+        exps = np.ceil(np.log2(size[pos])).astype(np.int64)
+        self.size_exps += np.bincount(exps, minlength=64)[:64]
+        end = offset + size
+        # The previous request of the same op: within the batch by a stable sort on op, else the carried end.
+        order = np.argsort(op, kind="stable")
+        sorted_op, sorted_end = op[order], end[order]
+        prev = np.empty(n, dtype=np.int64)
+        prev[1:] = sorted_end[:-1]
+        first_of_op = np.r_[True, sorted_op[1:] != sorted_op[:-1]]
+        prev[first_of_op] = self.prev_end[sorted_op[first_of_op]]
+        self.sequential += int(((offset[order] == prev) & (prev >= 0)).sum())
+        last_of_op = np.r_[sorted_op[1:] != sorted_op[:-1], True]
+        self.prev_end[sorted_op[last_of_op]] = sorted_end[last_of_op]
+        for name, bitmap in self.working.items():
+            sel = op == OPS.index(name)
+            bitmap.add(offset[sel], size[sel])
+        low, high = int(offset.min()), int(end.max())
+        self.offset_min = low if self.offset_min is None else min(self.offset_min, low)
+        self.end_max = high if self.end_max is None else max(self.end_max, high)
+        if self.latency is not None:
+            self.latency.add(latency[~np.isnan(latency)])
+
+    def result(self, meta: dict[str, Any]) -> dict[str, Any]:
+        mix = {op: {"requests": int(self.per_op[i, 0]), "share": float(self.per_op[i, 0] / self.requests),
+                    "bytes": int(self.per_op[i, 1])} for i, op in enumerate(OPS) if self.per_op[i, 0]}
+        bins = [{"bin": "0 B", "le_bytes": 0, "count": self.zero_sizes}] if self.zero_sizes else []
+        bins += [{"bin": f"<= {_size_label(e)}", "le_bytes": 1 << e, "count": int(c)}
+                 for e, c in enumerate(self.size_exps) if c]
+        stats: dict[str, Any] = {
+            "format": meta.get("format"),
+            "synthetic": bool(meta.get("synthetic", False)),
+            "requests": self.requests,
+            "duration_s": float(self.last_submit - self.first_submit) / 1e9,
+            "bytes": self.bytes,
+            "mix": mix,
+            "size_histogram": bins,
+            "mean_size_bytes": self.bytes / self.requests,
+            "sequential_share": self.sequential / self.requests,
+            "interarrival_ns": self.interarrival.result(),
+            "working_set_bytes": {op: bitmap.blocks() * BLOCK for op, bitmap in self.working.items()},
+            "offset_range": {"min_bytes": self.offset_min, "max_end_bytes": self.end_max},
+        }
+        if self.latency is not None:
+            stats["latency_ns"] = self.latency.result()
+        if meta.get("synthetic"):
+            stats["workload"] = {k: v for k, v in meta.items() if k not in ("format", "synthetic")}
+        return stats
+
+
+def _columns(batch: pa.RecordBatch, offset_column: str, path: Path, row: int) -> tuple[np.ndarray, ...]:
+    """(op codes, offset, size, submit_ns, latency_ns) of one batch, checked as ``build_frame`` checks them."""
+    names = batch.schema.names
+
+    def ints(name: str) -> np.ndarray:
+        return batch.column(names.index(name)).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    op = _op_codes(batch.column(names.index("op")), path, row)
+    offset, size, submit = ints(offset_column), ints("size"), ints("submit_ns")
+    for values, what, rule in ((size, "size", "sizes must be >= 0 bytes"), (offset, "offset", "offsets must be >= 0")):
+        if (values < 0).any():
+            i = int(np.argmax(values < 0))
+            raise TraceError(f"{path}: request {row + i + 1} has a negative {what} ({values[i]}); {rule}")
+    # Latency per request, NaN where the format has no completion (row-aligned, so --sort moves it along).
+    latency = np.full(len(submit), np.nan)
+    if "complete_ns" in names:
+        complete = batch.column(names.index("complete_ns"))
+        done = complete.is_valid().to_numpy(zero_copy_only=False)
+        latency[done] = (complete.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[done]
+                         - submit[done])
+    return op, offset, size, submit, latency
+
+
+def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
+    """``trace_stats(read_trace(path, "parquet", sort=sort))``, read in batches of ``batch_rows`` requests.
+    Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole then)."""
+    path = Path(path)
+    try:
+        # pre_buffer (pyarrow's default) keeps every column chunk read so far until the file is closed:
+        # memory growing with the trace, which batches are here to avoid.
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        names = pf.schema_arrow.names
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
+    offset_column = "offset_bytes" if "offset_bytes" in names else "offset"
+    missing = [c for c in ("op", offset_column, "size", "submit_ns") if c not in names]
+    if missing:
+        raise TraceError(f"{path}: Parquet trace lacks column(s) {', '.join(missing)}; ftlscope traces have "
+                         "op, offset_bytes, size, submit_ns")
+    meta = json.loads((pf.schema_arrow.metadata or {}).get(METADATA_KEY, b"{}"))
+    source = meta.pop("format", None)
+    if source and source != "parquet":
+        meta["converted_from"] = source
+    meta = {"format": "parquet", "synthetic": False, **meta}
+    wanted = ["op", offset_column, "size", "submit_ns"] + (["complete_ns"] if "complete_ns" in names else [])
+    stats = _Stats(latency="complete_ns" in names)
+    held: tuple[np.ndarray, ...] | None = None  # --sort: rows held back until later rows cannot precede them
+    emitted_up_to: int | None = None
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
+            cols = _columns(batch, offset_column, path, row)
+            submit = cols[3]
+            if not sort:
+                back = np.flatnonzero(np.diff(np.r_[stats.last_submit if row else submit[:1], submit]) < 0)
+                if len(back):
+                    i = int(back[0])
+                    before = submit[i - 1] if i else stats.last_submit
+                    raise TraceError(f"{path}: timestamps go backwards at request {row + i + 1} ({submit[i]} ns "
+                                     f"after {before} ns); pass --sort to order the requests by arrival time")
+                stats.add(*cols)
+            else:
+                if emitted_up_to is not None and len(submit) and submit.min() < emitted_up_to:
+                    raise Unsorted(path)
+                merged = cols if held is None else tuple(np.concatenate(ab) for ab in zip(held, cols, strict=True))
+                order = np.argsort(merged[3], kind="stable")
+                merged = tuple(c[order] for c in merged)
+                ready = max(len(order) - batch_rows, 0)  # the rest is held back for later, earlier arrivals
+                if ready:
+                    stats.add(*(c[:ready] for c in merged))
+                    emitted_up_to = int(merged[3][ready - 1])
+                held = tuple(c[ready:] for c in merged)
+            row += batch.num_rows
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
+    if held is not None:
+        stats.add(*held)
+    if stats.requests == 0:
+        raise TraceError(f"{path}: the trace holds no requests")
+    return stats.result(meta)
