@@ -112,7 +112,6 @@ def _pid_of(directory: Path) -> int | None:
 
 def attach(spec: str, size_text: str | None, store: str | None, *, foreground: bool = False) -> Attachment:
     """Start a server for ``spec`` and return its record once the loop device is ready."""
-    check_can_attach()
     info = _drive_info(spec)
     capacity, block = int(info["size_bytes"]), int(info["logical_block_size"])
     size = parse_size(size_text or DEFAULT_SIZE, "--size", minimum=block)
@@ -123,6 +122,7 @@ def attach(spec: str, size_text: str | None, store: str | None, *, foreground: b
         )
     if size % block:
         raise UsageError(f"--size {size_text} is not a multiple of sim:{spec}'s {block}-byte logical block")
+    check_can_attach()
     cleanup_stale()
     store_dir = Path(store) if store else default_store()
     name = Path(spec).stem if spec.endswith(".toml") else spec
@@ -271,7 +271,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    out = Console()
+    out = Console(width=None if sys.stdout.isatty() else 200)
     for line in cleanup_stale():
         out.print(f"[dim]{line}[/dim]", highlight=False)
     live = [a for a in attachments() if a.alive]
@@ -279,7 +279,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         out.print("no simulated drives attached ('ftlscope sim attach PRESET' attaches one)")
         return 0
     table = Table(title="Attached simulated drives", title_justify="left")
-    for col in ("device", "drive", "size", "data in", "path overhead (mean)", "requests", "path-limited",
+    table.add_column("device", no_wrap=True)
+    for col in ("drive", "size", "data in", "path overhead (mean)", "requests", "path-limited",
                 "answered late (mean)", "server pid"):
         table.add_column(col)
     for a in live:

@@ -48,6 +48,8 @@ pub struct Stats {
     /// Sum of the model's latencies (completion - arrival, queueing in the disk included) of the requests
     /// answered so far: divided by `requests`, what a program should see on average.
     pub model_latency_total_ns: u64,
+    /// FUSE requests that are not I/O (attributes, open, release): each is a round trip of the path too.
+    pub metadata_requests: u64,
     /// Virtual ns since attach (the model's clock; equals wall time since attach).
     pub virtual_ns: u64,
 }
@@ -56,6 +58,7 @@ struct Due {
     at: u64,
     arrived: u64,
     done: u64,
+    path_limited: bool,
     answer: Answer,
     result: Result<(), i32>,
 }
@@ -87,6 +90,7 @@ pub struct Drive {
     /// touched.
     model_on: AtomicBool,
     stop: AtomicBool,
+    metadata: AtomicU64,
 }
 
 impl Drive {
@@ -109,6 +113,7 @@ impl Drive {
             overhead_ns: AtomicU64::new(0),
             model_on: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            metadata: AtomicU64::new(0),
         }
     }
 
@@ -129,7 +134,13 @@ impl Drive {
     pub fn stats(&self) -> Stats {
         let mut s = self.state.lock().expect("drive lock").stats;
         s.virtual_ns = self.wall_ns();
+        s.metadata_requests = self.metadata.load(Ordering::Relaxed);
         s
+    }
+
+    /// Count a FUSE request that is not I/O.
+    pub fn note_metadata(&self) {
+        self.metadata.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Submit `request` now; `answer` runs when the model completes it (at once while calibrating).
@@ -172,19 +183,29 @@ impl Drive {
             };
             self.schedule(&mut st, now, now, done.at.ns(), answer, result);
         }
+        // Answers due already (the model was faster than the path) go from this thread, without waking the
+        // clock thread, as the calibration's answers were sent.
+        let ready = take_ready(&mut st, now);
+        let waiting = !st.order.is_empty() || !st.queued.is_empty();
         drop(st);
-        self.wake.notify_one();
+        for due in ready {
+            (due.answer)(due.result);
+        }
+        if waiting {
+            self.wake.notify_one();
+        }
     }
 
     fn schedule(&self, st: &mut State, now: u64, arrived: u64, done: u64, answer: Answer, result: Result<(), i32>) {
         let at = done.saturating_sub(self.overhead_ns());
-        if at <= now {
+        let path_limited = at <= now;
+        if path_limited {
             st.stats.path_limited += 1;
         }
         st.sequence += 1;
         let seq = st.sequence;
         st.order.push(Reverse((at, seq)));
-        st.due.insert(seq, Due { at, arrived, done, answer, result });
+        st.due.insert(seq, Due { at, arrived, done, path_limited, answer, result });
     }
 
     /// Start what a queueing disk can start at virtual `now` (its NCQ picks among the waiting commands).
@@ -211,22 +232,7 @@ impl Drive {
             if self.queueing {
                 self.dispatch(&mut st, now);
             }
-            let mut ready = Vec::new();
-            while let Some(Reverse((at, seq))) = st.order.peek().copied() {
-                if at > now {
-                    break;
-                }
-                st.order.pop();
-                let due = st.due.remove(&seq).expect("an ordered answer is due");
-                st.stats.model_latency_total_ns += due.done.saturating_sub(due.arrived);
-                let late = now - due.at;
-                if late > 0 {
-                    st.stats.late += 1;
-                    st.stats.late_total_ns += late;
-                    st.stats.late_max_ns = st.stats.late_max_ns.max(late);
-                }
-                ready.push(due);
-            }
+            let ready = take_ready(&mut st, now);
             if !ready.is_empty() {
                 drop(st);
                 for due in ready {
@@ -266,6 +272,28 @@ impl Drive {
         self.stop.store(true, Ordering::SeqCst);
         self.wake.notify_all();
     }
+}
+
+/// The answers due at `now`, taken off the queue in order; lateness counted.
+fn take_ready(st: &mut State, now: u64) -> Vec<Due> {
+    let mut ready = Vec::new();
+    while let Some(Reverse((at, seq))) = st.order.peek().copied() {
+        if at > now {
+            break;
+        }
+        st.order.pop();
+        let due = st.due.remove(&seq).expect("an ordered answer is due");
+        st.stats.model_latency_total_ns += due.done.saturating_sub(due.arrived);
+        // A path-limited answer was due before it was known: its wait is the path's, not the clock's.
+        if !due.path_limited && now > due.at {
+            let late = now - due.at;
+            st.stats.late += 1;
+            st.stats.late_total_ns += late;
+            st.stats.late_max_ns = st.stats.late_max_ns.max(late);
+        }
+        ready.push(due);
+    }
+    ready
 }
 
 fn count(stats: &mut Stats, request: &SimRequest) {

@@ -80,6 +80,7 @@ impl Filesystem for DriveFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.drive.note_metadata();
         if parent == INodeNo::ROOT && name == OsStr::new(&self.name) {
             reply.entry(&TTL, &self.attr(FILE), Generation(0));
         } else {
@@ -88,6 +89,7 @@ impl Filesystem for DriveFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.drive.note_metadata();
         if ino == FILE || ino == INodeNo::ROOT {
             reply.attr(&TTL, &self.attr(ino));
         } else {
@@ -96,6 +98,7 @@ impl Filesystem for DriveFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.drive.note_metadata();
         if ino != FILE {
             return reply.error(Errno::EISDIR);
         }
@@ -187,6 +190,7 @@ impl Filesystem for DriveFs {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.drive.note_metadata();
         // Called on every close(); not a cache flush (fsync is).
         reply.ok();
     }
