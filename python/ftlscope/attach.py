@@ -228,7 +228,8 @@ def overhead_text(record: Attachment) -> str:
     if not o:
         return "-"
     return (f"{format_ns(o['trimmed_mean_ns'])} per request (mean; p10 {format_ns(o['p10_ns'])}, p50 "
-            f"{format_ns(o['p50_ns'])}, p90 {format_ns(o['p90_ns'])}; FUSE + loop, {o['requests']} QD 1 reads)")
+            f"{format_ns(o['p50_ns'])}, p90 {format_ns(o['p90_ns'])}; FUSE + loop, {o['requests']} QD 1 reads; "
+            f"{format_ns(o['large_trimmed_mean_ns'])} for a {format_size(o['large_request_bytes'])} read)")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
         name = os.path.basename(device)
         dio = Path(f"/sys/block/{name}/loop/dio").read_text().strip() == "1"
         overhead = json.loads(drive.calibrate(device, CALIBRATION_REQUESTS))
-        drive.start_model(overhead["trimmed_mean_ns"])
+        drive.start_model(overhead["trimmed_mean_ns"], overhead["ps_per_byte"])
         _write_json(directory / "state.json", {
             "pid": os.getpid(), "spec": spec, "size_bytes": size, "store": store, "device": device,
             "direct_io": dio, "overhead": overhead, "started": time.time(),

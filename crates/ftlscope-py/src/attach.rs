@@ -44,10 +44,11 @@ impl AttachedDrive {
         Ok(serde_json::to_string(&overhead).expect("serialisable"))
     }
 
-    /// Answer on the model's clock from now on, `overhead_ns` early (the calibrated path overhead).
-    fn start_model(&self, overhead_ns: u64) {
+    /// Answer on the model's clock from now on, early by the calibrated path overhead: `overhead_ns` plus
+    /// `ps_per_byte` per byte of the request.
+    fn start_model(&self, overhead_ns: u64, ps_per_byte: u64) {
         if let Some(s) = &self.served {
-            s.drive.start_model(overhead_ns);
+            s.drive.start_model(overhead_ns, ps_per_byte);
         }
     }
 

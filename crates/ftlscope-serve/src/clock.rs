@@ -54,6 +54,14 @@ pub struct Stats {
     pub virtual_ns: u64,
 }
 
+/// When a command arrived, started (arrival, or dispatch from a disk's queue) and completes, in virtual ns.
+struct Timing {
+    started: u64,
+    arrived: u64,
+    done: u64,
+    len: u64,
+}
+
 struct Due {
     at: u64,
     arrived: u64,
@@ -73,7 +81,7 @@ struct State {
     order: BinaryHeap<Reverse<(u64, u64)>>,
     due: HashMap<u64, Due>,
     /// Commands queued in a disk's NCQ, not yet started, by tag, with their arrival.
-    queued: HashMap<u64, (u64, Answer)>,
+    queued: HashMap<u64, (u64, u64, Answer)>,
     stats: Stats,
 }
 
@@ -86,6 +94,8 @@ pub struct Drive {
     queueing: bool,
     /// Calibrated path overhead (ns): answers go out this much before the model's completion.
     overhead_ns: AtomicU64,
+    /// ... plus this many picoseconds per byte of data (copying the data through FUSE costs per byte).
+    overhead_ps_per_byte: AtomicU64,
     /// False while the path is being calibrated: every request is answered at once and the model is not
     /// touched.
     model_on: AtomicBool,
@@ -111,6 +121,7 @@ impl Drive {
             t0: Instant::now(),
             queueing,
             overhead_ns: AtomicU64::new(0),
+            overhead_ps_per_byte: AtomicU64::new(0),
             model_on: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             metadata: AtomicU64::new(0),
@@ -121,14 +132,17 @@ impl Drive {
         self.t0.elapsed().as_nanos() as u64
     }
 
-    /// Start answering with the model's timing, `overhead_ns` early (see the module comment).
-    pub fn start_model(&self, overhead_ns: u64) {
+    /// Start answering with the model's timing, `overhead_ns` plus `ps_per_byte` for each byte of the
+    /// request early (see the module comment).
+    pub fn start_model(&self, overhead_ns: u64, ps_per_byte: u64) {
         self.overhead_ns.store(overhead_ns, Ordering::SeqCst);
+        self.overhead_ps_per_byte.store(ps_per_byte, Ordering::SeqCst);
         self.model_on.store(true, Ordering::SeqCst);
     }
 
-    pub fn overhead_ns(&self) -> u64 {
-        self.overhead_ns.load(Ordering::SeqCst)
+    /// The path's overhead for a request of `len` bytes.
+    pub fn overhead_ns(&self, len: u64) -> u64 {
+        self.overhead_ns.load(Ordering::SeqCst) + self.overhead_ps_per_byte.load(Ordering::SeqCst) * len / 1000
     }
 
     pub fn stats(&self) -> Stats {
@@ -163,7 +177,7 @@ impl Drive {
             st.sequence += 1;
             let tag = st.sequence;
             st.device.enqueue(SimTime(now), &request, tag);
-            st.queued.insert(tag, (now, answer));
+            st.queued.insert(tag, (now, request.len, answer));
             self.dispatch(&mut st, now);
         } else {
             let done = st.device.submit_checked(SimTime(now), &request);
@@ -181,7 +195,8 @@ impl Drive {
                     return;
                 }
             };
-            self.schedule(&mut st, now, now, done.at.ns(), answer, result);
+            let timing = Timing { started: now, arrived: now, done: done.at.ns(), len: request.len };
+            self.schedule(&mut st, timing, answer, result);
         }
         // Answers due already (the model was faster than the path) go from this thread, without waking the
         // clock thread, as the calibration's answers were sent.
@@ -196,9 +211,13 @@ impl Drive {
         }
     }
 
-    fn schedule(&self, st: &mut State, now: u64, arrived: u64, done: u64, answer: Answer, result: Result<(), i32>) {
-        let at = done.saturating_sub(self.overhead_ns());
-        let path_limited = at <= now;
+    /// Queue the answer of a command the model started at `started` (its arrival, or its dispatch from the
+    /// disk's queue) and completes at `done`.
+    fn schedule(&self, st: &mut State, timing: Timing, answer: Answer, result: Result<(), i32>) {
+        let Timing { started, arrived, done, len } = timing;
+        let at = done.saturating_sub(self.overhead_ns(len));
+        // The model served it faster than the path carries it: the path sets its latency.
+        let path_limited = at <= started;
         if path_limited {
             st.stats.path_limited += 1;
         }
@@ -216,11 +235,11 @@ impl Drive {
             }
             // Start it when the disk became free, not when this thread noticed: a late wake-up must not
             // slow the disk down.
-            let at = next.ns().max(st.last_v);
-            st.last_v = at;
-            let Some((tag, done)) = st.device.dispatch(SimTime(at)) else { break };
-            let (arrived, answer) = st.queued.remove(&tag).expect("a dispatched tag was queued");
-            self.schedule(st, now, arrived, done.ns(), answer, Ok(()));
+            let start = next.ns().max(st.last_v);
+            st.last_v = start;
+            let Some((tag, done)) = st.device.dispatch(SimTime(start)) else { break };
+            let (arrived, len, answer) = st.queued.remove(&tag).expect("a dispatched tag was queued");
+            self.schedule(st, Timing { started: start, arrived, done: done.ns(), len }, answer, Ok(()));
         }
     }
 
@@ -310,5 +329,90 @@ fn count(stats: &mut Stats, request: &SimRequest) {
         }
         SimOp::Trim | SimOp::WriteZeroes => stats.trims += 1,
         SimOp::Flush => stats.flushes += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+    use std::sync::{mpsc, Arc};
+
+    use ftlscope_sim::device::{SimOp, SimRequest};
+
+    use super::*;
+
+    fn drive(preset: &str) -> Arc<Drive> {
+        let cfg = ftlscope_sim::presets::load(preset).expect("a preset");
+        Arc::new(Drive::new(ftlscope_sim::device::build(cfg)))
+    }
+
+    fn read(offset: u64) -> SimRequest {
+        SimRequest { op: SimOp::Read, offset, len: 4096, fingerprint: 0 }
+    }
+
+    #[test]
+    fn while_calibrating_every_request_is_answered_at_once_and_the_model_is_untouched() {
+        let d = drive("hdd-7200-consumer");
+        let answered = Arc::new(AtomicU32::new(0));
+        for i in 0..10 {
+            let a = Arc::clone(&answered);
+            d.submit(
+                read(i * 1_000_000),
+                Box::new(move |r| {
+                    assert_eq!(r, Ok(()));
+                    a.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
+        }
+        assert_eq!(answered.load(Ordering::SeqCst), 10);
+        assert_eq!(d.stats().requests, 0);
+    }
+
+    #[test]
+    fn answers_the_path_would_delay_anyway_go_from_the_submitting_thread() {
+        // An overhead above any of the model's latencies: every answer is due when it is known.
+        // A drive without command queueing (a queueing disk holds the second command until it is free).
+        for preset in ["consumer-tlc-dram", "kelpie-n2t-i"] {
+            let d = drive(preset);
+            d.start_model(10_000_000_000, 0);
+            let answered = Arc::new(AtomicU32::new(0));
+            for i in 0..20 {
+                let a = Arc::clone(&answered);
+                d.submit(
+                    read(i * 7_777_777 / 4096 * 4096),
+                    Box::new(move |_| {
+                        a.fetch_add(1, Ordering::SeqCst);
+                    }),
+                );
+                assert_eq!(answered.load(Ordering::SeqCst), i as u32 + 1, "{preset}: answered inline");
+            }
+            let s = d.stats();
+            assert_eq!((s.requests, s.reads, s.path_limited, s.late), (20, 20, 20, 0), "{preset}");
+            assert!(s.model_latency_total_ns > 0, "{preset}: the model's latencies are counted");
+        }
+    }
+
+    #[test]
+    fn the_clock_thread_answers_every_request_of_a_queue_once() {
+        let d = drive("hdd-7200-consumer");
+        d.start_model(0, 0);
+        let clock = {
+            let d = Arc::clone(&d);
+            std::thread::spawn(move || d.run_clock())
+        };
+        let (tx, rx) = mpsc::channel();
+        for i in 0..16u64 {
+            let tx = tx.clone();
+            d.submit(read(i * 50_000_000 / 4096 * 4096), Box::new(move |r| tx.send((i, r)).expect("receiver")));
+        }
+        let mut seen: Vec<u64> = (0..16).map(|_| rx.recv().expect("an answer").0).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..16).collect::<Vec<_>>());
+        d.stop();
+        clock.join().expect("the clock thread ends");
+        let s = d.stats();
+        assert_eq!((s.requests, s.path_limited), (16, 0));
+        // The disk queued them (NCQ): the latencies include waiting for the ones before.
+        assert!(s.model_latency_total_ns / 16 > 5_000_000, "{s:?}");
     }
 }

@@ -138,19 +138,24 @@ impl Drop for Served {
 #[derive(Clone, Debug, Serialize)]
 pub struct PathOverhead {
     pub requests: u64,
-    /// Mean of the requests at or below p99: what the drive subtracts from each simulated latency. A mean,
-    /// not the median, because a busy machine delays some requests by milliseconds and the mean latency a
-    /// program sees includes those; trimmed, so that one stall does not set it.
+    /// Mean of the small requests at or below p99: what the drive subtracts from each simulated latency. A
+    /// mean, not the median, because a busy machine delays some requests by milliseconds and the mean latency
+    /// a program sees includes those; trimmed, so that one stall does not set it.
     pub trimmed_mean_ns: u64,
     pub p10_ns: u64,
     pub p50_ns: u64,
     pub p90_ns: u64,
     pub mean_ns: u64,
+    /// The same for large requests, which cost more: their data is copied through FUSE.
+    pub large_request_bytes: u64,
+    pub large_requests: u64,
+    pub large_trimmed_mean_ns: u64,
+    /// What each byte adds (picoseconds), from the two sizes: subtracted too, per byte of a request.
+    pub ps_per_byte: u64,
 }
 
-/// Time `count` 4 KiB direct reads at QD 1 from `device` (the loop device over the served file) while the
-/// drive answers at once: what the path costs each request. Offsets are spread over the device by a fixed
-/// sequence, so the backing file's page cache is not what is measured.
+/// Time `count` 4 KiB direct reads and `count / 10` 1 MiB ones at QD 1 from `device` (the loop device over
+/// the served file) while the drive answers at once: what the path costs a request, and each byte of it.
 pub fn calibrate(device: &Path, count: u32, block: u64) -> io::Result<PathOverhead> {
     // At the drive's own real-time priority: the path is measured, not this thread's wait for a CPU.
     let device = device.to_path_buf();
@@ -158,18 +163,40 @@ pub fn calibrate(device: &Path, count: u32, block: u64) -> io::Result<PathOverhe
         scope
             .spawn(move || {
                 realtime_priority();
-                time_reads(&device, count, block)
+                let file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&device)?;
+                let small_len = block.max(4096) as usize;
+                let large_len = 1usize << 20;
+                let small = time_reads(&file, small_len, count)?;
+                let large = time_reads(&file, large_len, (count / 10).max(1))?;
+                let (s, l) = (trimmed_mean(&small), trimmed_mean(&large));
+                let at = |q: f64| small[((small.len() - 1) as f64 * q).round() as usize];
+                Ok(PathOverhead {
+                    requests: small.len() as u64,
+                    trimmed_mean_ns: s,
+                    p10_ns: at(0.1),
+                    p50_ns: at(0.5),
+                    p90_ns: at(0.9),
+                    mean_ns: small.iter().sum::<u64>() / small.len() as u64,
+                    large_request_bytes: large_len as u64,
+                    large_requests: large.len() as u64,
+                    large_trimmed_mean_ns: l,
+                    ps_per_byte: l.saturating_sub(s) * 1000 / (large_len - small_len) as u64,
+                })
             })
             .join()
             .expect("the calibrating thread does not panic")
     })
 }
 
-fn time_reads(device: &Path, count: u32, block: u64) -> io::Result<PathOverhead> {
-    let file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(device)?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let size = if size == 0 { block_device_size(&file)? } else { size };
-    let len = block.max(4096) as usize;
+fn trimmed_mean(sorted: &[u64]) -> u64 {
+    let kept = &sorted[..=((sorted.len() - 1) as f64 * 0.99).round() as usize];
+    kept.iter().sum::<u64>() / kept.len() as u64
+}
+
+/// `count` reads of `len` bytes at offsets spread over the device by a fixed sequence (so that what is
+/// measured is not one cached page): their latencies, sorted.
+fn time_reads(file: &std::fs::File, len: usize, count: u32) -> io::Result<Vec<u64>> {
+    let size = block_device_size(file)?;
     let layout = std::alloc::Layout::from_size_align(len, 4096).expect("a page-aligned layout");
     // SAFETY: a non-zero-sized layout; freed below with the same layout.
     let buf = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -180,7 +207,7 @@ fn time_reads(device: &Path, count: u32, block: u64) -> io::Result<PathOverhead>
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut samples = Vec::with_capacity(count as usize);
     let mut error = None;
-    for _ in 0..count {
+    for _ in 0..count.max(1) {
         // xorshift: a fixed, well-spread sequence of offsets.
         x ^= x << 13;
         x ^= x >> 7;
@@ -188,7 +215,7 @@ fn time_reads(device: &Path, count: u32, block: u64) -> io::Result<PathOverhead>
         let offset = (x % slots) * len as u64;
         let start = Instant::now();
         // SAFETY: buf holds len bytes and outlives the call.
-        let n = unsafe { libc::pread(std::os::unix::io::AsRawFd::as_raw_fd(&file), buf.cast(), len, offset as i64) };
+        let n = unsafe { libc::pread(std::os::unix::io::AsRawFd::as_raw_fd(file), buf.cast(), len, offset as i64) };
         let ns = start.elapsed().as_nanos() as u64;
         if n < 0 {
             error = Some(io::Error::last_os_error());
@@ -201,20 +228,8 @@ fn time_reads(device: &Path, count: u32, block: u64) -> io::Result<PathOverhead>
     if let Some(e) = error {
         return Err(e);
     }
-    if samples.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "calibrate: count must be at least 1"));
-    }
     samples.sort_unstable();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    let kept = &samples[..=((samples.len() - 1) as f64 * 0.99).round() as usize];
-    Ok(PathOverhead {
-        requests: samples.len() as u64,
-        trimmed_mean_ns: kept.iter().sum::<u64>() / kept.len() as u64,
-        p10_ns: at(0.1),
-        p50_ns: at(0.5),
-        p90_ns: at(0.9),
-        mean_ns: samples.iter().sum::<u64>() / samples.len().max(1) as u64,
-    })
+    Ok(samples)
 }
 
 fn block_device_size(file: &std::fs::File) -> io::Result<u64> {
