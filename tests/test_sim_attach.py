@@ -215,3 +215,17 @@ def test_a_crashed_server_leaves_no_loop_device_and_no_mount(run_dir, scratch, c
     done = cli("sim", "list")
     assert done.returncode == 0 and "crashed server" in done.stdout
     _assert_nothing_left(run_dir, record.pid)
+
+
+@needs_attach
+def test_ctrl_c_on_a_foreground_attach_detaches(run_dir, scratch, spawn):
+    proc = spawn("sim", "attach", PRESET, "--size", str(SIZE), "--store", scratch / "store", "--foreground",
+                 preexec_fn=os.setsid)  # its own process group, as a terminal gives it
+    deadline = time.monotonic() + 60
+    while not attachments() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    records = attachments()
+    assert records and records[0].device, proc.communicate(timeout=5) if proc.poll() is not None else "not ready"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends: to the whole foreground group
+    proc.communicate(timeout=60)
+    _assert_nothing_left(run_dir, records[0].pid)

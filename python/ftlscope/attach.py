@@ -241,24 +241,28 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     out = Console()
     record = attach(args.drive, args.size, args.store, foreground=args.foreground)
-    out.print(f"{record.device}")
-    out.print(
-        f"[dim]sim:{record.spec}, {format_size(record.size_bytes)}, data kept in {record.store}; "
-        f"direct I/O {'on' if record.direct_io else 'off (the kernel refused it)'}; path overhead "
-        f"{overhead_text(record)}, subtracted from each request's simulated latency; "
-        f"detach with: ftlscope sim detach {record.device}[/dim]",
-        highlight=False,
-    )
     server = getattr(record, "foreground_server", None)
-    if server is None:
-        return 0
-    out.print("[dim]serving in the foreground: Ctrl-C detaches[/dim]")
     try:
+        out.print(f"{record.device}")
+        out.print(
+            f"[dim]sim:{record.spec}, {format_size(record.size_bytes)}, data kept in {record.store}; "
+            f"direct I/O {'on' if record.direct_io else 'off (the kernel refused it)'}; path overhead "
+            f"{overhead_text(record)}, subtracted from each request's simulated latency; "
+            f"detach with: ftlscope sim detach {record.device}[/dim]",
+            highlight=False,
+        )
+        if server is None:
+            return 0
+        out.print("[dim]serving in the foreground: Ctrl-C detaches[/dim]")
         server.wait()
     except KeyboardInterrupt:
-        # The server got the SIGINT too (same process group) and is shutting down; wait for it.
-        _terminate(server)
-    cleanup_stale()
+        if server is None:
+            raise
+    finally:
+        # Ctrl-C reached the server too (same process group): wait until it has let go of everything.
+        if server is not None:
+            _terminate(server)
+            cleanup_stale()
     return 0
 
 
