@@ -75,6 +75,9 @@ def fill(device: str, size: int) -> None:
     subprocess.run(["fio", "--name=fill", f"--filename={device}", "--direct=1", "--rw=write", "--bs=1m",
                     "--iodepth=8", "--ioengine=libaio", f"--size={size}", "--output-format=terse"],
                    capture_output=True, check=True)
+    # The fill left the backing file's pages dirty: the kernel's writeback of them would compete with the
+    # path for the CPUs during the first point, so it happens before (the model idles that long too).
+    os.sync()
     time.sleep(SETTLE_S)
 
 

@@ -85,6 +85,20 @@ def _attach_loop(file: str, block: int) -> tuple[int, str]:
         os.close(backing)
 
 
+def _set_rotational(name: str, spec: str) -> None:
+    """Say what the drive is: a hard disk is rotational (the kernel's I/O schedulers and ``ftlscope devices``
+    read this), an SSD not."""
+    import tomllib
+
+    from ftlscope import _native
+
+    kind = tomllib.loads(_native.SimDevice(spec).config_toml()).get("device", {}).get("kind", "ssd")
+    try:
+        Path(f"/sys/block/{name}/queue/rotational").write_text("1" if kind == "hdd" else "0")
+    except OSError:
+        pass  # read-only on some kernels: only the hint is lost
+
+
 def _write_json(path: Path, value: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(value))
@@ -115,6 +129,7 @@ def main(argv: list[str]) -> int:
         loop_fd, device = _attach_loop(drive.file, block)
         name = os.path.basename(device)
         dio = Path(f"/sys/block/{name}/loop/dio").read_text().strip() == "1"
+        _set_rotational(name, spec)
         overhead = json.loads(drive.calibrate(device, CALIBRATION_REQUESTS))
         drive.start_model(overhead["trimmed_mean_ns"], overhead["ps_per_byte"])
         _write_json(directory / "state.json", {

@@ -133,7 +133,7 @@ def describe_write_verdict(dev: BlockDevice, *, sigs: list[str] | None = None) -
     if sigs:
         return True, f"yes with --destructive --force ({', '.join(_short(s) for s in sigs)})"
     if dev.ftlscope_drive:
-        return True, f"yes (blank simulated drive ftlscope attached: {dev.ftlscope_drive})"
+        return True, f"yes (ftlscope's simulated drive {dev.ftlscope_drive}, no file system on it)"
     return True, "yes with --destructive"
 
 
