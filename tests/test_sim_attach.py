@@ -233,3 +233,13 @@ def test_ctrl_c_on_a_foreground_attach_detaches(run_dir, scratch, spawn):
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends: to the whole foreground group
     proc.communicate(timeout=60)
     _assert_nothing_left(run_dir, records[0].pid)
+
+
+def test_a_store_holding_a_drive_of_another_size_is_refused(cli, scratch):
+    store = scratch / "store"
+    store.mkdir()
+    (store / f"{PRESET}.img").write_bytes(b"")
+    os.truncate(store / f"{PRESET}.img", 64 * MiB)
+    done = cli("sim", "attach", PRESET, "--size", "128MiB", "--store", store)
+    assert done.returncode == 2 and "--size 67108864" in done.stderr, done.stderr
+    assert (store / f"{PRESET}.img").stat().st_size == 64 * MiB  # untouched

@@ -122,10 +122,17 @@ def attach(spec: str, size_text: str | None, store: str | None, *, foreground: b
         )
     if size % block:
         raise UsageError(f"--size {size_text} is not a multiple of sim:{spec}'s {block}-byte logical block")
-    check_can_attach()
-    cleanup_stale()
     store_dir = Path(store) if store else default_store()
     name = Path(spec).stem if spec.endswith(".toml") else spec
+    backing = store_dir / f"{name}.img"
+    if backing.exists() and backing.stat().st_size != size:
+        have = backing.stat().st_size
+        raise UsageError(
+            f"--size {size_text or DEFAULT_SIZE}: {backing} holds a {format_size(have)} drive from an earlier "
+            f"attach; give --size {have} to attach it again, or another --store (or remove the file) for a new one"
+        )
+    check_can_attach()
+    cleanup_stale()
     try:
         store_dir.mkdir(parents=True, exist_ok=True)
         run_dir().mkdir(parents=True, exist_ok=True)
@@ -133,7 +140,6 @@ def attach(spec: str, size_text: str | None, store: str | None, *, foreground: b
         raise TargetError(
             f"--store {store_dir}: cannot create it ({exc.strerror}); give a writable directory"
         ) from None
-    backing = store_dir / f"{name}.img"
     if any(a.alive and Path(a.store) == backing for a in attachments()):
         raise UsageError(f"sim:{spec} is already attached with its data in {backing}; detach it first, or give "
                          "another --store")
@@ -143,6 +149,7 @@ def attach(spec: str, size_text: str | None, store: str | None, *, foreground: b
     server = subprocess.Popen(
         [sys.executable, "-m", "ftlscope.attach_server", str(directory), spec, str(size), str(backing)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=not foreground,
+        # The server imports the same ftlscope as this process, whether installed or from a source tree.
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
     )
     log.close()
@@ -239,11 +246,12 @@ def overhead_text(record: Attachment) -> str:
 def cmd_attach(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    out = Console()
+    # The device alone on stdout (dev=$(ftlscope sim attach ...)); the rest on stderr.
+    out = Console(stderr=True)
     record = attach(args.drive, args.size, args.store, foreground=args.foreground)
     server = getattr(record, "foreground_server", None)
     try:
-        out.print(f"{record.device}")
+        print(record.device, flush=True)
         out.print(
             f"[dim]sim:{record.spec}, {format_size(record.size_bytes)}, data kept in {record.store}; "
             f"direct I/O {'on' if record.direct_io else 'off (the kernel refused it)'}; path overhead "
