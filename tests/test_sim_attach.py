@@ -150,25 +150,34 @@ def test_fio_random_read_qd1_matches_the_virtual_time_engine(attached):
 
 
 @needs_attach
-def test_ext4_on_the_attached_drive_survives_fsck(attached, scratch):
-    dev = attached.device
-    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True, capture_output=True)
+def test_ext4_with_1_gib_of_files_on_the_attached_drive_survives_fsck(run_dir, scratch):
+    # The check: mkfs.ext4, mount, write 1 GiB of files, unmount, fsck -n clean.
+    record = attach_mod.attach(PRESET, "2GiB", str(scratch / "store"))
     mnt = scratch / "mnt"
-    mnt.mkdir()
-    subprocess.run(["mount", dev, str(mnt)], check=True)
     try:
-        for i in range(16):
-            (mnt / f"file{i}").write_bytes(os.urandom(4 * MiB) * 2)  # 128 MiB in all
-        os.sync()
+        dev = record.device
+        subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True, capture_output=True)
+        mnt.mkdir()
+        subprocess.run(["mount", dev, str(mnt)], check=True)
+        try:
+            chunk = os.urandom(8 * MiB)
+            for i in range(32):
+                (mnt / f"file{i}").write_bytes(chunk * 4)  # 32 MiB each, 1 GiB in all
+            os.sync()
+        finally:
+            subprocess.run(["umount", str(mnt)], check=True)
+        check = subprocess.run(["fsck.ext4", "-n", "-f", dev], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        # The data reached the drive: the model counted the writes.
+        deadline = time.monotonic() + 3
+        while (record.stats() or {}).get("bytes_written", 0) < 1 << 30 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert record.stats()["bytes_written"] >= 1 << 30
     finally:
-        subprocess.run(["umount", str(mnt)], check=True)
-    check = subprocess.run(["fsck.ext4", "-n", "-f", dev], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-    # The data reached the drive: the model counted the writes.
-    deadline = time.monotonic() + 3
-    while (attached.stats() or {}).get("bytes_written", 0) < 128 * MiB and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert attached.stats()["bytes_written"] >= 128 * MiB
+        if record.device in Path("/proc/mounts").read_text():
+            subprocess.run(["umount", "--lazy", str(mnt)], check=False)
+        attach_mod.detach(record.device)
+        _assert_nothing_left(run_dir, record.pid)
 
 
 @needs_attach
