@@ -459,13 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("devices", help="list block devices and whether ftlscope would write to them")
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("sim", help="simulated devices: list the presets, show one as TOML")
+    p = sub.add_parser("sim", help="simulated devices: list the presets, show one as TOML, attach one to the kernel")
     sim_sub = p.add_subparsers(dest="sim_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
     q = sim_sub.add_parser("presets", help="list the built-in simulated devices")
     q.set_defaults(func=cmd_sim_presets)
     q = sim_sub.add_parser("show", help="print a preset (or a device file) as TOML, every key filled in")
     q.add_argument("preset", help="preset name, or path to a device TOML file")
     q.set_defaults(func=cmd_sim_show)
+    from .attach import register as register_attach
+
+    register_attach(sim_sub)
 
     p = sub.add_parser("bench", help="run one experiment of the suite (--list shows them)")
     p.add_argument("target", nargs="?", help="block device, regular file (created with --size), or sim:PRESET")

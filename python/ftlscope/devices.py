@@ -78,6 +78,8 @@ class BlockDevice:
     max_hw_sectors: int | None = None  # largest request the hardware takes, in 512-byte sectors
     nvme_lba_format: str | None = None  # "4096+0": data bytes + metadata bytes per LBA, where sysfs shows it
     loop_backing_file: str | None = None
+    # "sim:PRESET" for a loop device that 'ftlscope sim attach' serves: a simulated drive, not a real disk
+    ftlscope_drive: str | None = None
 
     @property
     def in_use(self) -> bool:
@@ -336,8 +338,14 @@ def _build(sysdir: Path, system: _System, parent: BlockDevice | None = None) -> 
             nvme_lba_format = parent.nvme_lba_format
 
     backing = None
+    drive = None
     if kind == "loop" and parent is None:
         backing = _nonempty(_read(sysdir / "loop" / "backing_file"))
+        drive = _attached_drive(name, backing)
+        if drive:
+            model = f"ftlscope simulated drive ({drive})"
+    elif parent is not None:
+        drive = parent.ftlscope_drive
 
     dev = BlockDevice(
         name=name,
@@ -363,6 +371,7 @@ def _build(sysdir: Path, system: _System, parent: BlockDevice | None = None) -> 
         max_hw_sectors=None if max_hw_kb is None else max_hw_kb * 1024 // SECTOR,
         nvme_lba_format=nvme_lba_format,
         loop_backing_file=backing,
+        ftlscope_drive=drive,
     )
     if parent is None:
         dev.partitions = [_build(p, system, dev) for p in _partition_dirs(sysdir)]
@@ -371,6 +380,17 @@ def _build(sysdir: Path, system: _System, parent: BlockDevice | None = None) -> 
             dev.mountpoints = _dedupe([*dev.mountpoints, *part.mountpoints])
             dev.swap = _dedupe([*dev.swap, *part.swap])
     return dev
+
+
+def _attached_drive(name: str, backing: str | None) -> str | None:
+    """``sim:PRESET`` when ``ftlscope sim attach`` serves loop device ``name``: its live server recorded it,
+    and the loop device's backing file is that server's."""
+    from ftlscope.attach_state import attachment_for_device
+
+    record = attachment_for_device(name)
+    if record is None or not backing or record.directory.name not in backing:
+        return None
+    return f"sim:{record.spec}"
 
 
 def _skipped(sysdir: Path) -> bool:

@@ -15,6 +15,11 @@ The rules, in the order they are checked:
 * A regular file that ftlscope created (see :func:`mark_created`) or an empty one needs no flag; a non-empty
   file ftlscope did not create needs ``--destructive FILE``. A file backing a loop device that is in use, or
   used as a swap file, is refused outright. A path that does not exist yet is a new file ftlscope will create.
+* A simulated drive that ``ftlscope sim attach`` serves (its loop device, see :mod:`ftlscope.attach`) is a device
+  ftlscope made, holding only what was written to it: like a ``sim:PRESET`` target it needs no
+  ``--destructive`` while it is blank; once it carries a file system or partition table (the user's mkfs),
+  the usual ``--destructive DEVICE --force`` apply, since that data is the user's. Mounted or held, it is
+  refused as any device is.
 """
 
 from __future__ import annotations
@@ -127,6 +132,8 @@ def describe_write_verdict(dev: BlockDevice, *, sigs: list[str] | None = None) -
             return True, "yes with --destructive (--force too if it holds data: could not read it to check)"
     if sigs:
         return True, f"yes with --destructive --force ({', '.join(_short(s) for s in sigs)})"
+    if dev.ftlscope_drive:
+        return True, f"yes (ftlscope's simulated drive {dev.ftlscope_drive}, no file system on it)"
     return True, "yes with --destructive"
 
 
@@ -154,6 +161,8 @@ def _check_block_device(target_path: str, st: os.stat_result, destructive: str |
         raise TargetError(f"no permission to write to {label}; run as root or get write access to it")
     _check_not_busy(target_path, refusing)
 
+    if dev.ftlscope_drive and not signatures(target_path):
+        return
     if not destructive:
         raise SafetyError(
             f"{refusing}: writing destroys its data; pass --destructive {target_path} to confirm"

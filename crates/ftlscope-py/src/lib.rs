@@ -3,6 +3,8 @@
 //! A handful of functions and one class. Everything crosses the boundary as JSON text or as raw column
 //! bytes (for the trace), so the Python side stays in charge of presentation (pandas, Parquet).
 
+mod attach;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -431,5 +433,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_show, m)?)?;
     m.add_class::<SimDevice>()?;
     m.add_class::<RunHandle>()?;
+    m.add_class::<attach::AttachedDrive>()?;
     Ok(())
 }

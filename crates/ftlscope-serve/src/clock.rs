@@ -1,0 +1,418 @@
+//! The simulated drive on the wall clock: requests are submitted to the model at the virtual instant they
+//! arrive (virtual time = wall time since attach), and each is answered when the model says it completes.
+//!
+//! The answer is sent `overhead` early: a request reaches us `inbound` after the program issued it and the
+//! answer reaches the program `outbound` after we send it, and the calibrated path overhead is their sum.
+//! Sending it that much early makes the latency the program sees the model's, wherever the model's
+//! latency exceeds the path's; below that the path is the bottleneck (counted in [`Stats::path_limited`]).
+//! A closed loop at QD 1 then reaches the model at exactly the instant its previous command completed, as in
+//! the engine's virtual-time runs.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use ftlscope_sim::device::{SimDevice, SimRequest, Status};
+use ftlscope_sim::time::SimTime;
+use serde::Serialize;
+
+/// What to do when a request completes: send the FUSE reply (with the data, or an error).
+pub type Answer = Box<dyn FnOnce(Result<(), i32>) + Send>;
+
+/// Below this, the clock thread spins instead of sleeping: a sleep wakes up tens of microseconds late even
+/// at real-time priority, which would be a good part of an SSD read's latency. Short, so that a fast drive's
+/// clock thread does not hold a core.
+const SPIN_NS: u64 = 20_000;
+
+/// Counters the served drive reports (`ftlscope sim list`, the attach output).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Stats {
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub trims: u64,
+    pub flushes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Requests whose model latency was below the path overhead: answered at once, so the path, not the
+    /// model, set their latency.
+    pub path_limited: u64,
+    /// Answers sent after their due instant, and by how much in total and at most (the clock thread's
+    /// wake-up error, on top of the path overhead).
+    pub late: u64,
+    pub late_total_ns: u64,
+    pub late_max_ns: u64,
+    pub media_errors: u64,
+    /// Sum of the model's latencies (completion - arrival, queueing in the disk included) of the requests
+    /// answered so far: divided by `requests`, what a program should see on average.
+    pub model_latency_total_ns: u64,
+    /// FUSE requests that are not I/O (attributes, open, release): each is a round trip of the path too.
+    pub metadata_requests: u64,
+    /// Virtual ns since attach (the model's clock; equals wall time since attach).
+    pub virtual_ns: u64,
+}
+
+/// When a command arrived, started (arrival, or dispatch from a disk's queue) and completes, in virtual ns.
+struct Timing {
+    started: u64,
+    arrived: u64,
+    done: u64,
+    len: u64,
+}
+
+struct Due {
+    at: u64,
+    arrived: u64,
+    done: u64,
+    path_limited: bool,
+    answer: Answer,
+    result: Result<(), i32>,
+}
+
+struct State {
+    device: Box<dyn SimDevice>,
+    /// The last virtual instant anything was submitted at: submissions must not go back in time.
+    last_v: u64,
+    writes: u64,
+    sequence: u64,
+    /// Answers waiting for their wall-clock instant, by (instant, sequence).
+    order: BinaryHeap<Reverse<(u64, u64)>>,
+    due: HashMap<u64, Due>,
+    /// Commands queued in a disk's NCQ, not yet started, by tag, with their arrival.
+    queued: HashMap<u64, (u64, u64, Answer)>,
+    stats: Stats,
+}
+
+/// The model, its clock and the answers waiting for their instant; shared by the FUSE threads (which
+/// submit) and the clock thread (which answers).
+pub struct Drive {
+    state: Mutex<State>,
+    wake: Condvar,
+    t0: Instant,
+    queueing: bool,
+    /// Calibrated path overhead (ns): answers go out this much before the model's completion.
+    overhead_ns: AtomicU64,
+    /// ... plus this many picoseconds per byte of data (copying the data through FUSE costs per byte).
+    overhead_ps_per_byte: AtomicU64,
+    /// False while the path is being calibrated: every request is answered at once and the model is not
+    /// touched.
+    model_on: AtomicBool,
+    stop: AtomicBool,
+    metadata: AtomicU64,
+}
+
+impl Drive {
+    pub fn new(device: Box<dyn SimDevice>) -> Drive {
+        let queueing = device.queue_depth() > 1;
+        Drive {
+            state: Mutex::new(State {
+                device,
+                last_v: 0,
+                writes: 0,
+                sequence: 0,
+                order: BinaryHeap::new(),
+                due: HashMap::new(),
+                queued: HashMap::new(),
+                stats: Stats::default(),
+            }),
+            wake: Condvar::new(),
+            t0: Instant::now(),
+            queueing,
+            overhead_ns: AtomicU64::new(0),
+            overhead_ps_per_byte: AtomicU64::new(0),
+            model_on: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            metadata: AtomicU64::new(0),
+        }
+    }
+
+    fn wall_ns(&self) -> u64 {
+        self.t0.elapsed().as_nanos() as u64
+    }
+
+    /// Start answering with the model's timing, `overhead_ns` plus `ps_per_byte` for each byte of the
+    /// request early (see the module comment).
+    pub fn start_model(&self, overhead_ns: u64, ps_per_byte: u64) {
+        self.overhead_ns.store(overhead_ns, Ordering::SeqCst);
+        self.overhead_ps_per_byte.store(ps_per_byte, Ordering::SeqCst);
+        self.model_on.store(true, Ordering::SeqCst);
+    }
+
+    /// The path's overhead for a request of `len` bytes.
+    pub fn overhead_ns(&self, len: u64) -> u64 {
+        self.overhead_ns.load(Ordering::SeqCst) + self.overhead_ps_per_byte.load(Ordering::SeqCst) * len / 1000
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut s = self.state.lock().expect("drive lock").stats;
+        s.virtual_ns = self.wall_ns();
+        s.metadata_requests = self.metadata.load(Ordering::Relaxed);
+        s
+    }
+
+    /// Count a FUSE request that is not I/O.
+    pub fn note_metadata(&self) {
+        self.metadata.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Submit `request` now; `answer` runs when the model completes it (at once while calibrating).
+    pub fn submit(&self, request: SimRequest, answer: Answer) {
+        if !self.model_on.load(Ordering::SeqCst) {
+            answer(Ok(()));
+            return;
+        }
+        let mut st = self.state.lock().expect("drive lock");
+        let now = self.wall_ns().max(st.last_v);
+        st.last_v = now;
+        count(&mut st.stats, &request);
+        let mut request = request;
+        if request.op == ftlscope_sim::device::SimOp::Write {
+            // The same fingerprint the engine's simulated runs give a write: offset and a write counter.
+            st.writes += 1;
+            request.fingerprint = (request.offset / 512) as u32 ^ (st.writes as u32).rotate_left(16);
+        }
+        if self.queueing {
+            st.sequence += 1;
+            let tag = st.sequence;
+            st.device.enqueue(SimTime(now), &request, tag);
+            st.queued.insert(tag, (now, request.len, answer));
+            self.dispatch(&mut st, now);
+        } else {
+            let done = st.device.submit_checked(SimTime(now), &request);
+            let result = match done.status {
+                Status::Ok => Ok(()),
+                Status::MediaError => {
+                    st.stats.media_errors += 1;
+                    Err(libc::EIO)
+                }
+                // A command the model never completes: the kernel would time it out; answer with an error
+                // at once rather than hang the loop device.
+                Status::Lost => {
+                    drop(st);
+                    answer(Err(libc::EIO));
+                    return;
+                }
+            };
+            let timing = Timing { started: now, arrived: now, done: done.at.ns(), len: request.len };
+            self.schedule(&mut st, timing, answer, result);
+        }
+        // Answers due already (the model was faster than the path) go from this thread, without waking the
+        // clock thread, as the calibration's answers were sent.
+        let ready = take_ready(&mut st, now);
+        let waiting = !st.order.is_empty() || !st.queued.is_empty();
+        drop(st);
+        for due in ready {
+            (due.answer)(due.result);
+        }
+        if waiting {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Queue the answer of a command the model started at `started` (its arrival, or its dispatch from the
+    /// disk's queue) and completes at `done`.
+    fn schedule(&self, st: &mut State, timing: Timing, answer: Answer, result: Result<(), i32>) {
+        let Timing { started, arrived, done, len } = timing;
+        let at = done.saturating_sub(self.overhead_ns(len));
+        // The model served it faster than the path carries it: the path sets its latency.
+        let path_limited = at <= started;
+        if path_limited {
+            st.stats.path_limited += 1;
+        }
+        st.sequence += 1;
+        let seq = st.sequence;
+        st.order.push(Reverse((at, seq)));
+        st.due.insert(seq, Due { at, arrived, done, path_limited, answer, result });
+    }
+
+    /// Start what a queueing disk can start at virtual `now` (its NCQ picks among the waiting commands).
+    fn dispatch(&self, st: &mut State, now: u64) {
+        while let Some(next) = st.device.next_dispatch() {
+            if next.ns() > now {
+                break;
+            }
+            // Start it when the disk became free, not when this thread noticed: a late wake-up must not
+            // slow the disk down.
+            let start = next.ns().max(st.last_v);
+            st.last_v = start;
+            let Some((tag, done)) = st.device.dispatch(SimTime(start)) else { break };
+            let (arrived, len, answer) = st.queued.remove(&tag).expect("a dispatched tag was queued");
+            self.schedule(st, Timing { started: start, arrived, done: done.ns(), len }, answer, Ok(()));
+        }
+    }
+
+    /// The clock thread: answers each request at its instant, starts queued commands when the disk is free.
+    pub fn run_clock(&self) {
+        let mut st = self.state.lock().expect("drive lock");
+        loop {
+            let now = self.wall_ns();
+            if self.queueing {
+                self.dispatch(&mut st, now);
+            }
+            let ready = take_ready(&mut st, now);
+            if !ready.is_empty() {
+                drop(st);
+                for due in ready {
+                    (due.answer)(due.result);
+                }
+                st = self.state.lock().expect("drive lock");
+                continue;
+            }
+            let next_answer = st.order.peek().map(|Reverse((at, _))| *at);
+            let next_dispatch = if self.queueing { st.device.next_dispatch().map(|t| t.ns()) } else { None };
+            let next = match (next_answer, next_dispatch) {
+                (Some(a), Some(d)) => Some(a.min(d)),
+                (a, d) => a.or(d),
+            };
+            match next {
+                None => {
+                    if self.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    st = self.wake.wait_timeout(st, Duration::from_millis(100)).expect("drive lock").0;
+                }
+                Some(at) if at > now + SPIN_NS => {
+                    let sleep = Duration::from_nanos(at - now - SPIN_NS);
+                    st = self.wake.wait_timeout(st, sleep).expect("drive lock").0;
+                }
+                Some(_) => {
+                    drop(st);
+                    std::hint::spin_loop();
+                    st = self.state.lock().expect("drive lock");
+                }
+            }
+        }
+    }
+
+    /// Let the clock thread finish: it answers what is pending, then returns.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake.notify_all();
+    }
+}
+
+/// The answers due at `now`, taken off the queue in order; lateness counted.
+fn take_ready(st: &mut State, now: u64) -> Vec<Due> {
+    let mut ready = Vec::new();
+    while let Some(Reverse((at, seq))) = st.order.peek().copied() {
+        if at > now {
+            break;
+        }
+        st.order.pop();
+        let due = st.due.remove(&seq).expect("an ordered answer is due");
+        st.stats.model_latency_total_ns += due.done.saturating_sub(due.arrived);
+        // A path-limited answer was due before it was known: its wait is the path's, not the clock's.
+        if !due.path_limited && now > due.at {
+            let late = now - due.at;
+            st.stats.late += 1;
+            st.stats.late_total_ns += late;
+            st.stats.late_max_ns = st.stats.late_max_ns.max(late);
+        }
+        ready.push(due);
+    }
+    ready
+}
+
+fn count(stats: &mut Stats, request: &SimRequest) {
+    use ftlscope_sim::device::SimOp;
+    stats.requests += 1;
+    match request.op {
+        SimOp::Read => {
+            stats.reads += 1;
+            stats.bytes_read += request.len;
+        }
+        SimOp::Write => {
+            stats.writes += 1;
+            stats.bytes_written += request.len;
+        }
+        SimOp::Trim | SimOp::WriteZeroes => stats.trims += 1,
+        SimOp::Flush => stats.flushes += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+    use std::sync::{mpsc, Arc};
+
+    use ftlscope_sim::device::{SimOp, SimRequest};
+
+    use super::*;
+
+    fn drive(preset: &str) -> Arc<Drive> {
+        let cfg = ftlscope_sim::presets::load(preset).expect("a preset");
+        Arc::new(Drive::new(ftlscope_sim::device::build(cfg)))
+    }
+
+    fn read(offset: u64) -> SimRequest {
+        SimRequest { op: SimOp::Read, offset, len: 4096, fingerprint: 0 }
+    }
+
+    #[test]
+    fn while_calibrating_every_request_is_answered_at_once_and_the_model_is_untouched() {
+        let d = drive("hdd-7200-consumer");
+        let answered = Arc::new(AtomicU32::new(0));
+        for i in 0..10 {
+            let a = Arc::clone(&answered);
+            d.submit(
+                read(i * 1_000_000),
+                Box::new(move |r| {
+                    assert_eq!(r, Ok(()));
+                    a.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
+        }
+        assert_eq!(answered.load(Ordering::SeqCst), 10);
+        assert_eq!(d.stats().requests, 0);
+    }
+
+    #[test]
+    fn answers_the_path_would_delay_anyway_go_from_the_submitting_thread() {
+        // An overhead above any of the model's latencies: every answer is due when it is known.
+        // A drive without command queueing (a queueing disk holds the second command until it is free).
+        for preset in ["consumer-tlc-dram", "kelpie-n2t-i"] {
+            let d = drive(preset);
+            d.start_model(10_000_000_000, 0);
+            let answered = Arc::new(AtomicU32::new(0));
+            for i in 0..20 {
+                let a = Arc::clone(&answered);
+                d.submit(
+                    read(i * 7_777_777 / 4096 * 4096),
+                    Box::new(move |_| {
+                        a.fetch_add(1, Ordering::SeqCst);
+                    }),
+                );
+                assert_eq!(answered.load(Ordering::SeqCst), i as u32 + 1, "{preset}: answered inline");
+            }
+            let s = d.stats();
+            assert_eq!((s.requests, s.reads, s.path_limited, s.late), (20, 20, 20, 0), "{preset}");
+            assert!(s.model_latency_total_ns > 0, "{preset}: the model's latencies are counted");
+        }
+    }
+
+    #[test]
+    fn the_clock_thread_answers_every_request_of_a_queue_once() {
+        let d = drive("hdd-7200-consumer");
+        d.start_model(0, 0);
+        let clock = {
+            let d = Arc::clone(&d);
+            std::thread::spawn(move || d.run_clock())
+        };
+        let (tx, rx) = mpsc::channel();
+        for i in 0..16u64 {
+            let tx = tx.clone();
+            d.submit(read(i * 50_000_000 / 4096 * 4096), Box::new(move |r| tx.send((i, r)).expect("receiver")));
+        }
+        let mut seen: Vec<u64> = (0..16).map(|_| rx.recv().expect("an answer").0).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..16).collect::<Vec<_>>());
+        d.stop();
+        clock.join().expect("the clock thread ends");
+        let s = d.stats();
+        assert_eq!((s.requests, s.path_limited), (16, 0));
+        // The disk queued them (NCQ): the latencies include waiting for the ones before.
+        assert!(s.model_latency_total_ns / 16 > 5_000_000, "{s:?}");
+    }
+}

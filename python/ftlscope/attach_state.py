@@ -1,0 +1,92 @@
+"""Where attached simulated drives are recorded, and how to read the records.
+
+``ftlscope sim attach`` runs a server per drive and records it in ``RUN_DIR/<id>/state.json`` (its pid, the
+loop device, the drive, the measured path overhead). ``sim list``/``detach``, the device list and the
+write-safety checks read the records from here; this module imports nothing heavy so :mod:`ftlscope.devices`
+can use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Attachment", "run_dir", "attachments", "attachment_for_device", "pid_alive"]
+
+
+def run_dir() -> Path:
+    """``$FTLSCOPE_RUN_DIR``, or ``/run/ftlscope/attached`` (root's runtime directory: attaching needs root)."""
+    return Path(os.environ.get("FTLSCOPE_RUN_DIR", "/run/ftlscope/attached"))
+
+
+@dataclass
+class Attachment:
+    """One attached drive, as its server recorded it."""
+
+    directory: Path
+    pid: int
+    spec: str
+    size_bytes: int
+    store: str
+    device: str | None  # "/dev/loop3" once the loop device is set up
+    direct_io: bool | None
+    overhead: dict | None  # the path overhead per request: p10_ns, p50_ns, p90_ns, mean_ns, requests
+
+    @property
+    def alive(self) -> bool:
+        return pid_alive(self.pid)
+
+    def stats(self) -> dict | None:
+        """The server's counters, written every second while it runs."""
+        try:
+            return json.loads((self.directory / "stats.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _load(directory: Path) -> Attachment | None:
+    try:
+        state = json.loads((directory / "state.json").read_text())
+        return Attachment(
+            directory=directory,
+            pid=int(state["pid"]),
+            spec=str(state["spec"]),
+            size_bytes=int(state["size_bytes"]),
+            store=str(state["store"]),
+            device=state.get("device"),
+            direct_io=state.get("direct_io"),
+            overhead=state.get("overhead"),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def attachments() -> list[Attachment]:
+    """Every recorded attachment, live or not (a dead server's record is cleaned up by ``sim list``)."""
+    try:
+        dirs = sorted(p for p in run_dir().iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [a for a in map(_load, dirs) if a is not None]
+
+
+def attachment_for_device(name_or_path: str) -> Attachment | None:
+    """The live attachment serving ``loop3`` or ``/dev/loop3``, if any."""
+    path = name_or_path if name_or_path.startswith("/") else "/dev/" + name_or_path
+    path = os.path.realpath(path)
+    for a in attachments():
+        if a.device and os.path.realpath(a.device) == path and a.alive:
+            return a
+    return None
