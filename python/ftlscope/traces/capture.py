@@ -1,0 +1,401 @@
+"""`ftlscope capture DEVICE --out trace.parquet [-- COMMAND ...]`: every block request the kernel issues to DEVICE.
+
+blktrace is refused on kernels in lockdown, but ftrace's block tracepoints are not. A private ftrace instance
+(``tracefs.Instance``) records, filtered to DEVICE in the kernel:
+
+- ``block:block_io_start``: a request is created from a process's I/O, in that process's context: its pid and
+  name (comm) are the trace's ``pid`` and ``process``, its time ``queued_ns`` (before any scheduler queue);
+- ``block:block_rq_issue``: the request goes to the driver: ``submit_ns``, the offset, size, operation and flags
+  (this runs in a kworker when the request went through a scheduler or a plug, which is why the process comes
+  from block_io_start; a kernel without block_io_start, before 6.5, gets the issuing context instead);
+- ``block:block_rq_complete``: ``complete_ns`` and the error; ``block:block_rq_requeue``: the driver gave a
+  request back, and its next issue is the same request.
+
+Requests are matched by (device, start sector) in order, as blkparse pairs its D and C events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from collections import defaultdict, deque
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunError, TargetError, UsageError
+from .tracefs import Instance, event_pid, event_type, parse_page
+
+SECTOR = 512
+EVENTS = ("block_io_start", "block_rq_issue", "block_rq_complete", "block_rq_requeue")
+# The columns a capture adds to the trace table of ``run --trace``.
+CAPTURE_COLUMNS = ("pid", "process", "queued_ns", "status", "rwbs", "sync", "fua", "preflush")
+_FIELDS = ("dev", "sector", "nr_sector", "rwbs", "error", "comm")
+_OPS = {"R": "read", "W": "write", "D": "trim", "F": "flush", "N": "write_zeroes"}
+_STATUS_HELP = "bytes transferred, or the negative errno the request completed with (as run --trace)"
+
+HELP = (
+    "record every block request the kernel issues to DEVICE while COMMAND runs (without COMMAND: until Ctrl-C "
+    "or SIGTERM) into a trace (Parquet, the columns of run --trace plus the process). Uses ftrace's block "
+    "tracepoints (block_io_start for the process that made the request, block_rq_issue, block_rq_complete, "
+    "block_rq_requeue) in a private tracefs instance, read from the binary per-CPU buffers by ftlscope's own "
+    "reader; blktrace is not used (refused under kernel lockdown). Needs root")
+
+
+def add_capture_parser(sub: Any) -> None:
+    p = sub.add_parser("capture", help="record the block requests the kernel issues to a device while a command "
+                                       "runs (ftrace block tracepoints; root)",
+                       usage="ftlscope capture DEVICE --out FILE [--buffer-size SIZE] [-- COMMAND ...]",
+                       description=HELP + ". Times are nanoseconds on CLOCK_MONOTONIC, relative to the first "
+                       "issue. Lost events (the per-CPU buffer overflowed) are reported, never dropped silently. "
+                       "The exit code is COMMAND's (128 + the signal if it was killed); a capture ended by Ctrl-C "
+                       "or SIGTERM without COMMAND exits 0 after writing the trace.")
+    # argparse cannot put a free-form command after '--' behind a subcommand's positional (it hands the words to
+    # the top-level parser as unrecognised): everything after the first '--' is taken off before parsing.
+    p.__class__ = type("CaptureParser", (type(p),), {"parse_known_args": _parse_with_command})
+    p.add_argument("device", metavar="DEVICE", help="block device or partition (e.g. /dev/loop0, /dev/zram0, "
+                                                    "/dev/nvme0n1p2); a partition's offsets are relative to its "
+                                                    "start")
+    p.add_argument("--out", required=True, metavar="FILE", help="trace file to write (Parquet)")
+    p.add_argument("--buffer-size", default="8MiB", metavar="SIZE",
+                   help="ftrace buffer per CPU (default 8MiB, about 40 000 requests); raise it if events are lost")
+    p.set_defaults(func=cmd_capture, run_command=[])
+
+
+def _parse_with_command(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
+    words = list(args) if args is not None else []
+    command: list[str] = []
+    if "--" in words:
+        cut = words.index("--")
+        words, command = words[:cut], words[cut + 1:]
+    ns, extra = type(self).__mro__[1].parse_known_args(self, words, namespace)
+    ns.run_command = command
+    return ns, extra
+
+
+# ---------------------------------------------------------------------------------------------------------
+# checks before anything is touched
+
+
+def device_numbers(device: str) -> tuple[int, int, int, int]:
+    """(major, minor) of the disk the requests go to, the partition's first sector and its sectors (0 for a whole
+    disk). Block-layer request events name the whole disk and its sectors, even for I/O to a partition."""
+    try:
+        st = os.stat(device)
+    except OSError as exc:
+        raise UsageError(f"DEVICE {device}: {exc.strerror}; give a block device such as /dev/loop0") from None
+    if not stat.S_ISBLK(st.st_mode):
+        raise UsageError(f"DEVICE {device}: not a block device or partition; give one such as /dev/loop0 "
+                         "(capture records the block requests the kernel sends to a device)")
+    sysfs = Path(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    if (sysfs / "partition").exists():
+        disk = (sysfs.resolve().parent / "dev").read_text().strip()
+        major, minor = (int(x) for x in disk.split(":"))
+        return major, minor, int((sysfs / "start").read_text()), int((sysfs / "size").read_text())
+    return os.major(st.st_rdev), os.minor(st.st_rdev), 0, 0
+
+
+def check_command(command: list[str]) -> list[str]:
+    if command and shutil.which(command[0]) is None:
+        raise UsageError(f"COMMAND {command[0]}: not found or not executable; give a program on PATH or a path")
+    return command
+
+
+def kernel_filter(major: int, minor: int, start: int, sectors: int) -> str:
+    """The in-kernel filter: the disk (dev_t as the kernel packs it: major << 20 | minor) and, for a partition,
+    its sector range; zero-sector requests (flushes) are device-wide and always kept."""
+    dev = f"dev == {(major << 20) | minor}"
+    if not sectors:
+        return dev
+    return f"{dev} && ((sector >= {start} && sector < {start + sectors}) || nr_sector == 0)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# turning events into requests
+
+
+def parse_rwbs(rwbs: str) -> tuple[str | None, bool, bool, bool]:
+    """(operation, preflush, fua, sync) from the kernel's rwbs text (blk_fill_rwbs: [F]OP[F][A][S][M], where a
+    leading F before an operation letter is a preflush and an F after it is FUA). Write zeroes prints as N."""
+    i = 0
+    preflush = False
+    if len(rwbs) > 1 and rwbs[0] == "F" and rwbs[1] in _OPS:
+        preflush, i = True, 1
+    op = _OPS.get(rwbs[i:i + 1])
+    rest = rwbs[i + 1:]
+    return op, preflush, "F" in rest, "S" in rest
+
+
+class Assembler:
+    """Pairs the events of one capture into requests, in timestamp order (feed every CPU's events merged)."""
+
+    def __init__(self, part_start: int = 0):
+        self.part_start = part_start
+        self.rows: list[list[Any]] = []
+        self.starts: dict[tuple[int, int], deque] = defaultdict(deque)
+        self.flush_starts: dict[int, deque] = defaultdict(deque)
+        self.inflight: dict[tuple[int, int], deque] = defaultdict(deque)
+        self.inflight_flush: dict[int, deque] = defaultdict(deque)
+        self.unmatched_completions = 0
+        self.requeued = 0
+        self.other_ops = 0
+
+    def start(self, ts: int, pid: int, dev: int, sector: int, nr: int, comm: str) -> None:
+        if nr == 0:
+            self.flush_starts[dev].append((ts, pid, comm))
+        else:
+            self.starts[(dev, sector)].append((ts, pid, comm))
+
+    def issue(self, ts: int, pid: int, dev: int, sector: int, nr: int, rwbs: str, comm: str) -> None:
+        op, preflush, fua, sync = parse_rwbs(rwbs)
+        if op is None or (op == "write_zeroes" and nr == 0):
+            self.other_ops += 1  # zone management and driver-private requests: nothing to replay
+            return
+        if op == "flush":
+            nr = 0
+            queue = self.flush_starts[dev]
+        else:
+            queue = self.starts[(dev, sector)]
+        origin = queue.popleft() if queue else (None, pid, comm)
+        # issue, complete, queued, op, offset, size, pid, comm, status, rwbs, sync, fua, preflush, bytes left
+        row = [ts, None, origin[0], op, (sector - self.part_start) * SECTOR if nr else 0, nr * SECTOR, origin[1],
+               origin[2], None, rwbs, sync, fua, preflush, nr * SECTOR]
+        self.rows.append(row)
+        (self.inflight_flush[dev] if op == "flush" else self.inflight[(dev, sector)]).append(row)
+
+    def _take(self, dev: int, sector: int, nr: int, rwbs: str) -> list[Any] | None:
+        if nr == 0:
+            # A flush completes with sector -1; the write that asked for the flush then completes with no sectors
+            # and was never issued itself (the kernel issued the flush in its place): not a request of its own.
+            if parse_rwbs(rwbs)[0] != "flush":
+                return None
+            queue = self.inflight_flush[dev]
+        else:
+            queue = self.inflight[(dev, sector)]
+        if not queue:
+            self.unmatched_completions += 1  # issued before the capture started
+            return None
+        return queue.popleft()
+
+    def complete(self, ts: int, dev: int, sector: int, nr: int, rwbs: str, error: int) -> None:
+        row = self._take(dev, sector, nr, rwbs)
+        if row is None:
+            return
+        row[1] = ts
+        row[13] -= nr * SECTOR
+        if error:
+            row[8] = error
+        if row[13] > 0 and not error:
+            # A partial completion (the driver finished part of the request): the rest completes later, from
+            # the sector after the part that is done.
+            row[1] = None
+            self.inflight[(dev, sector + nr)].appendleft(row)
+        elif row[8] is None:
+            row[8] = row[5]
+
+    def requeue(self, dev: int, sector: int, nr: int, rwbs: str) -> None:
+        row = self._take(dev, sector, nr, rwbs)
+        if row is None:
+            return
+        self.requeued += 1
+        self.rows.remove(row)
+        # Its next issue is the same request: give it back the process that made it.
+        target = self.flush_starts[dev] if row[3] == "flush" else self.starts[(dev, sector)]
+        target.appendleft((row[2], row[6], row[7]))
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for r in self.rows if r[1] is None)
+
+
+def assemble(events: list[tuple], part_start: int = 0) -> Assembler:
+    """Requests from decoded events (ts, kind, pid, dev, sector, nr_sector, rwbs, error, comm), sorted here by
+    time; at equal times a request's start comes before its issue and its issue before its completion."""
+    order = {"start": 0, "issue": 1, "requeue": 2, "complete": 3}
+    asm = Assembler(part_start)
+    for ts, kind, pid, dev, sector, nr, rwbs, error, comm in sorted(events, key=lambda e: (e[0], order[e[1]])):
+        if kind == "start":
+            asm.start(ts, pid, dev, sector, nr, comm)
+        elif kind == "issue":
+            asm.issue(ts, pid, dev, sector, nr, rwbs, comm)
+        elif kind == "complete":
+            asm.complete(ts, dev, sector, nr, rwbs, error)
+        else:
+            asm.requeue(dev, sector, nr, rwbs)
+    return asm
+
+
+def decode_pages(pages: list[bytes], formats: dict[str, Any], data_offset: int = 16) -> tuple[list[tuple], int]:
+    """Decode raw ring-buffer pages into event tuples for :func:`assemble`, and the events the pages say were
+    lost (a page that says "some" without a count counts as one)."""
+    kinds = {"block_io_start": "start", "block_rq_issue": "issue", "block_rq_complete": "complete",
+             "block_rq_requeue": "requeue"}
+    decoders = {}
+    for name, fmt in formats.items():
+        names = tuple(f for f in _FIELDS if f in fmt.fields)
+        decoders[fmt.id] = (kinds[name], names, fmt.decoder(names))
+    events: list[tuple] = []
+    lost = 0
+    for page in pages:
+        found, missed = parse_page(page, data_offset)
+        lost += missed if missed > 0 else (1 if missed < 0 else 0)
+        for ts, payload in found:
+            known = decoders.get(event_type(payload))
+            if known is None:
+                continue
+            kind, names, decode = known
+            values = dict(zip(names, decode(payload), strict=True))
+            events.append((ts, kind, event_pid(payload), values["dev"], values["sector"], values["nr_sector"],
+                           values["rwbs"], values.get("error", 0), values.get("comm", "")))
+    return events, lost
+
+
+def to_frame(asm: Assembler, out: Path, meta: dict[str, Any]):
+    """The trace table of ``run --trace`` plus the capture's columns (see CAPTURE_COLUMNS)."""
+    import numpy as np
+    import pandas as pd
+
+    from .schema import build_frame
+
+    rows = asm.rows
+    if not rows:
+        raise RunError(f"captured no block requests on {meta['device']}; nothing written to {out}")
+    cols = list(zip(*rows, strict=True))
+    issue = np.asarray(cols[0], dtype=np.int64)
+    complete = pd.array(cols[1], dtype="Int64")
+    frame = build_frame(cols[3], cols[4], cols[5], issue, path=out, fmt="capture", complete_ns=complete,
+                        process=cols[7], meta=meta)
+    start = int(issue[0])
+    frame.attrs["ftlscope"]["capture"]["start_clock_ns"] = start
+    frame["status"] = pd.array(cols[8], dtype="Int32")
+    frame.insert(frame.columns.get_loc("process"), "pid", np.asarray(cols[6], dtype=np.int32))
+    frame["queued_ns"] = pd.array(cols[2], dtype="Int64") - start
+    frame["rwbs"] = pd.Categorical(cols[9])
+    for i, name in ((10, "sync"), (11, "fua"), (12, "preflush")):
+        frame[name] = np.asarray(cols[i], dtype=bool)
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the command
+
+
+def _record(inst: Instance, pages: list[bytes], stop: threading.Event) -> None:
+    size = inst.subbuffer_bytes()
+    while not stop.is_set():
+        got = False
+        for _, page in inst.read_available(size):
+            pages.append(page)
+            got = True
+        if not got:
+            stop.wait(0.02)
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .. import stopping
+    from ..cli_checks import check_output_file
+    from ..units import format_size, parse_size
+
+    err = Console(stderr=True)
+    if os.geteuid() != 0:
+        raise UsageError("capture needs root: the kernel's block tracepoints (tracefs) are readable by root "
+                         "only; run it with sudo")
+    command = check_command(list(args.run_command))
+    major, minor, part_start, part_sectors = device_numbers(args.device)
+    buffer_kb = max(1, parse_size(args.buffer_size, "--buffer-size", minimum=4096, maximum=1 << 34) // 1024)
+    check_output_file(args.out, "--out")
+    out = Path(args.out)
+
+    pages: list[bytes] = []
+    interrupted = False
+    rc: int | None = None
+    name = f"ftlscope-{os.getpid()}"
+    with Instance(name, buffer_kb=buffer_kb) as inst:
+        formats = {}
+        where = kernel_filter(major, minor, part_start, part_sectors)
+        for event in EVENTS:
+            if inst.has_event("block", event):
+                formats[event] = inst.format("block", event)
+                inst.enable("block", event, where)
+        missing = [e for e in ("block_rq_issue", "block_rq_complete") if e not in formats]
+        if missing:
+            raise TargetError(f"tracefs: this kernel has no block:{', block:'.join(missing)} event; capture "
+                              "cannot see block requests here")
+        stop = threading.Event()
+        reader = threading.Thread(target=_record, args=(inst, pages, stop), name="ftlscope-capture", daemon=True)
+        inst.start()
+        reader.start()
+        began = time.monotonic()
+        proc = None
+        try:
+            if command:
+                proc = subprocess.Popen(command)
+                rc = proc.wait()
+            else:
+                err.print(f"[dim]ftlscope: capturing {args.device}; Ctrl-C or SIGTERM ends it[/dim]")
+                while True:
+                    time.sleep(3600)
+        except KeyboardInterrupt:
+            interrupted = True
+            if proc is not None:
+                rc = _stop_command(proc)
+        finally:
+            inst.stop()
+            stop.set()
+            reader.join()
+            pages.extend(page for _, page in inst.read_available(inst.subbuffer_bytes()))
+            stats = inst.stats()
+            data_offset = inst.data_offset
+    elapsed = time.monotonic() - began
+
+    events, page_lost = decode_pages(pages, formats, data_offset)
+    overrun = sum(s.get("overrun", 0) for s in stats.values())
+    dropped = sum(s.get("dropped events", 0) for s in stats.values())
+    lost = overrun + dropped
+    asm = assemble(events, part_start)
+    meta = {"synthetic": False, "capture": {
+        "device": args.device, "disk": f"{major}:{minor}", "partition_start_bytes": part_start * SECTOR,
+        "command": command, "command_exit": rc, "interrupted": interrupted, "clock": "mono",
+        "events": sorted(formats), "process_from": "block_io_start" if "block_io_start" in formats
+        else "block_rq_issue", "lost_events": lost, "lost_by_cpu": {
+            str(c): s.get("overrun", 0) + s.get("dropped events", 0) for c, s in stats.items()},
+        "pages_marked_lost": page_lost, "unmatched_completions": asm.unmatched_completions,
+        "requeued": asm.requeued, "other_requests": asm.other_ops, "in_flight_at_end": asm.in_flight,
+        "buffer_kb_per_cpu": buffer_kb, "kernel": os.uname().release, "seconds": round(elapsed, 6)}}
+    frame = to_frame(asm, out, meta)
+    from .schema import write_parquet
+
+    write_parquet(frame, out)
+    err.print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests, "
+              f"{format_size(int(frame['size'].sum()))}, {elapsed:.3g} s)[/dim]")
+    if lost or page_lost:
+        err.print(f"ftlscope: warning: the kernel lost {lost or page_lost:,} trace events (its buffer was full): the "
+                  "trace misses requests; give a larger --buffer-size")
+    if asm.in_flight:
+        err.print(f"ftlscope: note: {asm.in_flight:,} requests were still in flight when the capture ended; their "
+                  "complete_ns is empty")
+    if interrupted and command:
+        return stopping.exit_code()
+    if rc is None:
+        return 0
+    return rc if rc >= 0 else 128 - rc
+
+
+def _stop_command(proc: subprocess.Popen) -> int:
+    """Ctrl-C at a terminal reaches COMMAND too, which then ends by itself; a signal sent to ftlscope alone
+    (SIGTERM, SIGHUP, kill -INT) does not: COMMAND gets SIGTERM if it is still running 2 s later."""
+    for ending in (None, proc.terminate, proc.kill):
+        if ending is not None:
+            ending()
+        try:
+            return proc.wait(timeout=2 if ending is None else 10)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.wait()
+
