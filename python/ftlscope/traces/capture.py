@@ -32,6 +32,11 @@ from .tracefs import Instance, event_pid, event_type, parse_page
 
 SECTOR = 512
 EVENTS = ("block_io_start", "block_rq_issue", "block_rq_complete", "block_rq_requeue")
+# A bio-based driver (zram, device mapper, md, brd) takes bios straight from the submitter and never forms
+# requests: there a bio's submission (in the submitter's context) is its issue, and its end its completion.
+BIO_EVENTS = ("block_bio_queue", "block_bio_complete")
+_KINDS = {"block_io_start": "start", "block_rq_issue": "issue", "block_rq_complete": "complete",
+          "block_rq_requeue": "requeue", "block_bio_queue": "issue", "block_bio_complete": "complete"}
 # The columns a capture adds to the trace table of ``run --trace``.
 CAPTURE_COLUMNS = ("pid", "process", "queued_ns", "status", "rwbs", "sync", "fua", "preflush")
 _FIELDS = ("dev", "sector", "nr_sector", "rwbs", "error", "comm")
@@ -81,9 +86,10 @@ def _parse_with_command(self: argparse.ArgumentParser, args: Any = None, namespa
 # checks before anything is touched
 
 
-def device_numbers(device: str) -> tuple[int, int, int, int]:
+def device_numbers(device: str) -> tuple[int, int, int, int, bool]:
     """(major, minor) of the disk the requests go to, the partition's first sector and its sectors (0 for a whole
-    disk). Block-layer request events name the whole disk and its sectors, even for I/O to a partition."""
+    disk), and whether the disk forms requests (blk-mq) or takes bios. Block-layer events name the whole disk and
+    its sectors, even for I/O to a partition."""
     try:
         st = os.stat(device)
     except OSError as exc:
@@ -93,10 +99,11 @@ def device_numbers(device: str) -> tuple[int, int, int, int]:
                          "(capture records the block requests the kernel sends to a device)")
     sysfs = Path(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
     if (sysfs / "partition").exists():
-        disk = (sysfs.resolve().parent / "dev").read_text().strip()
-        major, minor = (int(x) for x in disk.split(":"))
-        return major, minor, int((sysfs / "start").read_text()), int((sysfs / "size").read_text())
-    return os.major(st.st_rdev), os.minor(st.st_rdev), 0, 0
+        disk = sysfs.resolve().parent
+        major, minor = (int(x) for x in (disk / "dev").read_text().strip().split(":"))
+        return (major, minor, int((sysfs / "start").read_text()), int((sysfs / "size").read_text()),
+                (disk / "mq").is_dir())
+    return os.major(st.st_rdev), os.minor(st.st_rdev), 0, 0, (sysfs / "mq").is_dir()
 
 
 def check_command(command: list[str]) -> list[str]:
@@ -152,6 +159,8 @@ class Assembler:
 
     def issue(self, ts: int, pid: int, dev: int, sector: int, nr: int, rwbs: str, comm: str) -> None:
         op, preflush, fua, sync = parse_rwbs(rwbs)
+        if preflush and nr == 0:
+            op = "flush"  # a bio-based device sees a flush as an empty write with a preflush
         if op is None or (op == "write_zeroes" and nr == 0):
             self.other_ops += 1  # zone management and driver-private requests: nothing to replay
             return
@@ -171,7 +180,8 @@ class Assembler:
         if nr == 0:
             # A flush completes with sector -1; the write that asked for the flush then completes with no sectors
             # and was never issued itself (the kernel issued the flush in its place): not a request of its own.
-            if parse_rwbs(rwbs)[0] != "flush":
+            op, preflush, _, _ = parse_rwbs(rwbs)
+            if op != "flush" and not preflush:
                 return None
             queue = self.inflight_flush[dev]
         else:
@@ -232,12 +242,10 @@ def assemble(events: list[tuple], part_start: int = 0) -> Assembler:
 def decode_pages(pages: list[bytes], formats: dict[str, Any], data_offset: int = 16) -> tuple[list[tuple], int]:
     """Decode raw ring-buffer pages into event tuples for :func:`assemble`, and the events the pages say were
     lost (a page that says "some" without a count counts as one)."""
-    kinds = {"block_io_start": "start", "block_rq_issue": "issue", "block_rq_complete": "complete",
-             "block_rq_requeue": "requeue"}
     decoders = {}
     for name, fmt in formats.items():
         names = tuple(f for f in _FIELDS if f in fmt.fields)
-        decoders[fmt.id] = (kinds[name], names, fmt.decoder(names))
+        decoders[fmt.id] = (_KINDS[name], names, fmt.decoder(names))
     events: list[tuple] = []
     lost = 0
     for page in pages:
@@ -263,7 +271,7 @@ def to_frame(asm: Assembler, out: Path, meta: dict[str, Any]):
 
     rows = asm.rows
     if not rows:
-        raise RunError(f"captured no block requests on {meta['device']}; nothing written to {out}")
+        raise RunError(f"captured no block requests on {meta['capture']['device']}; nothing written to {out}")
     cols = list(zip(*rows, strict=True))
     issue = np.asarray(cols[0], dtype=np.int64)
     complete = pd.array(cols[1], dtype="Int64")
@@ -295,91 +303,107 @@ def _record(inst: Instance, pages: list[bytes], stop: threading.Event) -> None:
             stop.wait(0.02)
 
 
+def _trace_while(inst: Instance, command: list[str], announce) -> tuple[list[bytes], int | None, bool]:
+    """Trace while COMMAND runs (or until Ctrl-C/SIGTERM without one): the raw pages, COMMAND's exit code and
+    whether a signal ended it. The pages are kept raw and decoded after the capture, so that decoding costs
+    the traced workload no CPU time."""
+    pages: list[bytes] = []
+    stop = threading.Event()
+    reader = threading.Thread(target=_record, args=(inst, pages, stop), name="ftlscope-capture", daemon=True)
+    rc: int | None = None
+    proc = None
+    try:
+        inst.start()
+        reader.start()
+        if command:
+            proc = subprocess.Popen(command)
+            rc = proc.wait()
+        else:
+            announce()
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        if proc is not None:
+            rc = _stop_command(proc)
+        return _drain(inst, pages, stop, reader), rc, True
+    return _drain(inst, pages, stop, reader), rc, False
+
+
+def _drain(inst: Instance, pages: list[bytes], stop: threading.Event, reader: threading.Thread) -> list[bytes]:
+    inst.stop()
+    stop.set()
+    if reader.is_alive():
+        reader.join()
+    pages.extend(page for _, page in inst.read_available(inst.subbuffer_bytes()))
+    return pages
+
+
 def cmd_capture(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .. import stopping
     from ..cli_checks import check_output_file
     from ..units import format_size, parse_size
+    from .schema import write_parquet
 
     err = Console(stderr=True)
     if os.geteuid() != 0:
         raise UsageError("capture needs root: the kernel's block tracepoints (tracefs) are readable by root "
                          "only; run it with sudo")
     command = check_command(list(args.run_command))
-    major, minor, part_start, part_sectors = device_numbers(args.device)
+    major, minor, part_start, part_sectors, request_based = device_numbers(args.device)
     buffer_kb = max(1, parse_size(args.buffer_size, "--buffer-size", minimum=4096, maximum=1 << 34) // 1024)
     check_output_file(args.out, "--out")
     out = Path(args.out)
 
-    pages: list[bytes] = []
-    interrupted = False
-    rc: int | None = None
-    name = f"ftlscope-{os.getpid()}"
-    with Instance(name, buffer_kb=buffer_kb) as inst:
+    began = time.monotonic()
+    with Instance(f"ftlscope-{os.getpid()}", buffer_kb=buffer_kb) as inst:
         formats = {}
         where = kernel_filter(major, minor, part_start, part_sectors)
-        for event in EVENTS:
+        wanted = EVENTS if request_based else BIO_EVENTS
+        for event in wanted:
             if inst.has_event("block", event):
                 formats[event] = inst.format("block", event)
                 inst.enable("block", event, where)
-        missing = [e for e in ("block_rq_issue", "block_rq_complete") if e not in formats]
+        required = ("block_rq_issue", "block_rq_complete") if request_based else BIO_EVENTS
+        missing = [e for e in required if e not in formats]
         if missing:
             raise TargetError(f"tracefs: this kernel has no block:{', block:'.join(missing)} event; capture "
                               "cannot see block requests here")
-        stop = threading.Event()
-        reader = threading.Thread(target=_record, args=(inst, pages, stop), name="ftlscope-capture", daemon=True)
-        inst.start()
-        reader.start()
-        began = time.monotonic()
-        proc = None
-        try:
-            if command:
-                proc = subprocess.Popen(command)
-                rc = proc.wait()
-            else:
-                err.print(f"[dim]ftlscope: capturing {args.device}; Ctrl-C or SIGTERM ends it[/dim]")
-                while True:
-                    time.sleep(3600)
-        except KeyboardInterrupt:
-            interrupted = True
-            if proc is not None:
-                rc = _stop_command(proc)
-        finally:
-            inst.stop()
-            stop.set()
-            reader.join()
-            pages.extend(page for _, page in inst.read_available(inst.subbuffer_bytes()))
-            stats = inst.stats()
-            data_offset = inst.data_offset
+
+        def announce() -> None:
+            err.print(f"ftlscope: capturing {args.device}; Ctrl-C or SIGTERM ends it", markup=False,
+                      highlight=False)
+
+        pages, rc, interrupted = _trace_while(inst, command, announce)
+        stats = inst.stats()
+        data_offset = inst.data_offset
     elapsed = time.monotonic() - began
 
     events, page_lost = decode_pages(pages, formats, data_offset)
-    overrun = sum(s.get("overrun", 0) for s in stats.values())
-    dropped = sum(s.get("dropped events", 0) for s in stats.values())
-    lost = overrun + dropped
+    lost = sum(s.get("overrun", 0) + s.get("dropped events", 0) for s in stats.values())
     asm = assemble(events, part_start)
+    process_from = ("block_io_start" if "block_io_start" in formats else
+                    "block_rq_issue" if request_based else "block_bio_queue")
     meta = {"synthetic": False, "capture": {
         "device": args.device, "disk": f"{major}:{minor}", "partition_start_bytes": part_start * SECTOR,
-        "command": command, "command_exit": rc, "interrupted": interrupted, "clock": "mono",
-        "events": sorted(formats), "process_from": "block_io_start" if "block_io_start" in formats
-        else "block_rq_issue", "lost_events": lost, "lost_by_cpu": {
+        "level": "request" if request_based else "bio", "command": command, "command_exit": rc,
+        "interrupted": interrupted, "clock": "mono", "events": sorted(formats), "process_from": process_from,
+        "lost_events": lost, "lost_by_cpu": {
             str(c): s.get("overrun", 0) + s.get("dropped events", 0) for c, s in stats.items()},
         "pages_marked_lost": page_lost, "unmatched_completions": asm.unmatched_completions,
         "requeued": asm.requeued, "other_requests": asm.other_ops, "in_flight_at_end": asm.in_flight,
         "buffer_kb_per_cpu": buffer_kb, "kernel": os.uname().release, "seconds": round(elapsed, 6)}}
     frame = to_frame(asm, out, meta)
-    from .schema import write_parquet
-
     write_parquet(frame, out)
     err.print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests, "
               f"{format_size(int(frame['size'].sum()))}, {elapsed:.3g} s)[/dim]")
     if lost or page_lost:
-        err.print(f"ftlscope: warning: the kernel lost {lost or page_lost:,} trace events (its buffer was full): the "
-                  "trace misses requests; give a larger --buffer-size")
+        err.print(f"ftlscope: warning: the kernel lost {lost or page_lost:,} trace events (its buffer was full): "
+                  "the trace misses requests; give a larger --buffer-size", markup=False, highlight=False)
     if asm.in_flight:
-        err.print(f"ftlscope: note: {asm.in_flight:,} requests were still in flight when the capture ended; their "
-                  "complete_ns is empty")
+        err.print(f"ftlscope: note: {asm.in_flight:,} requests were still in flight when the capture ended; "
+                  "their complete_ns is empty", markup=False, highlight=False)
     if interrupted and command:
         return stopping.exit_code()
     if rc is None:
