@@ -89,6 +89,28 @@ def test_recorded_events_pair_into_the_requests_the_workload_made():
     assert asm.unmatched_completions == 0 and asm.in_flight == 0
 
 
+def test_a_capture_is_a_trace_every_reader_reads_with_its_process_breakdown(tmp_path):
+    from ftlscope.traces.capture import to_frame
+    from ftlscope.traces.schema import write_parquet
+    from ftlscope.traces.stats import trace_stats
+
+    meta = {"synthetic": False, "capture": {"device": "/dev/loop0", "command": ["sh", "-c", "..."]}}
+    frame = to_frame(assemble(_recorded_events()), tmp_path / "t.parquet", meta)
+    out = write_parquet(frame, tmp_path / "t.parquet")
+    raw = pd.read_parquet(out)
+    assert list(raw.columns) == ["op", "offset_bytes", "size", "submit_ns", "complete_ns", "latency_ns", "pid",
+                                 "process", "status", "queued_ns", "rwbs", "sync", "fua", "preflush"]
+    assert raw["submit_ns"].iloc[0] == 0 and (raw["queued_ns"] <= raw["submit_ns"].astype("int64")).all()
+    back = read_trace(out)
+    assert back.attrs["ftlscope"]["converted_from"] == "capture"
+    assert back.attrs["ftlscope"]["capture"]["device"] == "/dev/loop0"
+    stats = trace_stats(back)
+    assert [(p["process"], p["requests"], p["bytes"], p["reads"], p["writes"]) for p in stats["processes"]] == [
+        ("dd", 6, 3 * 64 * KiB + 2 * 4 * KiB + 8 * KiB, 2, 4), ("blkdiscard", 2, MiB + 64 * KiB, 0, 0),
+        ("sync", 1, 0, 0, 0)]
+    assert stats["capture"]["device"] == "/dev/loop0"
+
+
 def _page(events: list[bytes], ts: int = 1_000, commit_flags: int = 0, missed: int | None = None) -> bytes:
     body = b"".join(events)
     page = struct.pack("<QQ", ts, len(body) | commit_flags) + body
@@ -383,7 +405,8 @@ def test_trace_info_and_convert_read_a_capture(tracing, make_loop, spawn, cli, s
     assert rc == 0, err
     info = cli("trace", "info", out)
     assert info.returncode == 0, info.stderr
-    assert "requests" in info.stdout and "4" in info.stdout
+    assert "processes (by requests)" in info.stdout
+    assert re.search(r"dd\s+│\s+4\s+│\s+100\.0%\s+│\s+32 KiB", info.stdout), info.stdout
     done = cli("trace", "convert", out, "--to", "fio", "--out", scratch / "back.iolog")
     assert done.returncode == 0, done.stderr
     back = read_trace(scratch / "back.iolog")

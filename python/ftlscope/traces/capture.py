@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunError, TargetError, UsageError
-from .tracefs import Instance, event_pid, event_type, parse_page
+from .tracefs import Instance, event_pid, event_type, parse_page, used_part
 
 SECTOR = 512
 EVENTS = ("block_io_start", "block_rq_issue", "block_rq_complete", "block_rq_requeue")
@@ -297,7 +297,7 @@ def _record(inst: Instance, pages: list[bytes], stop: threading.Event) -> None:
     while not stop.is_set():
         got = False
         for _, page in inst.read_available(size):
-            pages.append(page)
+            pages.append(used_part(page, inst.data_offset))
             got = True
         if not got:
             stop.wait(0.02)
@@ -334,7 +334,7 @@ def _drain(inst: Instance, pages: list[bytes], stop: threading.Event, reader: th
     stop.set()
     if reader.is_alive():
         reader.join()
-    pages.extend(page for _, page in inst.read_available(inst.subbuffer_bytes()))
+    pages.extend(used_part(page, inst.data_offset) for _, page in inst.read_available(inst.subbuffer_bytes()))
     return pages
 
 

@@ -145,6 +145,16 @@ def parse_page(page: bytes, data_offset: int = 16) -> tuple[list[tuple[int, byte
     return events, missed
 
 
+def used_part(page: bytes, data_offset: int = 16) -> bytes:
+    """The part of a page read from trace_pipe_raw that holds events (and a stored lost-event count): a page
+    read while the writer is still on it is mostly empty, and keeping only this halves a capture's memory."""
+    if len(page) < data_offset:
+        return page
+    commit = _HEADER.unpack_from(page, 0)[1]
+    size = commit & ~(_MISSED_EVENTS | _MISSED_STORED) & 0xFFFFFFFF
+    return page[:data_offset + size + (8 if commit & _MISSED_STORED else 0)]
+
+
 def event_type(payload: bytes) -> int:
     return _COMMON.unpack_from(payload, 0)[0]
 
