@@ -141,6 +141,45 @@ def test_page_decoder_applies_time_extends_long_events_padding_and_absolute_stam
     assert got == [(t1, small), (t2, big), (t3, small), (9, small)]
 
 
+def _payload(fmt, pid: int, **fields) -> bytes:
+    """An event's payload laid out by its format file, as the kernel writes it."""
+    size = max(offset + width for offset, width, _ in fmt.fields.values())
+    data = bytearray(size + (-size % 4))
+    struct.pack_into("<HBBi", data, 0, fmt.id, 0, 0, pid)
+    for name, value in fields.items():
+        offset, width, signed = fmt.fields[name]
+        if isinstance(value, str):
+            data[offset:offset + width] = value.encode().ljust(width, b"\0")[:width]
+        else:
+            code = {4: "i", 8: "q"}[width]
+            struct.pack_into("<" + (code if signed else code.upper()), data, offset, value)
+    return bytes(data)
+
+
+def test_events_of_several_cpus_are_merged_by_time_into_requests():
+    from ftlscope.traces.capture import PageDecoder
+
+    f = _formats()
+    dev = (7 << 20) | 0
+
+    def ev(name, pid, **fields):
+        return _payload(f[name], pid, dev=dev, **fields)
+
+    # CPU 0 makes and issues two requests; CPU 1 completes them, the second one first.
+    cpu0 = _page([_event(0, ev("block_io_start", 10, sector=8, nr_sector=8, rwbs="R", comm="app")),
+                  _event(5, ev("block_rq_issue", 10, sector=8, nr_sector=8, rwbs="R", comm="app")),
+                  _event(10, ev("block_io_start", 11, sector=64, nr_sector=8, rwbs="W", comm="db")),
+                  _event(5, ev("block_rq_issue", 0, sector=64, nr_sector=8, rwbs="W", comm="kworker/0:1H"))],
+                 ts=1_000)
+    cpu1 = _page([_event(0, ev("block_rq_complete", 0, sector=64, nr_sector=8, rwbs="W", error=0)),
+                  _event(30, ev("block_rq_complete", 0, sector=8, nr_sector=8, rwbs="R", error=0))], ts=1_030)
+    decoder = PageDecoder(f)
+    asm = assemble(decoder.merged({0: [cpu0], 1: [cpu1]}))
+    assert [r[:8] for r in asm.rows] == [[1_005, 1_060, 1_000, "read", 4096, 4096, 10, "app"],
+                                          [1_020, 1_030, 1_015, "write", 32768, 4096, 11, "db"]]
+    assert decoder.lost == 0 and asm.unmatched_completions == 0
+
+
 def test_page_decoder_reports_events_the_kernel_lost_before_the_page():
     assert parse_page(_page([], commit_flags=1 << 31))[1] == -1
     assert parse_page(_page([], commit_flags=(1 << 31) | (1 << 30), missed=42))[1] == 42

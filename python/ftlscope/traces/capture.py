@@ -17,6 +17,7 @@ Requests are matched by (device, start sector) in order, as blkparse pairs its D
 from __future__ import annotations
 
 import argparse
+import heapq
 import os
 import shutil
 import stat
@@ -24,6 +25,8 @@ import subprocess
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -137,25 +140,47 @@ def parse_rwbs(rwbs: str) -> tuple[str | None, bool, bool, bool]:
     return op, preflush, "F" in rest, "S" in rest
 
 
+class _Fifos:
+    """First-in-first-out queues by key that drop a key once its queue is empty: a capture of random I/O touches
+    millions of sectors, and an empty queue left behind per sector would cost more than the requests."""
+
+    def __init__(self) -> None:
+        self._queues: dict[Any, deque] = {}
+
+    def push(self, key: Any, item: Any, front: bool = False) -> None:
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = deque()
+        if front:
+            queue.appendleft(item)
+        else:
+            queue.append(item)
+
+    def pop(self, key: Any) -> Any:
+        queue = self._queues.get(key)
+        if not queue:
+            return None
+        item = queue.popleft()
+        if not queue:
+            del self._queues[key]
+        return item
+
+
 class Assembler:
-    """Pairs the events of one capture into requests, in timestamp order (feed every CPU's events merged)."""
+    """Pairs the events of one capture into requests, in timestamp order (feed every CPU's events merged).
+    Keys are (device, start sector), or (device, None) for flushes, which carry no sectors."""
 
     def __init__(self, part_start: int = 0):
         self.part_start = part_start
         self.rows: list[list[Any]] = []
-        self.starts: dict[tuple[int, int], deque] = defaultdict(deque)
-        self.flush_starts: dict[int, deque] = defaultdict(deque)
-        self.inflight: dict[tuple[int, int], deque] = defaultdict(deque)
-        self.inflight_flush: dict[int, deque] = defaultdict(deque)
+        self.starts = _Fifos()
+        self.inflight = _Fifos()
         self.unmatched_completions = 0
         self.requeued = 0
         self.other_ops = 0
 
     def start(self, ts: int, pid: int, dev: int, sector: int, nr: int, comm: str) -> None:
-        if nr == 0:
-            self.flush_starts[dev].append((ts, pid, comm))
-        else:
-            self.starts[(dev, sector)].append((ts, pid, comm))
+        self.starts.push((dev, sector if nr else None), (ts, pid, comm))
 
     def issue(self, ts: int, pid: int, dev: int, sector: int, nr: int, rwbs: str, comm: str) -> None:
         op, preflush, fua, sync = parse_rwbs(rwbs)
@@ -166,33 +191,31 @@ class Assembler:
             return
         if op == "flush":
             nr = 0
-            queue = self.flush_starts[dev]
-        else:
-            queue = self.starts[(dev, sector)]
-        origin = queue.popleft() if queue else (None, pid, comm)
+        key = (dev, sector if nr else None)
+        origin = self.starts.pop(key) or (None, pid, comm)
         # issue, complete, queued, op, offset, size, pid, comm, status, rwbs, sync, fua, preflush, bytes left
         row = [ts, None, origin[0], op, (sector - self.part_start) * SECTOR if nr else 0, nr * SECTOR, origin[1],
                origin[2], None, rwbs, sync, fua, preflush, nr * SECTOR]
         self.rows.append(row)
-        (self.inflight_flush[dev] if op == "flush" else self.inflight[(dev, sector)]).append(row)
+        self.inflight.push(key, row)
 
-    def _take(self, dev: int, sector: int, nr: int, rwbs: str) -> list[Any] | None:
+    def _take(self, dev: int, sector: int, nr: int, rwbs: str) -> tuple[Any, list[Any] | None]:
         if nr == 0:
             # A flush completes with sector -1; the write that asked for the flush then completes with no sectors
             # and was never issued itself (the kernel issued the flush in its place): not a request of its own.
             op, preflush, _, _ = parse_rwbs(rwbs)
             if op != "flush" and not preflush:
-                return None
-            queue = self.inflight_flush[dev]
+                return None, None
+            key = (dev, None)
         else:
-            queue = self.inflight[(dev, sector)]
-        if not queue:
+            key = (dev, sector)
+        row = self.inflight.pop(key)
+        if row is None:
             self.unmatched_completions += 1  # issued before the capture started
-            return None
-        return queue.popleft()
+        return key, row
 
     def complete(self, ts: int, dev: int, sector: int, nr: int, rwbs: str, error: int) -> None:
-        row = self._take(dev, sector, nr, rwbs)
+        _, row = self._take(dev, sector, nr, rwbs)
         if row is None:
             return
         row[1] = ts
@@ -203,31 +226,29 @@ class Assembler:
             # A partial completion (the driver finished part of the request): the rest completes later, from
             # the sector after the part that is done.
             row[1] = None
-            self.inflight[(dev, sector + nr)].appendleft(row)
+            self.inflight.push((dev, sector + nr), row, front=True)
         elif row[8] is None:
             row[8] = row[5]
 
     def requeue(self, dev: int, sector: int, nr: int, rwbs: str) -> None:
-        row = self._take(dev, sector, nr, rwbs)
+        key, row = self._take(dev, sector, nr, rwbs)
         if row is None:
             return
         self.requeued += 1
         self.rows.remove(row)
         # Its next issue is the same request: give it back the process that made it.
-        target = self.flush_starts[dev] if row[3] == "flush" else self.starts[(dev, sector)]
-        target.appendleft((row[2], row[6], row[7]))
+        self.starts.push(key, (row[2], row[6], row[7]), front=True)
 
     @property
     def in_flight(self) -> int:
         return sum(1 for r in self.rows if r[1] is None)
 
 
-def assemble(events: list[tuple], part_start: int = 0) -> Assembler:
-    """Requests from decoded events (ts, kind, pid, dev, sector, nr_sector, rwbs, error, comm), sorted here by
-    time; at equal times a request's start comes before its issue and its issue before its completion."""
-    order = {"start": 0, "issue": 1, "requeue": 2, "complete": 3}
+def assemble(events: Iterable[tuple], part_start: int = 0) -> Assembler:
+    """Requests from decoded events (ts, kind, pid, dev, sector, nr_sector, rwbs, error, comm) in time order
+    (:meth:`PageDecoder.merged` gives them so, without holding them all)."""
     asm = Assembler(part_start)
-    for ts, kind, pid, dev, sector, nr, rwbs, error, comm in sorted(events, key=lambda e: (e[0], order[e[1]])):
+    for ts, kind, pid, dev, sector, nr, rwbs, error, comm in events:
         if kind == "start":
             asm.start(ts, pid, dev, sector, nr, comm)
         elif kind == "issue":
@@ -239,27 +260,44 @@ def assemble(events: list[tuple], part_start: int = 0) -> Assembler:
     return asm
 
 
+class PageDecoder:
+    """Raw ring-buffer pages -> event tuples for :func:`assemble`; ``lost`` counts the events the pages say the
+    kernel lost (a page that says "some" without a count counts as one)."""
+
+    def __init__(self, formats: dict[str, Any], data_offset: int = 16):
+        self.data_offset = data_offset
+        self.lost = 0
+        self._decoders = {}
+        for name, fmt in formats.items():
+            names = tuple(f for f in _FIELDS if f in fmt.fields)
+            self._decoders[fmt.id] = (_KINDS[name], names, fmt.decoder(names))
+
+    def events(self, pages: Iterable[bytes]) -> Iterator[tuple]:
+        """One CPU's events, in the order that CPU recorded them."""
+        for page in pages:
+            found, missed = parse_page(page, self.data_offset)
+            self.lost += missed if missed > 0 else (1 if missed < 0 else 0)
+            for ts, payload in found:
+                known = self._decoders.get(event_type(payload))
+                if known is None:
+                    continue
+                kind, names, decode = known
+                values = dict(zip(names, decode(payload), strict=True))
+                yield (ts, kind, event_pid(payload), values["dev"], values["sector"], values["nr_sector"],
+                       values["rwbs"], values.get("error", 0), values.get("comm", ""))
+
+    def merged(self, pages_by_cpu: dict[int, list[bytes]]) -> Iterator[tuple]:
+        """Every CPU's events merged by time, decoded as they are consumed: each CPU's buffer is already in time
+        order (one clock for all CPUs: trace_clock mono), so a k-way merge orders them without a sort, and the
+        decoded events are never all in memory at once (about 3 KB per request if they were)."""
+        return heapq.merge(*(self.events(pages) for pages in pages_by_cpu.values()), key=itemgetter(0))
+
+
 def decode_pages(pages: list[bytes], formats: dict[str, Any], data_offset: int = 16) -> tuple[list[tuple], int]:
-    """Decode raw ring-buffer pages into event tuples for :func:`assemble`, and the events the pages say were
-    lost (a page that says "some" without a count counts as one)."""
-    decoders = {}
-    for name, fmt in formats.items():
-        names = tuple(f for f in _FIELDS if f in fmt.fields)
-        decoders[fmt.id] = (_KINDS[name], names, fmt.decoder(names))
-    events: list[tuple] = []
-    lost = 0
-    for page in pages:
-        found, missed = parse_page(page, data_offset)
-        lost += missed if missed > 0 else (1 if missed < 0 else 0)
-        for ts, payload in found:
-            known = decoders.get(event_type(payload))
-            if known is None:
-                continue
-            kind, names, decode = known
-            values = dict(zip(names, decode(payload), strict=True))
-            events.append((ts, kind, event_pid(payload), values["dev"], values["sector"], values["nr_sector"],
-                           values["rwbs"], values.get("error", 0), values.get("comm", "")))
-    return events, lost
+    """The events of one CPU's pages as a list, and the events lost (for tests and small captures)."""
+    decoder = PageDecoder(formats, data_offset)
+    events = list(decoder.events(pages))
+    return events, decoder.lost
 
 
 def to_frame(asm: Assembler, out: Path, meta: dict[str, Any]):
@@ -292,22 +330,22 @@ def to_frame(asm: Assembler, out: Path, meta: dict[str, Any]):
 # the command
 
 
-def _record(inst: Instance, pages: list[bytes], stop: threading.Event) -> None:
+def _record(inst: Instance, pages: dict[int, list[bytes]], stop: threading.Event) -> None:
     size = inst.subbuffer_bytes()
     while not stop.is_set():
         got = False
-        for _, page in inst.read_available(size):
-            pages.append(used_part(page, inst.data_offset))
+        for cpu, page in inst.read_available(size):
+            pages[cpu].append(used_part(page, inst.data_offset))
             got = True
         if not got:
             stop.wait(0.02)
 
 
-def _trace_while(inst: Instance, command: list[str], announce) -> tuple[list[bytes], int | None, bool]:
+def _trace_while(inst: Instance, command: list[str], announce) -> tuple[dict[int, list[bytes]], int | None, bool]:
     """Trace while COMMAND runs (or until Ctrl-C/SIGTERM without one): the raw pages, COMMAND's exit code and
     whether a signal ended it. The pages are kept raw and decoded after the capture, so that decoding costs
     the traced workload no CPU time."""
-    pages: list[bytes] = []
+    pages: dict[int, list[bytes]] = defaultdict(list)
     stop = threading.Event()
     reader = threading.Thread(target=_record, args=(inst, pages, stop), name="ftlscope-capture", daemon=True)
     rc: int | None = None
@@ -329,12 +367,14 @@ def _trace_while(inst: Instance, command: list[str], announce) -> tuple[list[byt
     return _drain(inst, pages, stop, reader), rc, False
 
 
-def _drain(inst: Instance, pages: list[bytes], stop: threading.Event, reader: threading.Thread) -> list[bytes]:
+def _drain(inst: Instance, pages: dict[int, list[bytes]], stop: threading.Event,
+           reader: threading.Thread) -> dict[int, list[bytes]]:
     inst.stop()
     stop.set()
     if reader.is_alive():
         reader.join()
-    pages.extend(used_part(page, inst.data_offset) for _, page in inst.read_available(inst.subbuffer_bytes()))
+    for cpu, page in inst.read_available(inst.subbuffer_bytes()):
+        pages[cpu].append(used_part(page, inst.data_offset))
     return pages
 
 
@@ -380,9 +420,11 @@ def cmd_capture(args: argparse.Namespace) -> int:
         data_offset = inst.data_offset
     elapsed = time.monotonic() - began
 
-    events, page_lost = decode_pages(pages, formats, data_offset)
+    decoder = PageDecoder(formats, data_offset)
+    asm = assemble(decoder.merged(pages), part_start)
+    del pages
+    page_lost = decoder.lost
     lost = sum(s.get("overrun", 0) + s.get("dropped events", 0) for s in stats.values())
-    asm = assemble(events, part_start)
     process_from = ("block_io_start" if "block_io_start" in formats else
                     "block_rq_issue" if request_based else "block_bio_queue")
     meta = {"synthetic": False, "capture": {

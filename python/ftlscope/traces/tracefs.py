@@ -16,6 +16,7 @@ import errno
 import os
 import re
 import struct
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,7 +68,9 @@ class EventFormat:
         for name in names:
             offset, size, signed = self.fields[name]
             if name in _TEXT_FIELDS:
-                getters.append(lambda b, o=offset, s=size: b[o:o + s].split(b"\0", 1)[0].decode("ascii", "replace"))
+                # Interned: a capture holds millions of rows naming a handful of processes and flag sets.
+                getters.append(lambda b, o=offset, s=size: sys.intern(
+                    b[o:o + s].split(b"\0", 1)[0].decode("ascii", "replace")))
             else:
                 code = {1: "b", 2: "h", 4: "i", 8: "q"}[size]
                 unpack = struct.Struct("<" + (code if signed else code.upper())).unpack_from
