@@ -22,6 +22,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -412,8 +413,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
                               "cannot see block requests here")
 
         def announce() -> None:
-            err.print(f"ftlscope: capturing {args.device}; Ctrl-C or SIGTERM ends it", markup=False,
-                      highlight=False)
+            print(f"ftlscope: capturing {args.device}; Ctrl-C or SIGTERM ends it", file=sys.stderr, flush=True)
 
         pages, rc, interrupted = _trace_while(inst, command, announce)
         stats = inst.stats()
@@ -440,12 +440,13 @@ def cmd_capture(args: argparse.Namespace) -> int:
     write_parquet(frame, out)
     err.print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests, "
               f"{format_size(int(frame['size'].sum()))}, {elapsed:.3g} s)[/dim]")
+    # Plain prints: one line each however narrow the terminal (rich would wrap them).
     if lost or page_lost:
-        err.print(f"ftlscope: warning: the kernel lost {lost or page_lost:,} trace events (its buffer was full): "
-                  "the trace misses requests; give a larger --buffer-size", markup=False, highlight=False)
+        print(f"ftlscope: warning: the kernel lost {lost or page_lost:,} trace events (its buffer was full): the "
+              "trace misses requests; give a larger --buffer-size", file=sys.stderr)
     if asm.in_flight:
-        err.print(f"ftlscope: note: {asm.in_flight:,} requests were still in flight when the capture ended; "
-                  "their complete_ns is empty", markup=False, highlight=False)
+        print(f"ftlscope: note: {asm.in_flight:,} requests have no completion (still in flight when the capture "
+              "ended, or the event was lost); their complete_ns is empty", file=sys.stderr)
     if interrupted and command:
         return stopping.exit_code()
     if rc is None:
