@@ -468,3 +468,23 @@ def test_lost_events_are_reported_not_dropped_silently(tracing, make_loop, spawn
     else:
         assert "ftlscope: warning: the kernel lost" in err and "--buffer-size" in err
         assert got < 3000 or meta["in_flight_at_end"] or meta["unmatched_completions"]
+
+
+def test_sigterm_with_a_command_passes_it_on_and_keeps_the_trace(tracing, make_loop, spawn, scratch):
+    dev, _ = make_loop()
+    out = scratch / "cmdterm.parquet"
+    proc = spawn("capture", dev, "--out", out, "--", "sh", "-c",
+                 f"dd if=/dev/zero of={dev} bs=4k count=2 oflag=direct 2>/dev/null; echo started; exec sleep 60")
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    _no_instance_left(proc.pid)
+    assert list(read_trace(out)["offset_bytes"]) == [0, 4096]
+    meta = read_trace(out).attrs["ftlscope"]["capture"]
+    assert meta["interrupted"] and meta["command_exit"] == 128 + signal.SIGTERM

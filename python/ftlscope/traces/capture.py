@@ -51,8 +51,10 @@ HELP = (
     "record every block request the kernel issues to DEVICE while COMMAND runs (without COMMAND: until Ctrl-C "
     "or SIGTERM) into a trace (Parquet, the columns of run --trace plus the process). Uses ftrace's block "
     "tracepoints (block_io_start for the process that made the request, block_rq_issue, block_rq_complete, "
-    "block_rq_requeue) in a private tracefs instance, read from the binary per-CPU buffers by ftlscope's own "
-    "reader; blktrace is not used (refused under kernel lockdown). Needs root")
+    "block_rq_requeue; on bio-based devices such as zram and device mapper block_bio_queue and "
+    "block_bio_complete) in a private tracefs instance, filtered to DEVICE in the kernel and read from the "
+    "binary per-CPU buffers by ftlscope's own reader (no maintained Python library reads ftrace); neither "
+    "blktrace (refused under kernel lockdown) nor bpftrace is used. Needs root")
 
 
 def add_capture_parser(sub: Any) -> None:
@@ -416,6 +418,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
             print(f"ftlscope: capturing {args.device}; Ctrl-C or SIGTERM ends it", file=sys.stderr, flush=True)
 
         pages, rc, interrupted = _trace_while(inst, command, announce)
+        if rc is not None and rc < 0:
+            rc = 128 - rc  # killed by a signal: the shell's convention
         stats = inst.stats()
         data_offset = inst.data_offset
     elapsed = time.monotonic() - began
@@ -449,9 +453,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
               "ended, or the event was lost); their complete_ns is empty", file=sys.stderr)
     if interrupted and command:
         return stopping.exit_code()
-    if rc is None:
-        return 0
-    return rc if rc >= 0 else 128 - rc
+    return 0 if rc is None else rc
 
 
 def _stop_command(proc: subprocess.Popen) -> int:
