@@ -549,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_trace_parser(sub)
 
-    from .traces.capture import add_capture_parser
+    from .traces.capture_cli import add_capture_parser
 
     add_capture_parser(sub)
 
