@@ -488,3 +488,15 @@ def test_sigterm_with_a_command_passes_it_on_and_keeps_the_trace(tracing, make_l
     assert list(read_trace(out)["offset_bytes"]) == [0, 4096]
     meta = read_trace(out).attrs["ftlscope"]["capture"]
     assert meta["interrupted"] and meta["command_exit"] == 128 + signal.SIGTERM
+
+
+def test_a_command_that_cannot_be_run_is_one_line_and_cleans_up(tracing, make_loop, spawn, scratch):
+    dev, _ = make_loop()
+    bad = scratch / "not-a-program"
+    bad.write_bytes(b"\x7fELF not really")
+    bad.chmod(0o755)
+    out = scratch / "never.parquet"
+    rc, err = _capture(spawn, dev, out, str(bad))
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith(f"ftlscope: error: COMMAND {bad}: cannot be run")
+    assert not out.exists()

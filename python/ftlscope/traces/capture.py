@@ -311,21 +311,33 @@ def _trace_while(inst: Instance, command: list[str], announce) -> tuple[dict[int
     reader = threading.Thread(target=_record, args=(inst, pages, stop), name="ftlscope-capture", daemon=True)
     rc: int | None = None
     proc = None
+    interrupted = False
     try:
-        inst.start()
-        reader.start()
-        if command:
-            proc = subprocess.Popen(command)
-            rc = proc.wait()
-        else:
-            announce()
-            while True:
-                time.sleep(3600)
-    except KeyboardInterrupt:
-        if proc is not None:
-            rc = _stop_command(proc)
-        return _drain(inst, pages, stop, reader), rc, True
-    return _drain(inst, pages, stop, reader), rc, False
+        try:
+            inst.start()
+            reader.start()
+            if command:
+                try:
+                    proc = subprocess.Popen(command)
+                except OSError as exc:
+                    raise UsageError(f"COMMAND {command[0]}: cannot be run ({exc.strerror}); nothing was "
+                                     "captured") from None
+                rc = proc.wait()
+            else:
+                announce()
+                while True:
+                    time.sleep(3600)
+        except KeyboardInterrupt:
+            interrupted = True
+            if proc is not None:
+                rc = _stop_command(proc)
+    except BaseException:
+        # COMMAND could not start, or a second signal came: the reader must be gone before the instance goes.
+        stop.set()
+        if reader.is_alive():
+            reader.join()
+        raise
+    return _drain(inst, pages, stop, reader), rc, interrupted
 
 
 def _drain(inst: Instance, pages: dict[int, list[bytes]], stop: threading.Event,
