@@ -17,13 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ftlscope.traces.capture import (
-    Assembler,
-    assemble,
-    decode_pages,
-    kernel_filter,
-    parse_rwbs,
-)
+from ftlscope.traces.capture import kernel_filter
+from ftlscope.traces.capture_pairing import Assembler, assemble, decode_pages, parse_rwbs
 from ftlscope.traces.readers import read_trace
 from ftlscope.traces.tracefs import TRACEFS, parse_format, parse_page
 
@@ -158,7 +153,7 @@ def _payload(fmt, pid: int, **fields) -> bytes:
 
 
 def test_events_of_several_cpus_are_merged_by_time_into_requests():
-    from ftlscope.traces.capture import PageDecoder
+    from ftlscope.traces.capture_pairing import PageDecoder
 
     f = _formats()
     dev = (7 << 20) | 0
