@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ftlscope.traces.capture import kernel_filter
+from ftlscope.traces.capture import CAPTURE_COLUMNS, kernel_filter
 from ftlscope.traces.capture_pairing import Assembler, assemble, decode_pages, parse_rwbs
 from ftlscope.traces.readers import read_trace
 from ftlscope.traces.tracefs import TRACEFS, parse_format, parse_page
@@ -96,6 +96,7 @@ def test_a_capture_is_a_trace_every_reader_reads_with_its_process_breakdown(tmp_
     raw = pd.read_parquet(out)
     assert list(raw.columns) == ["op", "offset_bytes", "size", "submit_ns", "complete_ns", "latency_ns", "pid",
                                  "process", "status", "queued_ns", "rwbs", "sync", "fua", "preflush"]
+    assert set(CAPTURE_COLUMNS) <= set(raw.columns)
     assert raw["submit_ns"].iloc[0] == 0 and (raw["queued_ns"] <= raw["submit_ns"].astype("int64")).all()
     back = read_trace(out)
     assert back.attrs["ftlscope"]["converted_from"] == "capture"

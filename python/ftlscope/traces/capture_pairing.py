@@ -19,7 +19,6 @@ _FIELDS = ("dev", "sector", "nr_sector", "rwbs", "error", "comm")
 _OPS = {"R": "read", "W": "write", "D": "trim", "F": "flush", "N": "write_zeroes"}
 
 
-
 def parse_rwbs(rwbs: str) -> tuple[str | None, bool, bool, bool]:
     """(operation, preflush, fua, sync) from the kernel's rwbs text (blk_fill_rwbs: [F]OP[F][A][S][M], where a
     leading F before an operation letter is a preflush and an F after it is FUA). Write zeroes prints as N."""
