@@ -572,6 +572,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_trace_parser(sub)
 
+    from .traces.capture_cli import add_capture_parser
+
+    add_capture_parser(sub)
+
     p = sub.add_parser("completion", help="print the shell completion script for bash or zsh")
     p.add_argument("shell", choices=("bash", "zsh"),
                    help="bash: add 'eval \"$(ftlscope completion bash)\"' to ~/.bashrc; zsh: write it to a file "

@@ -109,6 +109,13 @@ def info_tables(path: str, stats: dict[str, Any]) -> list[Any]:
     if "latency_ns" in stats and stats["latency_ns"]["n"]:
         lat = stats["latency_ns"]
         rows.append(("latency mean / p50 / p99", f"{_ns(lat['mean'])} / {_ns(lat['p50'])} / {_ns(lat['p99'])}"))
+    if "capture" in stats:
+        made = stats["capture"]
+        command = " ".join(made.get("command") or []) or "until stopped"
+        command = command if len(command) <= 48 else command[:47] + "…"
+        rows.append(("captured", f"{made.get('device')} ({command})"))
+        if made.get("lost_events"):
+            rows.append(("events lost by the kernel", f"{made['lost_events']:,}"))
     if stats["synthetic"]:
         made = stats["workload"]
         rows.append(("synthetic workload", f"{made.get('workload')} (seed {made.get('seed')})"))
@@ -124,7 +131,28 @@ def info_tables(path: str, stats: dict[str, Any]) -> list[Any]:
         hist.add_column(col, justify="left" if col == "size" else "right")
     for b in stats["size_histogram"]:
         hist.add_row(b["bin"], f"{b['count']:,}", f"{b['count'] / stats['requests']:.1%}")
-    return [top, mix, hist]
+    tables = [top, mix, hist]
+    if stats.get("processes"):
+        tables.append(process_table(stats["processes"], stats["requests"]))
+    return tables
+
+
+def process_table(processes: list[dict[str, Any]], requests: int, shown: int = 10) -> Any:
+    """The busiest processes, and the rest in one line."""
+    from rich.table import Table
+
+    table = Table(title="processes (by requests)", title_justify="left")
+    for col in ("process", "requests", "share", "bytes", "reads", "writes"):
+        table.add_column(col, justify="left" if col == "process" else "right")
+    for p in processes[:shown]:
+        table.add_row(p["process"], f"{p['requests']:,}", f"{p['share']:.1%}", _bytes(p["bytes"]),
+                      f"{p['reads']:,}", f"{p['writes']:,}")
+    rest = processes[shown:]
+    if rest:
+        n = sum(p["requests"] for p in rest)
+        table.add_row(f"({len(rest)} others)", f"{n:,}", f"{n / requests:.1%}", _bytes(sum(p["bytes"] for p in rest)),
+                      f"{sum(p['reads'] for p in rest):,}", f"{sum(p['writes'] for p in rest):,}")
+    return table
 
 
 def cmd_trace_convert(args: argparse.Namespace) -> int:

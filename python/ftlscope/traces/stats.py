@@ -58,6 +58,19 @@ def working_set_blocks(offset: np.ndarray, size: np.ndarray) -> int:
     return int(np.count_nonzero(np.diff(blocks))) + 1
 
 
+def process_breakdown(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Requests and bytes per issuing process (traces that name it: captures, blkparse), most requests first."""
+    names = frame["process"].astype("string").fillna("(unknown)")
+    size = frame["size"].astype(np.int64)
+    op = frame["op"].astype(str)
+    table = pd.DataFrame({"requests": 1, "bytes": size, "reads": op == "read", "writes": op == "write"}
+                         ).groupby(names.to_numpy(), sort=False).sum()
+    table = table.sort_values(["requests", "bytes"], ascending=False, kind="stable")
+    return [{"process": str(name), "requests": int(row.requests), "share": float(row.requests / len(frame)),
+             "bytes": int(row.bytes), "reads": int(row.reads), "writes": int(row.writes)}
+            for name, row in table.iterrows()]
+
+
 def _dist(values: np.ndarray) -> dict[str, float]:
     if len(values) == 0:
         return {"n": 0}
@@ -97,6 +110,10 @@ def trace_stats(frame: pd.DataFrame) -> dict[str, Any]:
     if "latency_ns" in frame:
         lat = frame["latency_ns"].dropna().to_numpy(dtype=np.float64)
         stats["latency_ns"] = _dist(lat)
+    if "process" in frame:
+        stats["processes"] = process_breakdown(frame)
+    if "capture" in meta:
+        stats["capture"] = meta["capture"]
     if meta.get("synthetic"):
         stats["workload"] = {k: v for k, v in meta.items() if k not in ("format", "synthetic")}
     return stats
