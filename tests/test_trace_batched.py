@@ -92,3 +92,17 @@ def test_the_working_set_bitmap_counts_what_the_expansion_counts():
     for part in np.array_split(np.arange(4_000), 7):
         bitmap.add(offset[part], size[part])
     assert bitmap.blocks() == working_set_blocks(offset, size)
+
+
+def test_a_trace_naming_processes_gets_the_same_breakdown_in_batches(tmp_path):
+    # Regression (merge of capture and batched reading): Parquet traces went through the batched path, which
+    # left out the per-process breakdown that captures carry.
+    frame = synth("db", 2_000_000_000, 5)
+    rng = np.random.default_rng(1)
+    frame["process"] = pd.array(rng.choice(["postgres", "kworker/u8:2", "jbd2/loop0-8", None], len(frame)),
+                                dtype="string")
+    path = write_parquet(frame, tmp_path / "named.parquet")
+    whole = trace_stats(read_trace(path))
+    streamed = batched.parquet_trace_stats(path, batch_rows=700)
+    assert "processes" in whole
+    _assert_same(whole, streamed)

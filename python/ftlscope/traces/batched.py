@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -193,11 +194,18 @@ class _Stats:
         self.latency = _Distribution() if latency else None
         self.working = {op: _BlockBitmap() for op in ("read", "write")}
         self.offset_min, self.end_max = None, None
+        # Traces that name the issuing process (captures, blkparse): requests, bytes, reads, writes per name.
+        self.processes: pd.DataFrame | None = None
 
     def add(self, op: np.ndarray, offset: np.ndarray, size: np.ndarray, submit: np.ndarray,
-            latency: np.ndarray) -> None:
+            latency: np.ndarray, process: np.ndarray | None = None) -> None:
         if len(op) == 0:
             return
+        if process is not None:
+            counts = pd.DataFrame({"requests": 1, "bytes": size, "reads": op == OPS.index("read"),
+                                   "writes": op == OPS.index("write")}).groupby(
+                pd.Series(process, dtype="string").fillna("(unknown)").to_numpy(), sort=False).sum()
+            self.processes = counts if self.processes is None else self.processes.add(counts, fill_value=0)
         n = len(op)
         if self.first_submit is None:
             self.first_submit = int(submit[0])
@@ -257,11 +265,20 @@ class _Stats:
             stats["latency_ns"] = self.latency.result()
         if meta.get("synthetic"):
             stats["workload"] = {k: v for k, v in meta.items() if k not in ("format", "synthetic")}
+        if self.processes is not None:
+            table = self.processes.sort_values(["requests", "bytes"], ascending=False, kind="stable")
+            stats["processes"] = [{"process": str(name), "requests": int(row.requests),
+                                   "share": float(row.requests / self.requests), "bytes": int(row.bytes),
+                                   "reads": int(row.reads), "writes": int(row.writes)}
+                                  for name, row in table.iterrows()]
+        if "capture" in meta:
+            stats["capture"] = meta["capture"]
         return stats
 
 
 def _columns(batch: pa.RecordBatch, offset_column: str, path: Path, row: int) -> tuple[np.ndarray, ...]:
-    """(op codes, offset, size, submit_ns, latency_ns) of one batch, checked as ``build_frame`` checks them."""
+    """(op codes, offset, size, submit_ns, latency_ns[, process]) of one batch, checked as ``build_frame`` checks
+    them; the process where the trace names it."""
     names = batch.schema.names
 
     def ints(name: str) -> np.ndarray:
@@ -280,6 +297,9 @@ def _columns(batch: pa.RecordBatch, offset_column: str, path: Path, row: int) ->
         done = complete.is_valid().to_numpy(zero_copy_only=False)
         latency[done] = (complete.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[done]
                          - submit[done])
+    if "process" in names:
+        process = batch.column(names.index("process")).to_numpy(zero_copy_only=False)
+        return op, offset, size, submit, latency, process
     return op, offset, size, submit, latency
 
 
@@ -304,7 +324,7 @@ def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int
     if source and source != "parquet":
         meta["converted_from"] = source
     meta = {"format": "parquet", "synthetic": False, **meta}
-    wanted = ["op", offset_column, "size", "submit_ns"] + (["complete_ns"] if "complete_ns" in names else [])
+    wanted = ["op", offset_column, "size", "submit_ns"] + [c for c in ("complete_ns", "process") if c in names]
     stats = _Stats(latency="complete_ns" in names)
     held: tuple[np.ndarray, ...] | None = None  # --sort: rows held back until later rows cannot precede them
     emitted_up_to: int | None = None
