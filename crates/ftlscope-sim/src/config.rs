@@ -122,8 +122,10 @@ pub struct Nand {
     pub physical_page: u64,
     /// Physical pages of a unit one read senses at once (a multi-plane read).
     pub multi_plane: u32,
-    /// A unit keeps the last pages it sensed in its page register: more of them cost only the transfer.
+    /// NAND cache read: a unit's senses overlap the previous page's transfer.
     pub cache_read: bool,
+    /// A unit keeps the pages it sensed last in its register: more of them cost only the transfer.
+    pub register_hits: bool,
     /// A host read suspends a program or erase in progress (or queued) on its unit and goes first.
     pub program_suspend: bool,
     /// What suspending costs the read.

@@ -228,7 +228,8 @@ section! {
         channel_rate: RateC = Rate(800e6), MoreThan(0.0), "transfer rate of one channel bus";
         physical_page: Size = page_size => "page_size", MoreThan(0.0), "bytes of one NAND page (a multiple of page_size): the mapping pages of one read that share a physical page cost one sense, each still crosses the bus";
         multi_plane: U32 = 1, Between(1.0, 16.0), "consecutive physical pages of a unit one read senses at once (a multi-plane read)";
-        cache_read: Bool = false, Any, "a unit keeps the pages it sensed last in its page register until it programs or erases: reading more of them costs only the transfer";
+        cache_read: Bool = false, Any, "NAND cache read: a unit senses its next page while the last one still waits for the bus";
+        register_hits: Bool = false, Any, "a unit keeps the pages it sensed last until it programs or erases: reading more of them (a later command) costs only the transfer";
         program_suspend: Bool = false, Any, "a host read suspends a program or erase in progress or queued on its unit and goes first (the program resumes after it)";
         suspend_latency: Time = Nanos(20_000), Any, "what suspending a program or erase adds to the read (with program_suspend)";
     }

@@ -33,9 +33,12 @@ pub struct Flash {
     /// With `program_suspend`, host reads have the bus first too: their transfers book these (one per bus)
     /// and wait only for each other, not for the programs' data moving in.
     read_buses: Vec<Calendar>,
-    /// With `cache_read`: the sense group each unit's page register holds (NO_GROUP = nothing usable) and
+    /// With `register_hits`: the sense group each unit's page register holds (NO_GROUP = nothing usable) and
     /// when its data is there.
     register: Vec<(u64, SimTime)>,
+    /// With `cache_read`, a unit senses its next page while the last one still waits for the bus (page and
+    /// cache registers), so its host-read transfers do not hold it.
+    cache_read: bool,
 }
 
 /// A page register holding nothing a read can use.
@@ -70,7 +73,8 @@ impl Flash {
             } else {
                 Vec::new()
             },
-            register: if cfg.nand.cache_read { vec![(NO_GROUP, SimTime::ZERO); units] } else { Vec::new() },
+            register: if cfg.nand.register_hits { vec![(NO_GROUP, SimTime::ZERO); units] } else { Vec::new() },
+            cache_read: cfg.nand.cache_read,
         }
     }
 
@@ -116,7 +120,7 @@ impl Flash {
         }
     }
 
-    /// When sense group `group` is in `unit`'s page register, if `cache_read` keeps it there.
+    /// When sense group `group` is in `unit`'s page register, if `register_hits` keeps it there.
     #[inline]
     pub fn in_register(&self, unit: u32, group: u64) -> Option<SimTime> {
         match self.register.get(unit as usize) {
@@ -160,6 +164,10 @@ impl Flash {
         let bus = self.bus(unit);
         let calendar = if self.suspend.is_some() { &mut self.read_buses[bus] } else { &mut self.buses[bus] };
         let done = calendar.book(ready, self.page_transfer);
+        if self.cache_read {
+            // Cache read: the page waits in the cache register for the bus while the array senses the next.
+            return done;
+        }
         if self.suspend.is_none() {
             self.unit_free[u] = self.unit_free[u].max(done);
         } else if done > self.read_free[u] {

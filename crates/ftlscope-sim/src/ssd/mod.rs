@@ -140,7 +140,10 @@ impl SsdDevice {
             extras: Extras::new(&cfg).map(Box::new),
             read_failed: false,
             sense_pages: cfg.nand.sense_pages(page),
-            grouped_reads: cfg.nand.sense_pages(page) > 1 || cfg.nand.cache_read || cfg.nand.program_suspend,
+            grouped_reads: cfg.nand.sense_pages(page) > 1
+                || cfg.nand.cache_read
+                || cfg.nand.register_hits
+                || cfg.nand.program_suspend,
             sensed: vec![(u64::MAX, 0, SimTime::ZERO); cfg.geometry.units() as usize],
             read_seq: 0,
             cores: vec![SimTime::ZERO; cfg.controller.cores as usize],

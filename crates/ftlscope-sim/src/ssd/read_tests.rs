@@ -55,9 +55,9 @@ fn a_sense_group_never_joins_pages_of_two_requests_without_cache_read() {
 }
 
 #[test]
-fn cache_read_serves_the_rest_of_a_sensed_page_from_the_register() {
+fn register_hits_serve_the_rest_of_a_sensed_page_from_the_register() {
     let mut cfg = grouped(16 * KIB, 1);
-    cfg.nand.cache_read = true;
+    cfg.nand.register_hits = true;
     let mut dev = SsdDevice::new(cfg);
     let t = fill_sequentially(&mut dev) + ms(100);
     let first = dev.submit(t, &req(SimOp::Read, 0, 4 * KIB)) - t;
@@ -183,4 +183,21 @@ fn a_physical_page_that_is_not_whole_mapping_pages_is_refused_with_the_key_named
     assert!(err.to_string().contains("host_write_rate"), "{err}");
     let cfg = crate::parse::parse_device(base).unwrap();
     assert_eq!((cfg.nand.physical_page, cfg.controller.host_write_rate), (4 * KIB, cfg.controller.host_rate));
+}
+
+#[test]
+fn cache_read_senses_the_next_page_while_the_last_crosses_a_slow_bus() {
+    // A slow bus (4 KiB in ~41 us) and 50 us senses: 32 pages of one unit (different sense groups).
+    let run = |cache_read: bool| {
+        let mut cfg = grouped(4 * KIB, 1);
+        cfg.nand.channel_rate = Rate(100e6);
+        cfg.nand.cache_read = cache_read;
+        let mut dev = SsdDevice::new(cfg);
+        let t = fill_sequentially(&mut dev) + ms(100);
+        let stripe = 16 * KIB * 8;
+        (0..32u64).map(|i| dev.submit(t, &req(SimOp::Read, i * stripe, 4 * KIB))).max().unwrap() - t
+    };
+    let (serial, overlapped) = (run(false), run(true));
+    assert!(serial.0 >= 32 * (50_000 + 40_000), "sense then transfer, page after page: {serial:?}");
+    assert!(overlapped.0 < 32 * 52_000, "senses overlap the transfers: {overlapped:?}");
 }

@@ -48,6 +48,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             physical_page: 4 * KIB,
             multi_plane: 1,
             cache_read: false,
+            register_hits: false,
             program_suspend: false,
             suspend_latency: us(20),
         },
