@@ -117,6 +117,26 @@ pub struct Nand {
     pub program_latency: PerType,
     pub erase_latency: Nanos,
     pub channel_rate: Rate,
+    // Read side (issue 15): what one NAND read senses, and reads going before programs.
+    /// Bytes of one NAND page; mapping pages of one read that share a physical page cost one sense.
+    pub physical_page: u64,
+    /// Physical pages of a unit one read senses at once (a multi-plane read).
+    pub multi_plane: u32,
+    /// NAND cache read: a unit's senses overlap the previous page's transfer.
+    pub cache_read: bool,
+    /// A unit keeps the pages it sensed last in its register: more of them cost only the transfer.
+    pub register_hits: bool,
+    /// A host read suspends a program or erase in progress (or queued) on its unit and goes first.
+    pub program_suspend: bool,
+    /// What suspending costs the read.
+    pub suspend_latency: Nanos,
+}
+
+impl Nand {
+    /// Mapping pages one NAND read senses at once.
+    pub fn sense_pages(&self, page_size: u64) -> u64 {
+        (self.physical_page / page_size).max(1) * self.multi_plane.max(1) as u64
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -194,6 +214,15 @@ pub struct Controller {
     pub buffer_insert_latency: Nanos,
     /// Time to serve a page from controller RAM (write buffer or read buffer).
     pub ram_read_latency: Nanos,
+    // Controller throughput (issue 15): a finite command rate and per-direction host limits.
+    /// Command processors; 0 = unlimited (command_overhead then only adds latency).
+    pub cores: u32,
+    /// Processor time each command takes on one core.
+    pub command_time: Nanos,
+    /// Host link rate for writes (host_rate is then the read rate).
+    pub host_write_rate: Rate,
+    /// A limit on both directions together (the controller's data path); 0 = none.
+    pub host_total_rate: Rate,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -960,6 +960,10 @@ mod tests {
             host_rate: Rate(600e6),
             buffer_insert_latency: Nanos(10_000),
             ram_read_latency: Nanos(5_000),
+            cores: 0,
+            command_time: Nanos(0),
+            host_write_rate: Rate(600e6),
+            host_total_rate: Rate(0.0),
         };
         let hdd = HddConfig {
             rpm: 7200,

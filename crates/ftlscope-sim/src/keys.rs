@@ -226,6 +226,12 @@ section! {
         program_latency: PerTypeC[cell] = cell_defaults(cell).1 => "by cell", Any, "program time of an L, M and H page";
         erase_latency: Time = cell_defaults(cell).2 => "by cell", Any, "block erase time";
         channel_rate: RateC = Rate(800e6), MoreThan(0.0), "transfer rate of one channel bus";
+        physical_page: Size = page_size => "page_size", MoreThan(0.0), "bytes of one NAND page (a multiple of page_size): the mapping pages of one read that share a physical page cost one sense, each still crosses the bus";
+        multi_plane: U32 = 1, Between(1.0, 16.0), "consecutive physical pages of a unit one read senses at once (a multi-plane read)";
+        cache_read: Bool = false, Any, "NAND cache read: a unit senses its next page while the last one still waits for the bus";
+        register_hits: Bool = false, Any, "a unit keeps the pages it sensed last until it programs or erases: reading more of them (a later command) costs only the transfer";
+        program_suspend: Bool = false, Any, "a host read suspends a program or erase in progress or queued on its unit and goes first (the program resumes after it)";
+        suspend_latency: Time = Nanos(20_000), Any, "what suspending a program or erase adds to the read (with program_suspend)";
     }
 }
 
@@ -280,6 +286,10 @@ section! {
         host_rate: RateC = Rate(3.5e9), MoreThan(0.0), "host link rate (PCIe/SATA), per direction";
         buffer_insert_latency: Time = Nanos(10_000), Any, "time to insert one write into the write buffer";
         ram_read_latency: Time = Nanos(3_000), Any, "time to serve a page from controller RAM";
+        cores: U32 = 0, Any, "command processors, each serving one command at a time for command_time; 0 = unlimited";
+        command_time: Time = Nanos(0), Any, "processor time of one command (with cores > 0: the command rate is cores / command_time)";
+        host_write_rate: RateC = host_rate => "host_rate", MoreThan(0.0), "host link rate for writes (host_rate is then the read rate)";
+        host_total_rate: RateC = Rate(0.0), Any, "a limit on reads and writes together (the controller's data path); 0 = none";
     }
 }
 

@@ -284,6 +284,18 @@ fn validate(cfg: &DeviceConfig) -> Result<()> {
             ),
         ));
     }
+    let n = &cfg.nand;
+    if !n.physical_page.is_multiple_of(g.page_size) {
+        return Err(invalid(
+            "nand",
+            "physical_page",
+            format!(
+                "physical_page {} is not a multiple of [geometry] page_size {}",
+                format_size(n.physical_page),
+                format_size(g.page_size)
+            ),
+        ));
+    }
 
     let w = &cfg.write_buffer;
     if w.partial_flush > w.capacity {

@@ -1,6 +1,11 @@
 //! The flash back end: parallel units (chip planes) on channel buses, each a resource that is busy until a
 //! known instant. Operations reserve the unit and the bus in order, so contention (two reads on one unit,
 //! transfers sharing a channel or a channel group) shows up in the completion times.
+//!
+//! Host reads go through [`Flash::sense`] and [`Flash::transfer`]: one sense can serve several mapping pages
+//! (a physical page larger than the mapping page, multi-plane reads), and with `program_suspend` a read does
+//! not wait for the programs and erases on its unit: it goes first (after the suspend latency) and pushes
+//! them back by the time it held the unit. Internal reads (garbage collection) queue like programs.
 
 use crate::config::{DeviceConfig, PageType, PerType};
 use crate::ssd::calendar::Calendar;
@@ -21,7 +26,23 @@ pub struct Flash {
     erase_latency: Nanos,
     /// Noise and throttling of operation times; None = the configured times exactly.
     timing: Option<NandTiming>,
+    /// With `program_suspend`: what a suspending read costs, and when each unit's host reads are done
+    /// (`unit_free` is then when its programs and erases are). None = reads queue behind everything.
+    suspend: Option<Nanos>,
+    read_free: Vec<SimTime>,
+    /// With `program_suspend`, host reads have the bus first too: their transfers book these (one per bus)
+    /// and wait only for each other, not for the programs' data moving in.
+    read_buses: Vec<Calendar>,
+    /// With `register_hits`: the sense group each unit's page register holds (NO_GROUP = nothing usable) and
+    /// when its data is there.
+    register: Vec<(u64, SimTime)>,
+    /// With `cache_read`, a unit senses its next page while the last one still waits for the bus (page and
+    /// cache registers), so its host-read transfers do not hold it.
+    cache_read: bool,
 }
+
+/// A page register holding nothing a read can use.
+pub const NO_GROUP: u64 = u64::MAX;
 
 impl Flash {
     pub fn new(cfg: &DeviceConfig) -> Flash {
@@ -45,6 +66,15 @@ impl Flash {
             program_latency: cfg.nand.program_latency.clone(),
             erase_latency: cfg.nand.erase_latency,
             timing: crate::ssd::noise::Extras::nand_timing(cfg),
+            suspend: cfg.nand.program_suspend.then_some(cfg.nand.suspend_latency),
+            read_free: if cfg.nand.program_suspend { vec![SimTime::ZERO; units] } else { Vec::new() },
+            read_buses: if cfg.nand.program_suspend {
+                (0..buses).map(|_| Calendar::default()).collect()
+            } else {
+                Vec::new()
+            },
+            register: if cfg.nand.register_hits { vec![(NO_GROUP, SimTime::ZERO); units] } else { Vec::new() },
+            cache_read: cfg.nand.cache_read,
         }
     }
 
@@ -71,7 +101,88 @@ impl Flash {
     /// Hold `unit` busy for `busy` from `at` (or from when it is free): background housekeeping.
     pub fn occupy(&mut self, unit: u32, at: SimTime, busy: Nanos) {
         let u = unit as usize;
-        self.unit_free[u] = at.max(self.unit_free[u]) + busy;
+        // Reads do not suspend housekeeping: it holds the unit against them too.
+        let start = match self.read_free.get(u) {
+            Some(&r) => at.max(self.unit_free[u]).max(r),
+            None => at.max(self.unit_free[u]),
+        };
+        self.unit_free[u] = start + busy;
+        if let Some(r) = self.read_free.get_mut(u) {
+            *r = self.unit_free[u];
+        }
+        self.forget_register(u);
+    }
+
+    #[inline]
+    fn forget_register(&mut self, u: usize) {
+        if let Some(g) = self.register.get_mut(u) {
+            g.0 = NO_GROUP;
+        }
+    }
+
+    /// When sense group `group` is in `unit`'s page register, if `register_hits` keeps it there.
+    #[inline]
+    pub fn in_register(&self, unit: u32, group: u64) -> Option<SimTime> {
+        match self.register.get(unit as usize) {
+            Some(&(g, ready)) if g == group => Some(ready),
+            _ => None,
+        }
+    }
+
+    /// A host read senses sense group `group` (a page of type `page_type`) on `unit`, starting no earlier than
+    /// `at`. Returns when the data is in the page register; [`Flash::transfer`] then moves each mapping page.
+    #[inline]
+    pub fn sense(&mut self, unit: u32, page_type: PageType, group: u64, at: SimTime) -> SimTime {
+        let u = unit as usize;
+        let sense = self.time(self.read_latency.get(page_type));
+        let sensed = match self.suspend {
+            None => {
+                let sensed = at.max(self.unit_free[u]) + sense;
+                self.unit_free[u] = sensed;
+                sensed
+            }
+            Some(suspend) => {
+                let from = at.max(self.read_free[u]);
+                // A program or erase in progress or queued is suspended (it resumes after the read).
+                let start = if self.unit_free[u] > from { from + suspend } else { from };
+                let sensed = start + sense;
+                self.hold_for_read(u, from, sensed);
+                sensed
+            }
+        };
+        if let Some(g) = self.register.get_mut(u) {
+            *g = (group, sensed);
+        }
+        sensed
+    }
+
+    /// Move one mapping page sensed on `unit` (ready in its page register at `ready`) over the bus. Returns
+    /// when it is in the controller; the register is held until then.
+    #[inline]
+    pub fn transfer(&mut self, unit: u32, ready: SimTime) -> SimTime {
+        let u = unit as usize;
+        let bus = self.bus(unit);
+        let calendar = if self.suspend.is_some() { &mut self.read_buses[bus] } else { &mut self.buses[bus] };
+        let done = calendar.book(ready, self.page_transfer);
+        if self.cache_read {
+            // Cache read: the page waits in the cache register for the bus while the array senses the next.
+            return done;
+        }
+        if self.suspend.is_none() {
+            self.unit_free[u] = self.unit_free[u].max(done);
+        } else if done > self.read_free[u] {
+            let from = self.read_free[u];
+            self.hold_for_read(u, from, done);
+        }
+        done
+    }
+
+    /// A host read holds unit `u` over `[from, to)` (program_suspend): programs and erases that were due to run
+    /// then move back by as much.
+    #[inline]
+    fn hold_for_read(&mut self, u: usize, from: SimTime, to: SimTime) {
+        self.unit_free[u] = if self.unit_free[u] > from { self.unit_free[u] + (to - from) } else { to };
+        self.read_free[u] = to;
     }
 
     #[inline]
@@ -85,7 +196,12 @@ impl Flash {
     pub fn read(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
         let u = unit as usize;
         let sense = self.time(self.read_latency.get(page_type));
-        let sensed = at.max(self.unit_free[u]) + sense;
+        let mut free = self.unit_free[u];
+        if let Some(&r) = self.read_free.get(u) {
+            free = free.max(r);
+        }
+        self.forget_register(u);
+        let sensed = at.max(free) + sense;
         let bus = self.bus(unit);
         let done = self.buses[bus].book(sensed, self.page_transfer);
         // The page register holds the data until it has crossed the bus.
@@ -101,6 +217,7 @@ impl Flash {
         let transferred = self.buses[bus].book(at.max(self.unit_free[u]), self.page_transfer);
         let done = transferred + self.time(self.program_latency.get(page_type));
         self.unit_free[u] = done;
+        self.forget_register(u);
         done
     }
 
@@ -108,11 +225,13 @@ impl Flash {
         let u = unit as usize;
         let done = at.max(self.unit_free[u]) + self.time(self.erase_latency);
         self.unit_free[u] = done;
+        self.forget_register(u);
         done
     }
 
     /// When every unit is idle.
     pub fn all_idle_at(&self) -> SimTime {
-        self.unit_free.iter().copied().max().unwrap_or(SimTime::ZERO)
+        let reads = self.read_free.iter().copied().max().unwrap_or(SimTime::ZERO);
+        self.unit_free.iter().copied().max().unwrap_or(SimTime::ZERO).max(reads)
     }
 }

@@ -89,6 +89,20 @@ pub struct SsdDevice {
     extras: Option<Box<Extras>>,
     /// The read being served met a media error.
     read_failed: bool,
+    // Read side and controller (issue 15).
+    /// Mapping pages one NAND read senses (physical page x multi-plane).
+    sense_pages: u64,
+    /// Host reads go through sense + transfer (grouped senses, page register, suspend); false = one NAND
+    /// read per mapping page, as before these keys.
+    grouped_reads: bool,
+    /// Per unit: the read request (its sequence number) that last sensed a group there, the group and when
+    /// it was sensed, so that the request's other pages in that group need no sense of their own.
+    sensed: Vec<(u64, u64, SimTime)>,
+    read_seq: u64,
+    /// When each command processor is free (`controller.cores`; empty = unlimited).
+    cores: Vec<SimTime>,
+    /// Both directions together (`controller.host_total_rate`).
+    host_total: Calendar,
 }
 
 impl SsdDevice {
@@ -125,6 +139,15 @@ impl SsdDevice {
             power_cycles: 0,
             extras: Extras::new(&cfg).map(Box::new),
             read_failed: false,
+            sense_pages: cfg.nand.sense_pages(page),
+            grouped_reads: cfg.nand.sense_pages(page) > 1
+                || cfg.nand.cache_read
+                || cfg.nand.register_hits
+                || cfg.nand.program_suspend,
+            sensed: vec![(u64::MAX, 0, SimTime::ZERO); cfg.geometry.units() as usize],
+            read_seq: 0,
+            cores: vec![SimTime::ZERO; cfg.controller.cores as usize],
+            host_total: Calendar::default(),
             cfg,
         }
     }
@@ -265,10 +288,65 @@ impl SsdDevice {
         done
     }
 
-    fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+    /// A command processor takes the command: when it is done with it (`now` without a core limit). Commands
+    /// are taken in arrival order by the first free core, so a full controller caps the command rate.
+    #[inline]
+    fn admit(&mut self, now: SimTime) -> SimTime {
+        if self.cores.is_empty() {
+            return now;
+        }
+        let core = (0..self.cores.len()).min_by_key(|&i| self.cores[i]).expect("at least one core");
+        let done = now.max(self.cores[core]) + self.cfg.controller.command_time;
+        self.cores[core] = done;
+        done
+    }
+
+    /// `len` bytes cross the host link from `at`, in one direction, and within the limit on both together.
+    #[inline]
+    fn host_transfer(&mut self, write: bool, at: SimTime, len: u64) -> SimTime {
         let c = &self.cfg.controller;
-        let (overhead, insert, host_rate) = (c.command_overhead, c.buffer_insert_latency, c.host_rate);
-        let transferred = self.host_write.book(now + overhead, host_rate.time_for(req.len));
+        let done = if write {
+            self.host_write.book(at, c.host_write_rate.time_for(len))
+        } else {
+            self.host_read.book(at, c.host_rate.time_for(len))
+        };
+        if c.host_total_rate.0 > 0.0 {
+            let total = c.host_total_rate.time_for(len);
+            return done.max(self.host_total.book(at, total));
+        }
+        done
+    }
+
+    /// A host read of mapping page `ppn` on `unit`: one sense per sense group (shared with the request's
+    /// other pages in it, or found in the page register), then its own transfer.
+    fn read_grouped(&mut self, unit: u32, page_type: PageType, ppn: u32, at: SimTime) -> SimTime {
+        let ppn = ppn as u64;
+        let group = if self.sense_pages == 1 {
+            ppn
+        } else {
+            // Groups never straddle blocks: count from the block's first page.
+            let ppb = self.cfg.geometry.pages_per_block as u64;
+            let page = ppn % ppb;
+            ppn - page % self.sense_pages
+        };
+        let u = unit as usize;
+        let (seq, last, when) = self.sensed[u];
+        let sensed = if seq == self.read_seq && last == group {
+            when
+        } else if let Some(ready) = self.flash.in_register(unit, group) {
+            ready.max(at)
+        } else {
+            self.flash.sense(unit, page_type, group, at)
+        };
+        self.sensed[u] = (self.read_seq, group, sensed);
+        self.flash.transfer(unit, sensed)
+    }
+
+    fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+        let admitted = self.admit(now);
+        let c = &self.cfg.controller;
+        let (overhead, insert) = (c.command_overhead, c.buffer_insert_latency);
+        let transferred = self.host_transfer(true, admitted + overhead, req.len);
         self.host_bytes_written += req.len;
         let pages = self.pages(req.offset, req.len);
         if self.level1.is_none() {
@@ -315,11 +393,12 @@ impl SsdDevice {
     }
 
     fn read(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
+        let admitted = self.admit(now);
+        self.read_seq += 1;
         let c = &self.cfg.controller;
-        let q = &self.cfg.quirks;
-        let mut start = now + c.command_overhead;
+        let mut start = admitted + c.command_overhead;
         if now >= self.busy_until {
-            start += q.low_load_penalty; // seed 003 §4.6: a lone read is slower
+            start += self.cfg.quirks.low_load_penalty; // seed 003 §4.6: a lone read is slower
         }
         let ram = start + c.ram_read_latency;
         let mut ready = start;
@@ -343,7 +422,12 @@ impl SsdDevice {
                 }
             }
             let (unit, page_type) = self.ftl.locate(ppn);
-            ready = ready.max(self.flash.read(unit, page_type, at));
+            let page_ready = if self.grouped_reads {
+                self.read_grouped(unit, page_type, ppn, at)
+            } else {
+                self.flash.read(unit, page_type, at)
+            };
+            ready = ready.max(page_ready);
             self.ftl.counters.pages_read += 1;
             if let Some(x) = &mut self.extras {
                 if x.retry() {
@@ -359,6 +443,7 @@ impl SsdDevice {
                 rb.insert(lpn);
             }
         }
+        let q = &self.cfg.quirks;
         if !req.len.is_multiple_of(self.page) {
             ready += q.unaligned_size_penalty;
         }
@@ -367,7 +452,7 @@ impl SsdDevice {
                 ready += penalty.extra;
             }
         }
-        let done = self.host_read.book(ready, c.host_rate.time_for(req.len));
+        let done = self.host_transfer(false, ready, req.len);
         self.host_bytes_read += req.len;
         done
     }
@@ -379,7 +464,7 @@ impl SsdDevice {
         for lpn in first..end {
             self.ftl.unmap(lpn, target, now, &mut self.flash);
         }
-        now + self.cfg.controller.command_overhead
+        self.admit(now) + self.cfg.controller.command_overhead
     }
 }
 
@@ -416,7 +501,10 @@ impl SimDevice for SsdDevice {
             SimOp::Write => self.write(now, req),
             SimOp::Trim => self.unmap(now, req, UNMAPPED),
             SimOp::WriteZeroes => self.unmap(now, req, ZEROED),
-            SimOp::Flush => self.flush_all(now + self.cfg.controller.command_overhead),
+            SimOp::Flush => {
+                let admitted = self.admit(now);
+                self.flush_all(admitted + self.cfg.controller.command_overhead)
+            }
         };
         let Some(x) = &mut self.extras else {
             self.busy_until = self.busy_until.max(done);

@@ -45,6 +45,12 @@ pub(crate) fn small_config() -> DeviceConfig {
             program_latency: PerType { l: us(300), m: us(900), h: us(1500) },
             erase_latency: ms(3),
             channel_rate: Rate(400e6),
+            physical_page: 4 * KIB,
+            multi_plane: 1,
+            cache_read: false,
+            register_hits: false,
+            program_suspend: false,
+            suspend_latency: us(20),
         },
         read_buffer: crate::config::ReadBuffer { capacity: 0 },
         write_buffer: WriteBuffer {
@@ -72,6 +78,10 @@ pub(crate) fn small_config() -> DeviceConfig {
             host_rate: Rate(3.5e9),
             buffer_insert_latency: us(10),
             ram_read_latency: us(3),
+            cores: 0,
+            command_time: Nanos(0),
+            host_write_rate: Rate(3.5e9),
+            host_total_rate: Rate(0.0),
         },
         hdd: None,
         noise: None,
@@ -391,3 +401,6 @@ fn a_lone_read_pays_the_low_load_penalty_and_size_penalties_apply() {
 
 #[path = "noise_tests.rs"]
 mod noise_tests;
+
+#[path = "read_tests.rs"]
+mod read_tests;
