@@ -548,6 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .traces.cli import add_trace_parser
 
     add_trace_parser(sub)
+    from .replay import add_replay_parser
+
+    add_replay_parser(sub)
 
     p = sub.add_parser("completion", help="print the shell completion script for bash or zsh")
     p.add_argument("shell", choices=("bash", "zsh"),

@@ -41,6 +41,8 @@ def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
     frame["op"] = pd.Categorical.from_codes(frame["op"].astype(np.int8), categories=list(OPS))
     frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
                  (frame["complete_ns"] - frame["submit_ns"]).astype(np.int64))
+    if "issue_lag_ns" in columns:  # a replay's: how late each request was submitted against its schedule
+        frame["issue_lag_ns"] = np.frombuffer(columns["issue_lag_ns"], dtype=np.uint64)
     return frame
 
 

@@ -268,9 +268,16 @@ def _workload_error(exc: Exception, workload_json: str = "") -> UsageError:
     return UsageError(message)
 
 
-def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool):
+def _replay_args(replay: dict[str, Any]) -> tuple:
+    return tuple(replay[k] for k in ("arrival", "op", "offset", "size", "timing", "mode"))
+
+
+def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool,
+           replay: dict[str, Any] | None = None):
     text = workload.to_json()
     try:
+        if replay is not None:
+            return _native.RunHandle.replay(path, text, json.dumps(options), writable, direct, *_replay_args(replay))
         return _native.RunHandle(path, text, json.dumps(options), writable, direct)
     except _native.TargetOpenError as exc:
         raise TargetError(str(exc)) from None
@@ -280,9 +287,11 @@ def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: 
         raise RunError(str(exc)) from None
 
 
-def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any]):
+def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any], replay: dict[str, Any] | None = None):
     text = workload.to_json()
     try:
+        if replay is not None:
+            return _native.RunHandle.sim_replay(device._native, text, json.dumps(options), *_replay_args(replay))
         return _native.RunHandle.sim(device._native, text, json.dumps(options))
     except _native.WorkloadInvalid as exc:
         raise _workload_error(exc, text) from None
@@ -444,6 +453,7 @@ def run(
     label: str = "running",
     precondition: bool | None = None,
     show_serial: bool = False,
+    replay: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
@@ -453,7 +463,8 @@ def run(
     ``precondition=True``, a read workload on a simulated device first writes the range it reads (see
     :func:`precondition_sim_reads`); with True or False the summary's ``run.precondition`` says what was done
     (None, the default, leaves the device's state to the caller, as experiments do). A drive's serial
-    number appears hashed (``sha256:...``) unless ``show_serial``.
+    number appears hashed (``sha256:...``) unless ``show_serial``. ``replay`` (see :mod:`ftlscope.replay`)
+    takes the requests from a recorded trace instead of drawing them from ``workload``.
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
@@ -496,9 +507,9 @@ def run(
             conditioned["reason"] = "left out on request: reads of never-written pages do not touch flash"
     started = time.time()
     if device is not None:
-        handle = _start_sim(device, workload, options)
+        handle = _start_sim(device, workload, options, replay)
     else:
-        handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct)
+        handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct, replay=replay)
     completed = _drive(handle, workload, progress=progress, label=label)
     raw = handle.result()
     native = json.loads(raw["summary"])

@@ -18,6 +18,7 @@ use crate::real::{
     allowed_cpus, choose_backend, pin_current_thread, psync_workload, queue_thread, shared_clock, BackendChoice,
     RealQueue,
 };
+use crate::replay::{Replay, ReplayError};
 use crate::sim_driver::{drive, SimTarget};
 use crate::stats::{AggregateResult, Aggregator, Record};
 use crate::target::{Target, TargetInfo};
@@ -119,6 +120,8 @@ pub enum EngineError {
     Options { field: &'static str, problem: String },
     #[error("setting up queue {queue}: {message}")]
     Setup { queue: u32, message: String },
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
 }
 
 /// Why a run ended.
@@ -237,12 +240,16 @@ fn start_aggregator(
     options: &RunOptions,
     t0: u64,
     cpu: Option<usize>,
+    replay: bool,
 ) -> (Vec<rtrb::Producer<Record>>, JoinHandle<AggregateResult>) {
     let ring_capacity = (workload.inflight_per_queue() as usize * 64).clamp(1 << 14, 1 << 20);
     let (producers, consumers): (Vec<_>, Vec<_>) =
         (0..workload.queues).map(|_| rtrb::RingBuffer::<Record>::new(ring_capacity)).unzip();
     let ops: Vec<Op> = Op::ALL.into_iter().filter(|&op| workload.mix.weight(op) > 0).collect();
-    let aggregator = Aggregator::new(t0, options.window_ns, workload.queues as usize, options.trace_limit, &ops);
+    let mut aggregator = Aggregator::new(t0, options.window_ns, workload.queues as usize, options.trace_limit, &ops);
+    if replay {
+        aggregator.track_issue_lag();
+    }
     let handle = std::thread::Builder::new()
         .name("ftlscope-agg".into())
         .spawn(move || {
@@ -262,6 +269,7 @@ fn queue_contexts(
     shared: &Arc<Shared>,
     options: &RunOptions,
     lanes: u32,
+    replay: &Option<Arc<Replay>>,
 ) -> Vec<QueueContext> {
     (0..workload.queues)
         .map(|q| QueueContext {
@@ -272,6 +280,7 @@ fn queue_contexts(
             shared: Arc::clone(shared),
             on_error: options.on_error,
             io_timeout_ns: options.io_timeout_ns,
+            replay: replay.clone(),
         })
         .collect()
 }
@@ -279,7 +288,21 @@ fn queue_contexts(
 impl Run {
     /// Validate, set up every queue, and start measuring a real target. Returns once all queues run.
     pub fn start(target: Target, workload: Workload, options: RunOptions) -> Result<Run, EngineError> {
+        Run::start_replay(target, workload, options, None)
+    }
+
+    /// As [`Run::start`], with the requests taken from `replay` (a recorded trace) rather than drawn from the
+    /// workload, whose queue depth, data and options still apply.
+    pub fn start_replay(
+        target: Target,
+        workload: Workload,
+        options: RunOptions,
+        replay: Option<Arc<Replay>>,
+    ) -> Result<Run, EngineError> {
         workload.validate(target.info.size_bytes, target.info.logical_block_size)?;
+        if let Some(replay) = &replay {
+            check_replay(&workload, replay, &target.info)?;
+        }
         if workload.mix.writes() && !target.info.writable {
             return Err(EngineError::ReadOnlyTarget(target.info.path.display().to_string()));
         }
@@ -297,6 +320,16 @@ impl Run {
         let (workload, lanes, queue_depth) = if use_uring {
             let depth = workload.inflight_per_queue();
             (workload, 1, depth)
+        } else if replay.is_some() {
+            // A trace is one stream in one order: psync's thread per request in flight would replay it once per
+            // thread, so it replays one request at a time.
+            if workload.queue_depth > 1 {
+                notices.push(format!(
+                    "psync replays one request at a time: effective queue depth 1, not {}",
+                    workload.queue_depth
+                ));
+            }
+            (workload, 1, 1)
         } else {
             let plan = psync_workload(&workload);
             notices.extend(plan.notice);
@@ -335,12 +368,12 @@ impl Run {
         let t0 = clock.now();
         let file = Arc::new(target.file);
         let info = target.info.clone();
-        let (producers, aggregator) = start_aggregator(&workload, &options, t0, aggregator_cpu);
+        let (producers, aggregator) = start_aggregator(&workload, &options, t0, aggregator_cpu, replay.is_some());
         let barrier = Arc::new(Barrier::new(queues as usize + 1));
         let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
         for (ctx, producer) in
-            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes).into_iter().zip(producers)
+            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes, &replay).into_iter().zip(producers)
         {
             let q = ctx.queue;
             let real = RealQueue {
@@ -419,12 +452,25 @@ impl Run {
         workload: Workload,
         options: RunOptions,
     ) -> Result<Run, EngineError> {
+        Run::start_sim_replay(target, workload, options, None)
+    }
+
+    /// As [`Run::start_sim`], replaying a recorded trace (see [`Run::start_replay`]).
+    pub fn start_sim_replay(
+        target: Arc<Mutex<SimTarget>>,
+        workload: Workload,
+        options: RunOptions,
+        replay: Option<Arc<Replay>>,
+    ) -> Result<Run, EngineError> {
         let (info, t0) = {
             let t = target.lock().expect("simulated device lock");
             (t.info(), t.now.ns())
         };
         options.validate()?;
         workload.validate(info.size_bytes, info.logical_block_size)?;
+        if let Some(replay) = &replay {
+            check_replay(&workload, replay, &info)?;
+        }
         if workload.data == DataPattern::Verify {
             // The model keeps a fingerprint per page for its own accounting, not the bytes: a read returns
             // nothing a stamp could be checked in.
@@ -435,8 +481,8 @@ impl Run {
             .into());
         }
         let shared = Arc::new(Shared::new(workload.queues));
-        let (producers, aggregator) = start_aggregator(&workload, &options, t0, None);
-        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1);
+        let (producers, aggregator) = start_aggregator(&workload, &options, t0, None, replay.is_some());
+        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1, &replay);
         let worker_shared = Arc::clone(&shared);
         let health_interval = options.health_interval_ns;
         let worker = std::thread::Builder::new()
@@ -547,6 +593,31 @@ impl Run {
                 .map(|r| (r.snapshot(), self.shared.generation.load(Ordering::Relaxed))),
         }
     }
+}
+
+/// What a replay needs of the workload that carries it: one queue (a trace is one ordered stream), no pacing of
+/// its own, buffers and a mix that cover the trace's requests (the mix decides whether the target is opened for
+/// writing), and requests that fit the target.
+fn check_replay(workload: &Workload, replay: &Replay, info: &TargetInfo) -> Result<(), EngineError> {
+    let invalid = |problem: String| EngineError::Replay(ReplayError::Invalid(problem));
+    if workload.queues != 1 {
+        return Err(invalid(format!("a trace replays on one queue, not {}", workload.queues)));
+    }
+    if workload.batch.is_some() || workload.rate.limited() || workload.warmup != Default::default() {
+        return Err(invalid("the trace sets the pace: no batch, rate limit or warm-up".into()));
+    }
+    if workload.max_size() < replay.max_len() {
+        return Err(invalid(format!(
+            "the workload's largest size ({} B) is below the trace's largest request ({} B)",
+            workload.max_size(),
+            replay.max_len()
+        )));
+    }
+    if let Some(op) = Op::ALL.into_iter().find(|&op| replay.op.contains(&op) && workload.mix.weight(op) == 0) {
+        return Err(invalid(format!("the trace has {} requests, which the workload's mix leaves out", op.name())));
+    }
+    replay.validate(info.size_bytes, info.logical_block_size)?;
+    Ok(())
 }
 
 /// Run to the end.

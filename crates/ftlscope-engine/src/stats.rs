@@ -39,6 +39,8 @@ pub struct Record {
     /// Issued during warm-up but completed after it: counted (as fio counts every completion after its
     /// ramp), but its submit time does not open the measured interval, which starts when warm-up ends.
     pub issued_in_warmup: bool,
+    /// Replays: how much later than its schedule the request was submitted (0 otherwise).
+    pub issue_lag_ns: u64,
 }
 
 impl Record {
@@ -231,6 +233,8 @@ pub struct Trace {
     pub complete_ns: Vec<u64>,
     pub status: Vec<i32>,
     pub warmup: Vec<bool>,
+    /// Replays only (empty otherwise): each request's issue lag, as `Record::issue_lag_ns`.
+    pub issue_lag_ns: Vec<u64>,
     /// Records dropped because the trace reached its limit.
     pub dropped: u64,
 }
@@ -275,6 +279,8 @@ pub struct Aggregator {
     first_submit: Option<u64>,
     last_complete: u64,
     warmup_ops: u64,
+    /// Replays: the issue lag of every measured request.
+    issue_lag: Option<Accumulator>,
 }
 
 const KEPT_ERRORS: usize = 1000;
@@ -304,7 +310,13 @@ impl Aggregator {
             first_submit: None,
             last_complete: 0,
             warmup_ops: 0,
+            issue_lag: None,
         }
+    }
+
+    /// Keep each request's issue lag (a replay's): its figures in the result, and a trace column.
+    pub fn track_issue_lag(&mut self) {
+        self.issue_lag = Some(Accumulator::new(3));
     }
 
     pub fn add(&mut self, rec: &Record) {
@@ -318,6 +330,9 @@ impl Aggregator {
                 trace.complete_ns.push(rec.complete_ns.saturating_sub(self.t0));
                 trace.status.push(rec.result);
                 trace.warmup.push(rec.warmup);
+                if self.issue_lag.is_some() {
+                    trace.issue_lag_ns.push(rec.issue_lag_ns);
+                }
             } else {
                 trace.dropped += 1;
             }
@@ -329,6 +344,10 @@ impl Aggregator {
         if rec.warmup {
             self.warmup_ops += 1;
             return;
+        }
+        if let Some(lag) = &mut self.issue_lag {
+            // Every issued request counts, a failed one too: it was late or not regardless of its outcome.
+            lag.add(rec.issue_lag_ns, 0, false);
         }
         let failed = rec.failed();
         if failed {
@@ -444,6 +463,7 @@ impl Aggregator {
             measured_ns: duration_ns,
             warmup_ops: self.warmup_ops,
             first_submit_ns: self.first_submit.map(|f| f.saturating_sub(self.t0)),
+            issue_lag_ns: self.issue_lag.as_ref().map(|acc| acc.summary(0).lat_ns),
         }
     }
 }
@@ -458,6 +478,8 @@ pub struct AggregateResult {
     pub measured_ns: u64,
     pub warmup_ops: u64,
     pub first_submit_ns: Option<u64>,
+    /// Replays: how late requests were submitted against their schedule (ns).
+    pub issue_lag_ns: Option<LatencyFigures>,
 }
 
 impl AggregateResult {
@@ -488,6 +510,7 @@ mod tests {
             queue,
             warmup: false,
             issued_in_warmup: false,
+            issue_lag_ns: 0,
         }
     }
 
@@ -600,6 +623,24 @@ mod tests {
         let trace = result.trace.unwrap();
         assert_eq!(trace.len(), 3);
         assert_eq!(trace.warmup, vec![true, false, false]);
+    }
+
+    #[test]
+    fn issue_lag_is_summarised_and_traced_only_when_tracked() {
+        let mut agg = Aggregator::new(0, 1000, 1, Some(10), &[]);
+        agg.track_issue_lag();
+        for lag in [0, 10, 10, 500] {
+            agg.add(&Record { issue_lag_ns: lag, ..rec(Op::Read, 100, 5, 0) });
+        }
+        let result = agg.finish();
+        let lag = result.issue_lag_ns.unwrap();
+        assert_eq!((lag.min, lag.p50, lag.max), (0, 10, 500));
+        assert_eq!(result.trace.unwrap().issue_lag_ns, vec![0, 10, 10, 500]);
+        let mut plain = Aggregator::new(0, 1000, 1, Some(10), &[]);
+        plain.add(&rec(Op::Read, 100, 5, 0));
+        let result = plain.finish();
+        assert!(result.issue_lag_ns.is_none());
+        assert!(result.trace.unwrap().issue_lag_ns.is_empty());
     }
 
     #[test]
