@@ -152,7 +152,8 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
     if not keep.any():
         raise UsageError(f"{flag_target}: nothing to replay: every request of the trace was left out "
                          f"({', '.join(f'{v:,} {k}' for k, v in left_out.items())})")
-    op, offset, size, arrival, ranged = op[keep], offset[keep], size[keep], arrival[keep], ranged[keep]
+    if not keep.all():  # (copies of the columns only when something is left out)
+        op, offset, size, arrival, ranged = op[keep], offset[keep], size[keep], arrival[keep], ranged[keep]
     offset = np.where(ranged, offset + offset_shift, 0)
     if (offset < 0).any():
         i = int(np.argmax(offset < 0))
@@ -250,12 +251,53 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_file(args.trace_out, "--trace", ROOM_DIRECTORY)
 
 
+def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
+           reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
+           trace_name: str = "TRACE", notify: Any = None, **run_kwargs: Any):
+    """Replay a trace table (:func:`ftlscope.traces.read_trace`'s) on ``target`` (a path, ``sim:PRESET`` or a
+    :class:`SimDevice`) and return run's :class:`RunResult`, with ``summary["replay"]`` and the issue lag in
+    ``summary["run"]["issue_lag_ns"]``. ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size,
+    precondition, trace, progress, ...); ``notify(text)`` hears what was left out or folded."""
+    from .runner import run
+    from .sim import SimDevice
+
+    timing = parse_timing(timing)
+    mode = replay_mode(timing, mode)
+    if not 1 <= qd <= MAX_QD:
+        raise UsageError(f"--qd: {qd} is out of range; give 1 to {MAX_QD}")
+    device = target if isinstance(target, SimDevice) else None
+    if device is None and target.startswith("sim:"):
+        device = SimDevice.open(target)
+    size = run_kwargs.get("size")
+    target_size, alignment = _target_geometry(target, size, run_kwargs.get("direct", True), device)
+    columns, notes = requests(frame, reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
+                              target_size=target_size, alignment=alignment, flag_target=trace_name)
+    workload = replay_workload(notes, qd=qd, data=data, target_size=target_size)
+    for what, n in notes["left_out"].items():
+        if notify:
+            notify(f"left out {n:,} {what}")
+    if notes["wrapped"] and notify:
+        notify(f"folded {notes['wrapped']:,} requests beyond the target into it (--wrap)")
+    result = run(device or target, workload, label="replaying", replay={**columns, "timing": timing, "mode": mode},
+                 **run_kwargs)
+    meta = frame.attrs.get("ftlscope", {})
+    result.summary["replay"] = {
+        "trace": trace_name, "format": meta.get("format"), "synthetic": bool(meta.get("synthetic")),
+        "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": len(frame),
+        "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
+        "offset_shift": offset_shift, "trace_span_ns": int(frame["submit_ns"].iloc[-1]),
+        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"),
+    }
+    return result
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import _run_kwargs, console, err_console, summary_tables
+    from .runner import check_outcome
     from .units import format_ns, parse_fio_size
 
-    timing = parse_timing(args.timing)
-    mode = replay_mode(timing, args.mode)
+    # The flags first: a wrong one is refused before the trace is read.
+    replay_mode(parse_timing(args.timing), args.mode)
     if not 1 <= args.qd <= MAX_QD:
         raise UsageError(f"--qd: {args.qd} is out of range; give 1 to {MAX_QD}")
     try:
@@ -264,31 +306,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         shift = parse_fio_size(args.offset_shift, "--offset-shift")
     _check_outputs(args)
     frame = _read(args)
-    from .runner import check_outcome, run
-    from .sim import SimDevice
-
-    device = SimDevice.open(args.target) if args.target.startswith("sim:") else None
-    kwargs = _run_kwargs(args)
-    target_size, alignment = _target_geometry(args.target, kwargs["size"], kwargs["direct"], device)
-    columns, notes = requests(frame, reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap,
-                              target_size=target_size, alignment=alignment, flag_target=args.trace)
-    workload = replay_workload(notes, qd=args.qd, data=args.data, target_size=target_size)
-    for what, n in notes["left_out"].items():
-        err_console.print(f"[dim]ftlscope: left out {n:,} {what}[/dim]")
-    if notes["wrapped"]:
-        err_console.print(f"[dim]ftlscope: folded {notes['wrapped']:,} requests beyond the target into it "
-                          "(--wrap)[/dim]")
-    result = run(device or args.target, workload, trace=bool(args.trace_out), progress=not args.quiet,
-                 precondition=not args.no_precondition, show_serial=args.show_serial, label="replaying",
-                 replay={**columns, "timing": timing, "mode": mode}, **kwargs)
-    meta = frame.attrs.get("ftlscope", {})
-    result.summary["replay"] = {
-        "trace": str(args.trace), "format": meta.get("format"), "synthetic": bool(meta.get("synthetic")),
-        "timing": timing, "mode": mode, "queue_depth": args.qd, "trace_requests": len(frame),
-        "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
-        "offset_shift": shift, "trace_span_ns": int(frame["submit_ns"].iloc[-1]),
-        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"),
-    }
+    result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,
+                    offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
+                    notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
+                    trace=bool(args.trace_out), progress=not args.quiet, precondition=not args.no_precondition,
+                    show_serial=args.show_serial, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
