@@ -9,8 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fuzzing import assert_one_line, bounded
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ftlscope.cli import main
+from ftlscope.errors import UsageError
+from ftlscope.replay import MAX_SHIFT, parse_shift, parse_timing
 from ftlscope.traces import read_trace, write_parquet
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
@@ -184,3 +189,27 @@ def test_every_format_replays(tmp_path):
                       ("fio_v3.log", "fio"), ("fio_v2.log", "fio")]:
         summary, _ = _replay(tmp_path, FIX / name, "--wrap", "--buffered", name=fmt + name)
         assert summary["replay"]["requests"] > 0, name
+
+
+@bounded(150)
+@given(st.text(alphabet=st.sampled_from("0123456789.:-+eE kKmMgGiIbBscaledfithulp_") | st.characters(), max_size=24))
+@example("scaled:nan")
+@example("scaled:1e400")
+@example("-99999999999999999999999")
+@example("٣")
+def test_timing_and_shift_values_parse_or_are_refused_naming_the_flag(text):
+    for parse, flag in ((parse_timing, "--timing"), (parse_shift, "--offset-shift")):
+        try:
+            value = parse(text)
+        except UsageError as exc:
+            assert_one_line(exc)
+            assert flag in exc.message
+            continue
+        if parse is parse_shift:
+            assert isinstance(value, int) and abs(value) <= MAX_SHIFT
+        else:
+            assert value in ("faithful", "afap") or float(value.removeprefix("scaled:")) > 0
+
+
+def test_shift_units():
+    assert (parse_shift("4096"), parse_shift("-4k"), parse_shift("1GiB")) == (4096, -4096, 1 << 30)

@@ -22,6 +22,8 @@ from .errors import UsageError
 from .traces.names import FORMATS
 
 MAX_QD = 65536
+# Offsets are int64 while the trace is prepared: a shift stays well inside, so no sum can overflow.
+MAX_SHIFT = 1 << 62
 
 
 def add_replay_parser(sub: Any) -> None:
@@ -84,6 +86,16 @@ def parse_timing(text: str) -> str:
             return f"scaled:{factor!r}"
     raise UsageError(f"--timing: '{text}' is not a timing; use faithful, afap or scaled:F with F above 0 "
                      "(e.g. scaled:2 replays twice as fast)")
+
+
+def parse_shift(text: str) -> int:
+    """``--offset-shift``: bytes, with fio's size units, negative to move down (``-4k``)."""
+    from .units import parse_fio_size
+
+    text = text.strip()
+    negative = text.startswith("-")
+    value = parse_fio_size(text.removeprefix("-"), "--offset-shift", maximum=MAX_SHIFT)
+    return -value if negative else value
 
 
 def replay_mode(timing: str, mode: str | None) -> str:
@@ -294,16 +306,13 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
 def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import _run_kwargs, console, err_console, summary_tables
     from .runner import check_outcome
-    from .units import format_ns, parse_fio_size
+    from .units import format_ns
 
     # The flags first: a wrong one is refused before the trace is read.
     replay_mode(parse_timing(args.timing), args.mode)
     if not 1 <= args.qd <= MAX_QD:
         raise UsageError(f"--qd: {args.qd} is out of range; give 1 to {MAX_QD}")
-    try:
-        shift = int(args.offset_shift)
-    except ValueError:
-        shift = parse_fio_size(args.offset_shift, "--offset-shift")
+    shift = parse_shift(args.offset_shift)
     _check_outputs(args)
     frame = _read(args)
     result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,

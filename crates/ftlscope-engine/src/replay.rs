@@ -83,6 +83,18 @@ impl Replay {
             }
         }
         let first = arrival_ns[0];
+        let span = arrival_ns[n - 1] - first;
+        let scaled_span = match timing {
+            Timing::Scaled(factor) => span as f64 / factor,
+            _ => span as f64,
+        };
+        // Due times are added to clock readings: keep them far from u64's end (2^62 ns is 146 years).
+        if scaled_span >= (1u64 << 62) as f64 {
+            return Err(ReplayError::Invalid(format!(
+                "the replay would last {:.3e} s; give a larger time scale",
+                scaled_span / 1e9
+            )));
+        }
         let due_ns = arrival_ns
             .iter()
             .map(|&t| match timing {
@@ -186,6 +198,11 @@ mod tests {
         assert!(err.to_string().contains("operation code 9"), "{err}");
         let err = Replay::new(&t, &op, &off, &len, Timing::Scaled(0.0), Mode::Open).unwrap_err();
         assert!(err.to_string().contains("positive"), "{err}");
+        let err = Replay::new(&t, &op, &off, &len, Timing::Scaled(1e-300), Mode::Open).unwrap_err();
+        assert!(err.to_string().contains("larger time scale"), "{err}");
+        let far = [0, u64::MAX];
+        let err = Replay::new(&far, &op[..2], &off[..2], &len[..2], Timing::Faithful, Mode::Open).unwrap_err();
+        assert!(err.to_string().contains("larger time scale"), "{err}");
     }
 
     #[test]
