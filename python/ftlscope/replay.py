@@ -24,6 +24,8 @@ from .traces.names import FORMATS
 MAX_QD = 65536
 # Offsets are int64 while the trace is prepared: a shift stays well inside, so no sum can overflow.
 MAX_SHIFT = 1 << 62
+# The engine adds due times to clock readings, and keeps them below 2^62 ns (146 years) too.
+MAX_SPAN_NS = 1 << 62
 
 
 def add_replay_parser(sub: Any) -> None:
@@ -198,7 +200,8 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
     }
     notes = {"left_out": left_out, "wrapped": folded, "requests": int(len(op)),
              "ops": {name: int((op == code).sum()) for code, name in enumerate(OPS) if (op == code).any()},
-             "max_size": int(size.max()), "extent": _extent(offset[ranged], size[ranged])}
+             "max_size": int(size.max()), "extent": _extent(offset[ranged], size[ranged]),
+             "span_ns": int(arrival[-1] - arrival[0])}
     return columns, notes
 
 
@@ -284,6 +287,11 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     target_size, alignment = _target_geometry(target, size, run_kwargs.get("direct", True), device)
     columns, notes = requests(frame, reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
                               target_size=target_size, alignment=alignment, flag_target=trace_name)
+    factor = float(timing.removeprefix("scaled:")) if timing.startswith("scaled:") else 1.0
+    if timing != "afap" and notes["span_ns"] / factor >= MAX_SPAN_NS:
+        # The engine refuses it too, but only once it starts: a file target would have been created by then.
+        raise UsageError(f"--timing {timing}: the replay would last {notes['span_ns'] / factor / 1e9:.3e} s; give "
+                         "scaled:F with a larger F")
     workload = replay_workload(notes, qd=qd, data=data, target_size=target_size)
     for what, n in notes["left_out"].items():
         if notify:
