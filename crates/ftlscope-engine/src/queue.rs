@@ -103,6 +103,10 @@ pub(crate) struct QueueContext {
 /// on the ones before it, instead of stalling on each in turn.
 const LOOKAHEAD: usize = 4;
 
+/// A request due this soon is waited for by polling rather than by a blocking wait (`clock::wait_until` spins
+/// the same last stretch when nothing is in flight).
+const POLL_NS: u64 = 200_000;
+
 /// A request chosen but not issued yet.
 #[derive(Clone, Copy)]
 struct Planned {
@@ -584,6 +588,8 @@ impl<'a> QueueLoop<'a> {
         let batch = self.ctx.workload.batch.is_some();
         let wait_ns = self.ctx.io_timeout_ns.clamp(1_000_000, 100_000_000);
         let mut leak = false;
+        // Whether the last poll left the clock where it was: a virtual clock, which moves only with completions.
+        let mut poll_stuck = false;
         self.begin(backend.now());
         loop {
             let held_back = self.fill(backend, buffers);
@@ -596,12 +602,18 @@ impl<'a> QueueLoop<'a> {
                     backend.idle(if batch { gap_ns } else { gap_ns.min(wait_ns) });
                     continue;
                 }
-                // Held back by the rate limit with requests in flight: wait for a completion, at most until
-                // the next request is due, so completions are still stamped as they arrive.
+                // Held back (rate limit, replay schedule) with requests in flight and the next one due within the
+                // spin range of `clock::wait_until`: poll, reaping completions (stamped as they are reaped) without
+                // blocking, because a wait in the kernel ends by a timer that may fire up to the thread's timer
+                // slack (50 us by default) late, and the next request would go that late.
+                Some(gap_ns) if gap_ns <= POLL_NS && !poll_stuck => (0, 0),
+                // Due later: wait for a completion, at most until the next request is due, so completions are
+                // still stamped as they arrive.
                 Some(gap_ns) => (1, gap_ns.min(wait_ns)),
                 None if self.inflight == 0 => break,
                 None => (if batch { self.inflight } else { 1 }, wait_ns),
             };
+            let before = backend.now();
             let result = backend.submit_and_wait(want, timeout_ns, |event| self.on_event(event));
             if let Err(e) = result {
                 self.ctx.shared.stop_with(StopReason::EngineFailure { message: format!("submission failed: {e}") });
@@ -610,6 +622,7 @@ impl<'a> QueueLoop<'a> {
                 break;
             }
             let now = backend.now();
+            poll_stuck = want == 0 && now == before;
             if let Some((age, op, offset)) = self.oldest_inflight(now) {
                 if age > self.ctx.io_timeout_ns {
                     self.ctx.shared.stop_with(StopReason::Timeout {
@@ -659,6 +672,9 @@ mod tests {
         submit_cost_ns: u64,
         /// (requests submitted, min_complete) of every submit_and_wait call.
         calls: Vec<(usize, u32)>,
+        /// A clock that moves on its own, as a real one: each call that waits for nothing (a poll) takes this
+        /// long and reaps the completions due by then.
+        poll_ns: u64,
     }
 
     impl ScriptedBackend {
@@ -676,6 +692,7 @@ mod tests {
                 submit_each: false,
                 submit_cost_ns: 0,
                 calls: Vec::new(),
+                poll_ns: 0,
             }
         }
     }
@@ -709,6 +726,13 @@ mod tests {
             if self.hang {
                 self.now += timeout_ns;
                 return Ok(());
+            }
+            if min == 0 && self.poll_ns > 0 {
+                self.now += self.poll_ns;
+                while self.inflight.first().is_some_and(|r| r.2 <= self.now) {
+                    let (slot, req, _) = self.inflight.remove(0);
+                    on_event(Event::Completed { slot, result: req.len as i32, at_ns: self.now });
+                }
             }
             let mut done = 0;
             while done < min && !self.inflight.is_empty() {
@@ -997,6 +1021,25 @@ mod tests {
         let (_, records) = drive(&ctx, &mut ScriptedBackend::new(30_000));
         let submits: Vec<u64> = records.iter().map(|r| r.submit_ns - 1_000).collect();
         assert_eq!(submits, [0, 0, 30_000, 30_000, 60_000, 60_000]);
+    }
+
+    #[test]
+    fn a_request_due_soon_is_waited_for_by_polling_so_it_goes_on_time() {
+        // Requests every 50 us, each taking 80 us: one is always in flight when the next is due. On a clock that
+        // moves by itself (1 us per poll) the loop polls rather than blocks, so each goes within a poll of its
+        // time, and completions are reaped within a poll of theirs.
+        let arrivals: Vec<u64> = (0..20).map(|i| i * 50_000).collect();
+        let ctx = replay_context(8, &arrivals, &[0; 20], Timing::Faithful, Mode::Open);
+        let mut backend = ScriptedBackend::new(80_000);
+        backend.poll_ns = 1_000;
+        let (_, mut records) = drive(&ctx, &mut backend);
+        records.sort_by_key(|r| r.submit_ns);
+        assert!(backend.calls.iter().any(|&(_, min)| min == 0), "it polled");
+        for (k, r) in records.iter().enumerate() {
+            assert!(r.submit_ns - 1_000 - k as u64 * 50_000 <= 1_000, "request {k} went late: {}", r.submit_ns);
+            assert!((80_000..=81_000).contains(&r.latency_ns()), "request {k}: {}", r.latency_ns());
+            assert!(r.issue_lag_ns <= 1_000);
+        }
     }
 
     #[test]
