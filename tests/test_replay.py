@@ -108,9 +108,15 @@ def test_reads_only_offset_shift_and_wrap(tmp_path, capsys):
     assert main(["replay", SIM, str(trace), "--quiet", "--offset-shift", "300GiB", "--json", str(far)]) == 2
     err = capsys.readouterr().err
     assert "beyond the 256,000,000,000 B target" in err and "--wrap" in err and not far.exists()
+
     summary, replayed = _replay(tmp_path, trace, "--offset-shift", "300GiB", "--wrap", name="wrapped")
     assert summary["replay"]["wrapped"] == 100
     assert (replayed["offset_bytes"] + replayed["size"] <= 256_000_000_000).all()
+    # A request is named by its number in the trace, also when requests before it were left out.
+    trace, _ = _synthetic(tmp_path, n=10, ops=("write", "read"))
+    capsys.readouterr()
+    assert main(["replay", SIM, str(trace), "--quiet", "--reads-only", "--offset-shift", "300GiB"]) == 2
+    assert "request 2 ends at byte" in capsys.readouterr().err
 
 
 def test_flushes_and_trims_are_replayed(tmp_path):

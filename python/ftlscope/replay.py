@@ -166,23 +166,31 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
     if not keep.any():
         raise UsageError(f"{flag_target}: nothing to replay: every request of the trace was left out "
                          f"({', '.join(f'{v:,} {k}' for k, v in left_out.items())})")
+    kept = None
     if not keep.all():  # (copies of the columns only when something is left out)
+        kept = np.flatnonzero(keep)
         op, offset, size, arrival, ranged = op[keep], offset[keep], size[keep], arrival[keep], ranged[keep]
+
+    def number(i: int) -> int:
+        """Request i's number in the trace as read (1-based), whatever was left out before it."""
+        return int(kept[i]) + 1 if kept is not None else i + 1
+
     offset = np.where(ranged, offset + offset_shift, 0)
+    size = np.where(ranged, size, 0)  # a flush moves no data, whatever length a trace gives it
     if (offset < 0).any():
         i = int(np.argmax(offset < 0))
-        raise UsageError(f"--offset-shift: {offset_shift} moves request {i + 1} below byte 0 ({offset[i]}); give a "
+        raise UsageError(f"--offset-shift: {offset_shift} moves request {number(i)} below byte 0 ({offset[i]}); give a "
                          "smaller shift")
     if (size > target_size).any():
         i = int(np.argmax(size > target_size))
-        raise UsageError(f"{flag_target}: request {i + 1} is {size[i]:,} B, larger than the {target_size:,} B target; "
-                         "replay it on a larger target")
+        raise UsageError(f"{flag_target}: request {number(i)} is {size[i]:,} B, larger than the {target_size:,} B "
+                         "target; replay it on a larger target")
     beyond = ranged & (offset + size > target_size)
     folded = 0
     if beyond.any():
         if not wrap:
             i = int(np.argmax(beyond))
-            raise UsageError(f"{flag_target}: request {i + 1} ends at byte {offset[i] + size[i]:,}, beyond the "
+            raise UsageError(f"{flag_target}: request {number(i)} ends at byte {offset[i] + size[i]:,}, beyond the "
                              f"{target_size:,} B target ({int(beyond.sum()):,} requests do); pass --wrap to fold "
                              "offsets into the target, or --offset-shift to move them")
         folded = int(beyond.sum())
@@ -192,7 +200,7 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
         bad = ranged & ((offset % alignment != 0) | (size % alignment != 0))
         if bad.any():
             i = int(np.argmax(bad))
-            raise UsageError(f"{flag_target}: request {i + 1} ({size[i]:,} B at byte {offset[i]:,}) is not aligned "
+            raise UsageError(f"{flag_target}: request {number(i)} ({size[i]:,} B at byte {offset[i]:,}) is not aligned "
                              f"to the target's {alignment} B block size (O_DIRECT); pass --buffered for a file")
     columns = {
         "arrival": arrival.astype("<u8").tobytes(), "op": op.tobytes(), "offset": offset.astype("<u8").tobytes(),
