@@ -166,6 +166,8 @@ def test_sort_fixes_backwards_timestamps(tmp_path):
     (["--timing", "scaled:0"], "--timing: 'scaled:0' is not a timing"),
     (["--timing", "afap", "--mode", "open"], "--mode open: afap"),
     (["--qd", "0"], "--qd: 0 is out of range"),
+    (["--data", "verify"], "--data verify: a replay reads nothing back"),
+    (["--offset-shift", "-4GiB"], "moves request 1 below byte 0"),
 ])
 def test_bad_flags_are_refused_in_one_line(tmp_path, capsys, flags, needle):
     assert main(["replay", SIM, str(FIX / "msr.csv"), "--quiet", *flags]) == 2

@@ -328,6 +328,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     replay_mode(parse_timing(args.timing), args.mode)
     if not 1 <= args.qd <= MAX_QD:
         raise UsageError(f"--qd: {args.qd} is out of range; give 1 to {MAX_QD}")
+    if args.data == "verify":
+        raise UsageError("--data verify: a replay reads nothing back to check; use zeros, ones, 0xaa, lba or random "
+                         "(run --verify checks a target)")
     shift = parse_shift(args.offset_shift)
     _check_outputs(args)
     frame = _read(args)
