@@ -153,3 +153,25 @@ def test_a_writer_that_breaks_neither_hangs_the_run_nor_loses_the_other_outputs(
     assert "not kept: t.parquet: the trace could not be written: a broken conversion" in exc.value.message
     assert f"kept in {kept}/ (r.json)" in exc.value.message
     assert (kept / "r.json").is_file()
+
+
+def test_a_streamed_replay_trace_carries_its_issue_lag(tmp_path, state_home):
+    # Regression (merge of streaming and replay): the streamed writer takes the engine's columns generically,
+    # so a replay's optional issue_lag_ns column reaches the file, and a plain run's file has none.
+    import pyarrow.parquet as pq
+
+    from ftlscope import from_flags, run
+    from ftlscope.replay import replay
+    from ftlscope.traces import synth
+
+    plain = tmp_path / "plain.parquet"
+    run("sim:optane-like", from_flags(rw="randread", ops=3000, size="64MiB"), trace_file=plain,
+        trace_chunk_rows=1000)
+    assert "issue_lag_ns" not in pq.read_schema(plain).names
+    trace = synth("db", 500_000_000, 3)
+    replayed = tmp_path / "replayed.parquet"
+    result = replay("sim:optane-like", trace, wrap=True, trace_file=replayed, trace_chunk_rows=200)
+    frame = pq.read_table(replayed).to_pandas()
+    assert len(frame) == result.summary["replay"]["requests"] > 200  # several row groups
+    assert pq.ParquetFile(replayed).num_row_groups > 1
+    assert (frame["issue_lag_ns"] == 0).all()  # open loop on a simulated drive: every request on time

@@ -571,6 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .traces.cli import add_trace_parser
 
     add_trace_parser(sub)
+    from .replay import add_replay_parser
+
+    add_replay_parser(sub)
 
     from .traces.capture_cli import add_capture_parser
 

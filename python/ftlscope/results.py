@@ -45,13 +45,20 @@ def trace_frame(columns: dict[str, Any] | None) -> pd.DataFrame:
     frame["op"] = pd.Categorical.from_codes(frame["op"].astype(np.int8), categories=list(OPS))
     frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
                  (frame["complete_ns"] - frame["submit_ns"]).astype(np.int64))
+    for name, dtype in OPTIONAL_TRACE_DTYPES.items():
+        if name in columns:
+            frame[name] = np.frombuffer(columns[name], dtype=dtype)
     return frame
 
 
-def empty_trace_columns() -> dict[str, Any]:
-    """The engine's trace columns with no records: ``trace_frame`` of it has the trace's dtypes (``op``
-    categorical), which an empty trace written to Parquet must keep."""
-    return {**{name: b"" for name in TRACE_DTYPES}, "dropped": 0}
+# Columns only some runs have: a replay's issue lag (how late each request was submitted against its schedule).
+OPTIONAL_TRACE_DTYPES = {"issue_lag_ns": np.uint64}
+
+
+def empty_trace_columns(optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The engine's trace columns with no records (and the ``optional`` ones named): ``trace_frame`` of it has
+    the trace's dtypes (``op`` categorical), which an empty trace written to Parquet must keep."""
+    return {**{name: b"" for name in (*TRACE_DTYPES, *optional)}, "dropped": 0}
 
 
 def windows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -269,9 +269,16 @@ def _workload_error(exc: Exception, workload_json: str = "") -> UsageError:
     return UsageError(message)
 
 
-def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool):
+def _replay_args(replay: dict[str, Any]) -> tuple:
+    return tuple(replay[k] for k in ("arrival", "op", "offset", "size", "timing", "mode"))
+
+
+def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool,
+           replay: dict[str, Any] | None = None):
     text = workload.to_json()
     try:
+        if replay is not None:
+            return _native.RunHandle.replay(path, text, json.dumps(options), writable, direct, *_replay_args(replay))
         return _native.RunHandle(path, text, json.dumps(options), writable, direct)
     except _native.TargetOpenError as exc:
         raise TargetError(str(exc)) from None
@@ -281,9 +288,11 @@ def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: 
         raise RunError(str(exc)) from None
 
 
-def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any]):
+def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any], replay: dict[str, Any] | None = None):
     text = workload.to_json()
     try:
+        if replay is not None:
+            return _native.RunHandle.sim_replay(device._native, text, json.dumps(options), *_replay_args(replay))
         return _native.RunHandle.sim(device._native, text, json.dumps(options))
     except _native.WorkloadInvalid as exc:
         raise _workload_error(exc, text) from None
@@ -447,6 +456,7 @@ def run(
     label: str = "running",
     precondition: bool | None = None,
     show_serial: bool = False,
+    replay: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
@@ -456,7 +466,8 @@ def run(
     ``precondition=True``, a read workload on a simulated device first writes the range it reads (see
     :func:`precondition_sim_reads`); with True or False the summary's ``run.precondition`` says what was done
     (None, the default, leaves the device's state to the caller, as experiments do). A drive's serial
-    number appears hashed (``sha256:...``) unless ``show_serial``.
+    number appears hashed (``sha256:...``) unless ``show_serial``. ``replay`` (see :mod:`ftlscope.replay`)
+    takes the requests from a recorded trace instead of drawing them from ``workload``.
 
     ``trace=True`` keeps the per-request trace in memory (``result.trace``, up to ``trace_limit`` requests);
     ``trace_file`` writes it to that Parquet file while the run goes, in flat memory whatever its length (row
@@ -510,10 +521,12 @@ def run(
         options["trace_chunk_rows"] = trace_chunk_rows or CHUNK_ROWS
     started = time.time()
     if device is not None:
-        handle = _start_sim(device, workload, options)
+        handle = _start_sim(device, workload, options, replay)
     else:
-        handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct)
-    writer = TraceWriter(handle, trace_file) if trace_file is not None else None
+        handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct, replay=replay)
+    writer = None
+    if trace_file is not None:
+        writer = TraceWriter(handle, trace_file, optional=("issue_lag_ns",) if replay is not None else ())
     raw = None
     try:
         if writer is not None:

@@ -25,18 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from .results import RENAMED, TRACE_DTYPES, empty_trace_columns, trace_frame
+from .results import OPTIONAL_TRACE_DTYPES, RENAMED, TRACE_DTYPES, empty_trace_columns, trace_frame
 from .workload import OPS
 
 # Records per chunk, and so per row group: 64 Ki records are 2.6 MiB of columns, four of them in flight at most.
 CHUNK_ROWS = 1 << 16
 
 
-def trace_schema() -> Any:
-    """The Parquet schema of a run's trace: that of the in-memory trace frame written with ``to_parquet``."""
+def trace_schema(optional: tuple[str, ...] = ()) -> Any:
+    """The Parquet schema of a run's trace (with the ``optional`` columns named, e.g. a replay's issue lag): that
+    of the in-memory trace frame written with ``to_parquet``."""
     import pyarrow as pa
 
-    return pa.Schema.from_pandas(trace_frame(empty_trace_columns()), preserve_index=False)
+    return pa.Schema.from_pandas(trace_frame(empty_trace_columns(optional)), preserve_index=False)
 
 
 def chunk_table(columns: dict[str, Any], schema: Any) -> Any:
@@ -44,7 +45,9 @@ def chunk_table(columns: dict[str, Any], schema: Any) -> Any:
     straight as Arrow arrays (numbers without a copy), as pandas would convert them. A test holds the two equal."""
     import pyarrow as pa
 
-    raw = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in TRACE_DTYPES.items()}
+    dtypes = {**TRACE_DTYPES, **{name: OPTIONAL_TRACE_DTYPES[name] for name in OPTIONAL_TRACE_DTYPES
+                                 if name in schema.names}}
+    raw = {name: np.frombuffer(columns[name], dtype=dtype) for name, dtype in dtypes.items()}
     arrays = {RENAMED.get(name, name): pa.array(values) for name, values in raw.items()}
     arrays["op"] = pa.DictionaryArray.from_arrays(pa.array(raw["op"].view(np.int8)), pa.array(list(OPS)))
     arrays["latency_ns"] = pa.array((raw["complete_ns"] - raw["submit_ns"]).astype(np.int64))
@@ -148,8 +151,9 @@ class StreamedTrace:
 class TraceWriter:
     """Drains a running ``RunHandle``'s trace chunks into ``path`` on its own thread."""
 
-    def __init__(self, handle: Any, path: str | Path) -> None:
+    def __init__(self, handle: Any, path: str | Path, optional: tuple[str, ...] = ()) -> None:
         self._handle = handle
+        self._optional = optional  # optional columns the run keeps (a replay's issue lag)
         self._asked = Path(path)
         self._asked.parent.mkdir(parents=True, exist_ok=True)
         self._rows = 0
@@ -169,7 +173,7 @@ class TraceWriter:
             # already): before the run it would delay the start, and a Ctrl-C then finds nothing to keep.
             import pyarrow.parquet as pq
 
-            schema = trace_schema()
+            schema = trace_schema(self._optional)
             self._sink = _FailoverFile(self._asked)
             with pq.ParquetWriter(self._sink, schema, compression="zstd") as writer:
                 while (chunk := self._handle.next_trace_chunk()) is not None:

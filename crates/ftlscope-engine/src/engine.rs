@@ -18,6 +18,7 @@ use crate::real::{
     allowed_cpus, choose_backend, pin_current_thread, psync_workload, queue_thread, shared_clock, BackendChoice,
     RealQueue,
 };
+use crate::replay::{Replay, ReplayError};
 use crate::sim_driver::{drive, SimTarget};
 use crate::stats::{AggregateResult, Aggregator, Record, TraceChunks};
 use crate::target::{Target, TargetInfo};
@@ -126,6 +127,8 @@ pub enum EngineError {
     Options { field: &'static str, problem: String },
     #[error("setting up queue {queue}: {message}")]
     Setup { queue: u32, message: String },
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
 }
 
 /// Why a run ended.
@@ -243,13 +246,22 @@ pub struct Run {
 type AggregatorParts = (Vec<rtrb::Producer<Record>>, JoinHandle<AggregateResult>, Option<TraceChunks>);
 
 /// The aggregator thread and one record ring per queue.
-fn start_aggregator(workload: &Workload, options: &RunOptions, t0: u64, cpu: Option<usize>) -> AggregatorParts {
+fn start_aggregator(
+    workload: &Workload,
+    options: &RunOptions,
+    t0: u64,
+    cpu: Option<usize>,
+    replay: bool,
+) -> AggregatorParts {
     let ring_capacity = (workload.inflight_per_queue() as usize * 64).clamp(1 << 14, 1 << 20);
     let (producers, consumers): (Vec<_>, Vec<_>) =
         (0..workload.queues).map(|_| rtrb::RingBuffer::<Record>::new(ring_capacity)).unzip();
     let ops: Vec<Op> = Op::ALL.into_iter().filter(|&op| workload.mix.weight(op) > 0).collect();
     let mut aggregator = Aggregator::new(t0, options.window_ns, workload.queues as usize, options.trace_limit, &ops);
     let trace_chunks = options.trace_chunk_rows.map(|rows| aggregator.stream_trace(rows));
+    if replay {
+        aggregator.track_issue_lag();
+    }
     let handle = std::thread::Builder::new()
         .name("ftlscope-agg".into())
         .spawn(move || {
@@ -269,6 +281,7 @@ fn queue_contexts(
     shared: &Arc<Shared>,
     options: &RunOptions,
     lanes: u32,
+    replay: &Option<Arc<Replay>>,
 ) -> Vec<QueueContext> {
     (0..workload.queues)
         .map(|q| QueueContext {
@@ -279,6 +292,7 @@ fn queue_contexts(
             shared: Arc::clone(shared),
             on_error: options.on_error,
             io_timeout_ns: options.io_timeout_ns,
+            replay: replay.clone(),
         })
         .collect()
 }
@@ -286,7 +300,21 @@ fn queue_contexts(
 impl Run {
     /// Validate, set up every queue, and start measuring a real target. Returns once all queues run.
     pub fn start(target: Target, workload: Workload, options: RunOptions) -> Result<Run, EngineError> {
+        Run::start_replay(target, workload, options, None)
+    }
+
+    /// As [`Run::start`], with the requests taken from `replay` (a recorded trace) rather than drawn from the
+    /// workload, whose queue depth, data and options still apply.
+    pub fn start_replay(
+        target: Target,
+        workload: Workload,
+        options: RunOptions,
+        replay: Option<Arc<Replay>>,
+    ) -> Result<Run, EngineError> {
         workload.validate(target.info.size_bytes, target.info.logical_block_size)?;
+        if let Some(replay) = &replay {
+            check_replay(&workload, replay, &target.info)?;
+        }
         if workload.mix.writes() && !target.info.writable {
             return Err(EngineError::ReadOnlyTarget(target.info.path.display().to_string()));
         }
@@ -304,6 +332,16 @@ impl Run {
         let (workload, lanes, queue_depth) = if use_uring {
             let depth = workload.inflight_per_queue();
             (workload, 1, depth)
+        } else if replay.is_some() {
+            // A trace is one stream in one order: psync's thread per request in flight would replay it once per
+            // thread, so it replays one request at a time.
+            if workload.queue_depth > 1 {
+                notices.push(format!(
+                    "psync replays one request at a time: effective queue depth 1, not {}",
+                    workload.queue_depth
+                ));
+            }
+            (workload, 1, 1)
         } else {
             let plan = psync_workload(&workload);
             notices.extend(plan.notice);
@@ -333,12 +371,13 @@ impl Run {
         let t0 = clock.now();
         let file = Arc::new(target.file);
         let info = target.info.clone();
-        let (producers, aggregator, trace_chunks) = start_aggregator(&workload, &options, t0, aggregator_cpu);
+        let (producers, aggregator, trace_chunks) =
+            start_aggregator(&workload, &options, t0, aggregator_cpu, replay.is_some());
         let barrier = Arc::new(Barrier::new(queues as usize + 1));
         let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
         for (ctx, producer) in
-            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes).into_iter().zip(producers)
+            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes, &replay).into_iter().zip(producers)
         {
             let q = ctx.queue;
             let real = RealQueue {
@@ -419,19 +458,32 @@ impl Run {
         workload: Workload,
         options: RunOptions,
     ) -> Result<Run, EngineError> {
+        Run::start_sim_replay(target, workload, options, None)
+    }
+
+    /// As [`Run::start_sim`], replaying a recorded trace (see [`Run::start_replay`]).
+    pub fn start_sim_replay(
+        target: Arc<Mutex<SimTarget>>,
+        workload: Workload,
+        options: RunOptions,
+        replay: Option<Arc<Replay>>,
+    ) -> Result<Run, EngineError> {
         let (info, t0) = {
             let t = target.lock().expect("simulated device lock");
             (t.info(), t.now.ns())
         };
         options.validate()?;
         workload.validate(info.size_bytes, info.logical_block_size)?;
+        if let Some(replay) = &replay {
+            check_replay(&workload, replay, &info)?;
+        }
         // A verify run on a simulated device: the model keeps each page's last write generation as its
         // content fingerprint (see `sim_driver::SimSource`), so the read-back pass can check it.
         let mut shared = Shared::new(workload.queues);
         shared.write_record = write_record(&workload, info.size_bytes)?;
         let shared = Arc::new(shared);
-        let (producers, aggregator, trace_chunks) = start_aggregator(&workload, &options, t0, None);
-        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1);
+        let (producers, aggregator, trace_chunks) = start_aggregator(&workload, &options, t0, None, replay.is_some());
+        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1, &replay);
         let worker_shared = Arc::clone(&shared);
         let health_interval = options.health_interval_ns;
         let worker = std::thread::Builder::new()
@@ -553,7 +605,31 @@ impl Run {
     }
 }
 
-/// Run to the end.
+/// What a replay needs of the workload that carries it: one queue (a trace is one ordered stream), no pacing of
+/// its own, buffers and a mix that cover the trace's requests (the mix decides whether the target is opened for
+/// writing), and requests that fit the target.
+fn check_replay(workload: &Workload, replay: &Replay, info: &TargetInfo) -> Result<(), EngineError> {
+    let invalid = |problem: String| EngineError::Replay(ReplayError::Invalid(problem));
+    if workload.queues != 1 {
+        return Err(invalid(format!("a trace replays on one queue, not {}", workload.queues)));
+    }
+    if workload.batch.is_some() || workload.rate.limited() || workload.warmup != Default::default() {
+        return Err(invalid("the trace sets the pace: no batch, rate limit or warm-up".into()));
+    }
+    if workload.max_size() < replay.max_len() {
+        return Err(invalid(format!(
+            "the workload's largest size ({} B) is below the trace's largest request ({} B)",
+            workload.max_size(),
+            replay.max_len()
+        )));
+    }
+    if let Some(op) = Op::ALL.into_iter().find(|&op| replay.op.contains(&op) && workload.mix.weight(op) == 0) {
+        return Err(invalid(format!("the trace has {} requests, which the workload's mix leaves out", op.name())));
+    }
+    replay.validate(info.size_bytes, info.logical_block_size)?;
+    Ok(())
+}
+
 /// A verify run's write record (what each sector should hold after the run), or None for other runs.
 fn write_record(workload: &Workload, target_size: u64) -> Result<Option<WriteRecord>, EngineError> {
     if workload.data != DataPattern::Verify || !workload.mix.writes() {
@@ -569,6 +645,7 @@ fn write_record(workload: &Workload, target_size: u64) -> Result<Option<WriteRec
         .map_err(|problem| WorkloadError::Invalid { field: "data", problem }.into())
 }
 
+/// Run to the end.
 pub fn run(target: Target, workload: Workload, options: RunOptions) -> Result<RunResult, EngineError> {
     Ok(Run::start(target, workload, options)?.join())
 }

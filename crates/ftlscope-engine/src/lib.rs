@@ -13,6 +13,7 @@ pub mod health;
 pub mod pattern;
 mod queue;
 mod real;
+pub mod replay;
 pub mod sim_driver;
 pub mod stats;
 pub mod target;

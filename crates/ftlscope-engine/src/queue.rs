@@ -12,6 +12,7 @@ use crate::backend::{Backend, Event, Request};
 use crate::buffers::IoBuffers;
 use crate::engine::{OnError, QueueReport, StopReason};
 use crate::pattern::OffsetGenerator;
+use crate::replay::{Mode, Replay};
 use crate::stats::Record;
 use crate::workload::{Op, Workload};
 
@@ -92,6 +93,9 @@ pub(crate) struct QueueContext {
     pub shared: std::sync::Arc<Shared>,
     pub on_error: OnError,
     pub io_timeout_ns: u64,
+    /// A recorded trace to replay: the queue issues its requests, in order and on its timing, instead of
+    /// drawing them from the workload.
+    pub replay: Option<std::sync::Arc<Replay>>,
 }
 
 /// Requests are chosen this many ahead of being issued (same order, same choices), so that a backend can
@@ -99,12 +103,19 @@ pub(crate) struct QueueContext {
 /// on the ones before it, instead of stalling on each in turn.
 const LOOKAHEAD: usize = 4;
 
+/// A request due this soon is waited for by polling rather than by a blocking wait (`clock::wait_until` spins
+/// the same last stretch when nothing is in flight).
+const POLL_NS: u64 = 200_000;
+
 /// A request chosen but not issued yet.
 #[derive(Clone, Copy)]
 struct Planned {
     op: Op,
     size: u64,
     offset: u64,
+    /// Replays: when it is due (ns from the replay's start), and whether the trace has ended before it.
+    due_ns: u64,
+    end: bool,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -116,6 +127,8 @@ struct SlotState {
     warmup: bool,
     busy: bool,
     generation: u64,
+    /// Replays: when the request should have been submitted (its issue lag is the submission after it).
+    scheduled_ns: u64,
 }
 
 /// The state of one queue's measurement loop. Everything is allocated in `new`; `run` never allocates.
@@ -157,6 +170,11 @@ pub(crate) struct QueueLoop<'a> {
     paced_bytes: [u64; 3],
     paced_ops: [u64; 3],
     pace_wait_ns: u64,
+    /// Replays: the next request of the trace to plan; the previous issue's time and due time (closed mode
+    /// counts the next gap from it); a flush in flight that holds back what follows (closed mode).
+    replay_cursor: usize,
+    replay_last: Option<(u64, u64)>,
+    replay_barrier: bool,
 }
 
 /// The pacing direction of an operation (fio's read, write, trim), or None for flushes.
@@ -202,7 +220,7 @@ impl<'a> QueueLoop<'a> {
             op_cumulative,
             op_total: acc,
             single_op,
-            planned: [Planned { op: Op::Read, size: 0, offset: 0 }; LOOKAHEAD],
+            planned: [Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: false }; LOOKAHEAD],
             planned_head: 0,
             ops_budget: share_of(w.stop.ops, w.queues, ctx.queue),
             bytes_budget: share_of(w.stop.bytes, w.queues, ctx.queue),
@@ -223,6 +241,9 @@ impl<'a> QueueLoop<'a> {
             paced_bytes: [0; 3],
             paced_ops: [0; 3],
             pace_wait_ns: 0,
+            replay_cursor: 0,
+            replay_last: None,
+            replay_barrier: false,
         };
         for i in 0..LOOKAHEAD {
             queue_loop.planned[i] = queue_loop.choose();
@@ -233,10 +254,25 @@ impl<'a> QueueLoop<'a> {
     /// The next request of the workload: its operation, size and offset, drawn in that order.
     #[inline]
     fn choose(&mut self) -> Planned {
+        if let Some(replay) = self.ctx.replay.as_deref() {
+            let i = self.replay_cursor;
+            if i >= replay.len() {
+                return Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: true };
+            }
+            self.replay_cursor += 1;
+            let op = replay.op[i];
+            return Planned {
+                op,
+                size: replay.len[i] as u64,
+                offset: replay.offset[i],
+                due_ns: replay.due_ns[i],
+                end: false,
+            };
+        }
         let op = self.pick_op();
         let size = if op.has_range() { self.pick_size() } else { 0 };
         let offset = if op.has_range() { self.generator.next_offset(size) } else { 0 };
-        Planned { op, size, offset }
+        Planned { op, size, offset, due_ns: 0, end: false }
     }
 
     #[inline]
@@ -313,7 +349,11 @@ impl<'a> QueueLoop<'a> {
                 return false;
             }
         }
-        let Planned { op, size, offset } = self.planned[self.planned_head];
+        let Planned { op, size, offset, due_ns, end } = self.planned[self.planned_head];
+        if end {
+            self.limit_reached = true;
+            return false;
+        }
         if !warmup && self.bytes_budget > 0 && self.bytes_measured + size > self.bytes_budget {
             self.limit_reached = true;
             return false;
@@ -332,9 +372,32 @@ impl<'a> QueueLoop<'a> {
                 return false;
             }
         }
+        let mut scheduled_ns = 0;
+        if let Some(replay) = self.ctx.replay.as_deref() {
+            let due = match replay.mode {
+                Mode::Open => self.pace_anchor.get_or_insert(now).saturating_add(due_ns),
+                Mode::Closed => {
+                    // A sync point: a flush waits for everything before it, and what follows waits for it.
+                    if self.replay_barrier || (op == Op::Flush && self.inflight > 0) {
+                        return false;
+                    }
+                    self.replay_last.map_or(now, |(issued, last_due)| issued.saturating_add(due_ns - last_due))
+                }
+            };
+            if now < due {
+                self.pace_wait_ns = due - now;
+                return false;
+            }
+            // Closed mode: due once its gap has passed and a slot is free, which is now if it got this far.
+            scheduled_ns = if replay.mode == Mode::Closed { now } else { due };
+        }
         let Some(slot) = self.free.pop() else {
             return false;
         };
+        if self.ctx.replay.is_some() {
+            self.replay_last = Some((now, due_ns));
+            self.replay_barrier = op == Op::Flush && self.ctx.replay.as_deref().is_some_and(|r| r.mode == Mode::Closed);
+        }
         // Its place in the ring goes to the request LOOKAHEAD after it.
         let next = self.choose();
         self.planned[self.planned_head] = next;
@@ -351,8 +414,16 @@ impl<'a> QueueLoop<'a> {
             Op::Write => buffers.write_buffer(slot, offset, size as usize, generation),
             _ => buffers.read_buffer(slot),
         };
-        self.slots[slot as usize] =
-            SlotState { submit_ns: 0, offset, len: size as u32, op: op as u8, warmup, busy: true, generation };
+        self.slots[slot as usize] = SlotState {
+            submit_ns: 0,
+            offset,
+            len: size as u32,
+            op: op as u8,
+            warmup,
+            busy: true,
+            generation,
+            scheduled_ns,
+        };
         backend.push(slot, Request { op, offset, len: size as u32, addr });
         self.inflight += 1;
         if let Some(d) = direction(op) {
@@ -375,6 +446,9 @@ impl<'a> QueueLoop<'a> {
             Event::Completed { slot, result, at_ns } => {
                 let s = self.slots[slot as usize];
                 self.slots[slot as usize].busy = false;
+                if s.op == Op::Flush as u8 {
+                    self.replay_barrier = false;
+                }
                 let mut record = Record {
                     submit_ns: s.submit_ns,
                     complete_ns: at_ns,
@@ -388,6 +462,11 @@ impl<'a> QueueLoop<'a> {
                     // of about latency / runtime in IOPS).
                     warmup: s.warmup && self.measure_start.is_none_or(|start| at_ns < start),
                     issued_in_warmup: s.warmup,
+                    issue_lag_ns: if self.ctx.replay.is_some() {
+                        s.submit_ns.saturating_sub(s.scheduled_ns)
+                    } else {
+                        0
+                    },
                 };
                 if record.failed() {
                     self.errors += 1;
@@ -509,6 +588,8 @@ impl<'a> QueueLoop<'a> {
         let batch = self.ctx.workload.batch.is_some();
         let wait_ns = self.ctx.io_timeout_ns.clamp(1_000_000, 100_000_000);
         let mut leak = false;
+        // Whether the last poll left the clock where it was: a virtual clock, which moves only with completions.
+        let mut poll_stuck = false;
         self.begin(backend.now());
         loop {
             let held_back = self.fill(backend, buffers);
@@ -521,12 +602,18 @@ impl<'a> QueueLoop<'a> {
                     backend.idle(if batch { gap_ns } else { gap_ns.min(wait_ns) });
                     continue;
                 }
-                // Held back by the rate limit with requests in flight: wait for a completion, at most until
-                // the next request is due, so completions are still stamped as they arrive.
+                // Held back (rate limit, replay schedule) with requests in flight and the next one due within the
+                // spin range of `clock::wait_until`: poll, reaping completions (stamped as they are reaped) without
+                // blocking, because a wait in the kernel ends by a timer that may fire up to the thread's timer
+                // slack (50 us by default) late, and the next request would go that late.
+                Some(gap_ns) if gap_ns <= POLL_NS && !poll_stuck => (0, 0),
+                // Due later: wait for a completion, at most until the next request is due, so completions are
+                // still stamped as they arrive.
                 Some(gap_ns) => (1, gap_ns.min(wait_ns)),
                 None if self.inflight == 0 => break,
                 None => (if batch { self.inflight } else { 1 }, wait_ns),
             };
+            let before = backend.now();
             let result = backend.submit_and_wait(want, timeout_ns, |event| self.on_event(event));
             if let Err(e) = result {
                 self.ctx.shared.stop_with(StopReason::EngineFailure { message: format!("submission failed: {e}") });
@@ -535,6 +622,7 @@ impl<'a> QueueLoop<'a> {
                 break;
             }
             let now = backend.now();
+            poll_stuck = want == 0 && now == before;
             if let Some((age, op, offset)) = self.oldest_inflight(now) {
                 if age > self.ctx.io_timeout_ns {
                     self.ctx.shared.stop_with(StopReason::Timeout {
@@ -556,6 +644,7 @@ impl<'a> QueueLoop<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::Timing;
     use crate::stats::Aggregator;
 
     #[test]
@@ -583,6 +672,9 @@ mod tests {
         submit_cost_ns: u64,
         /// (requests submitted, min_complete) of every submit_and_wait call.
         calls: Vec<(usize, u32)>,
+        /// A clock that moves on its own, as a real one: each call that waits for nothing (a poll) takes this
+        /// long and reaps the completions due by then.
+        poll_ns: u64,
     }
 
     impl ScriptedBackend {
@@ -600,6 +692,7 @@ mod tests {
                 submit_each: false,
                 submit_cost_ns: 0,
                 calls: Vec::new(),
+                poll_ns: 0,
             }
         }
     }
@@ -633,6 +726,13 @@ mod tests {
             if self.hang {
                 self.now += timeout_ns;
                 return Ok(());
+            }
+            if min == 0 && self.poll_ns > 0 {
+                self.now += self.poll_ns;
+                while self.inflight.first().is_some_and(|r| r.2 <= self.now) {
+                    let (slot, req, _) = self.inflight.remove(0);
+                    on_event(Event::Completed { slot, result: req.len as i32, at_ns: self.now });
+                }
             }
             let mut done = 0;
             while done < min && !self.inflight.is_empty() {
@@ -670,6 +770,7 @@ mod tests {
             shared: std::sync::Arc::new(Shared::new(1)),
             on_error,
             io_timeout_ns: 5_000_000_000,
+            replay: None,
         }
     }
 
@@ -857,6 +958,98 @@ mod tests {
         // per QD at either end of the interval).
         let per_us = result.per_op["read"].iops / 1e6;
         assert!((7.6..=8.4).contains(&per_us), "{per_us} per us");
+    }
+
+    fn replay_context(qd: u32, arrivals: &[u64], ops: &[u8], timing: Timing, mode: Mode) -> QueueContext {
+        let n = arrivals.len();
+        let offsets: Vec<u64> = (0..n as u64).map(|i| i * 4096 % (1 << 20)).collect();
+        let lens: Vec<u32> = ops.iter().map(|&o| if o == Op::Flush as u8 { 0 } else { 4096 }).collect();
+        let replay = Replay::new(arrivals, ops, &offsets, &lens, timing, mode).unwrap();
+        let mut ctx = context(
+            workload(&format!(r#"{{"mix":{{"read":1,"write":1,"flush":1}},"queue_depth":{qd},"stop":{{"ops":{n}}}}}"#)),
+            OnError::Stop,
+        );
+        ctx.replay = Some(std::sync::Arc::new(replay));
+        ctx
+    }
+
+    #[test]
+    fn an_open_loop_replay_submits_each_request_at_its_recorded_time() {
+        // Arrivals 0, 0, 50 us, 51 us, 2 ms; the device answers in 10 us; QD 8 never fills.
+        let arrivals = [5_000, 5_000, 55_000, 56_000, 2_005_000];
+        let ctx = replay_context(8, &arrivals, &[0, 1, 0, 0, 1], Timing::Faithful, Mode::Open);
+        let mut backend = ScriptedBackend::new(10_000);
+        let (report, mut records) = drive(&ctx, &mut backend);
+        assert_eq!(report.completed, 5);
+        records.sort_by_key(|r| r.submit_ns);
+        let submits: Vec<u64> = records.iter().map(|r| r.submit_ns - 1_000).collect();
+        assert_eq!(submits, [0, 0, 50_000, 51_000, 2_000_000]);
+        assert!(records.iter().all(|r| r.issue_lag_ns == 0 && r.latency_ns() == 10_000));
+        let ops: Vec<u8> = records.iter().map(|r| r.op).collect();
+        assert_eq!(ops, [0, 1, 0, 0, 1], "the trace's order");
+
+        // Twice as fast: every gap halves.
+        let ctx = replay_context(8, &arrivals, &[0, 1, 0, 0, 1], Timing::Scaled(2.0), Mode::Open);
+        let (_, mut records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        records.sort_by_key(|r| r.submit_ns);
+        let submits: Vec<u64> = records.iter().map(|r| r.submit_ns - 1_000).collect();
+        assert_eq!(submits, [0, 0, 25_000, 25_500, 1_000_000]);
+    }
+
+    #[test]
+    fn an_open_loop_replay_that_finds_the_queue_full_goes_late_and_says_by_how_much() {
+        // Four requests at once at QD 2 on a device that takes 10 us: the last two wait for a slot.
+        let ctx = replay_context(2, &[0, 0, 0, 0], &[0; 4], Timing::Faithful, Mode::Open);
+        let (_, mut records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        records.sort_by_key(|r| r.submit_ns);
+        let lags: Vec<u64> = records.iter().map(|r| r.issue_lag_ns).collect();
+        assert_eq!(lags, [0, 0, 10_000, 10_000]);
+    }
+
+    #[test]
+    fn a_closed_loop_replay_at_qd_1_serialises_and_keeps_the_gaps() {
+        // Gaps of 0, 100 us, 0 after each issue; each request takes 30 us, so a request waits for the one before.
+        let ctx = replay_context(1, &[0, 0, 100_000, 100_000], &[0; 4], Timing::Faithful, Mode::Closed);
+        let (_, records) = drive(&ctx, &mut ScriptedBackend::new(30_000));
+        let submits: Vec<u64> = records.iter().map(|r| r.submit_ns - 1_000).collect();
+        assert_eq!(submits, [0, 30_000, 130_000, 160_000]);
+        assert!(records.windows(2).all(|w| w[1].submit_ns >= w[0].complete_ns), "one at a time");
+        assert!(records.iter().all(|r| r.issue_lag_ns == 0), "waiting for the slot is the rule, not lag");
+
+        // As fast as possible at QD 2: two in flight at every instant, back to back.
+        let ctx = replay_context(2, &[0, 7, 9, 500, 900, 1000], &[0; 6], Timing::Afap, Mode::Closed);
+        let (_, records) = drive(&ctx, &mut ScriptedBackend::new(30_000));
+        let submits: Vec<u64> = records.iter().map(|r| r.submit_ns - 1_000).collect();
+        assert_eq!(submits, [0, 0, 30_000, 30_000, 60_000, 60_000]);
+    }
+
+    #[test]
+    fn a_request_due_soon_is_waited_for_by_polling_so_it_goes_on_time() {
+        // Requests every 50 us, each taking 80 us: one is always in flight when the next is due. On a clock that
+        // moves by itself (1 us per poll) the loop polls rather than blocks, so each goes within a poll of its
+        // time, and completions are reaped within a poll of theirs.
+        let arrivals: Vec<u64> = (0..20).map(|i| i * 50_000).collect();
+        let ctx = replay_context(8, &arrivals, &[0; 20], Timing::Faithful, Mode::Open);
+        let mut backend = ScriptedBackend::new(80_000);
+        backend.poll_ns = 1_000;
+        let (_, mut records) = drive(&ctx, &mut backend);
+        records.sort_by_key(|r| r.submit_ns);
+        assert!(backend.calls.iter().any(|&(_, min)| min == 0), "it polled");
+        for (k, r) in records.iter().enumerate() {
+            assert!(r.submit_ns - 1_000 - k as u64 * 50_000 <= 1_000, "request {k} went late: {}", r.submit_ns);
+            assert!((80_000..=81_000).contains(&r.latency_ns()), "request {k}: {}", r.latency_ns());
+            assert!(r.issue_lag_ns <= 1_000);
+        }
+    }
+
+    #[test]
+    fn a_closed_loop_flush_waits_for_what_came_before_and_holds_back_what_follows() {
+        // read, read, flush, read at QD 4, all at once: the flush goes when both reads are done, the last read
+        // when the flush is.
+        let ctx = replay_context(4, &[0; 4], &[0, 0, Op::Flush as u8, 0], Timing::Afap, Mode::Closed);
+        let (_, records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        let submits: Vec<(u8, u64)> = records.iter().map(|r| (r.op, r.submit_ns - 1_000)).collect();
+        assert_eq!(submits, [(0, 0), (0, 0), (4, 10_000), (0, 20_000)]);
     }
 
     #[test]

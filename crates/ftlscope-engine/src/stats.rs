@@ -39,6 +39,8 @@ pub struct Record {
     /// Issued during warm-up but completed after it: counted (as fio counts every completion after its
     /// ramp), but its submit time does not open the measured interval, which starts when warm-up ends.
     pub issued_in_warmup: bool,
+    /// Replays: how much later than its schedule the request was submitted (0 otherwise).
+    pub issue_lag_ns: u64,
 }
 
 impl Record {
@@ -223,12 +225,16 @@ pub struct WindowRow {
 /// The per-request trace's columns, one line each: name, element type, and the value taken from a record `rec`
 /// of a run that started at `t0`. `Trace` (the columns), its `push` and its `columns()` (what the Python side
 /// and the streaming writer read, generically) all come from this list, so a new column is one line here.
+/// Columns after `optional` are kept only by runs that ask for them (a replay's issue lag): otherwise they
+/// stay empty and `columns()` leaves them out.
 macro_rules! trace_columns {
-    (|$rec:ident, $t0:ident| { $($name:ident: $ty:ty = $value:expr;)* }) => {
+    (|$rec:ident, $t0:ident| { $($name:ident: $ty:ty = $value:expr;)* }
+     optional { $($opt:ident: $oty:ty = $ovalue:expr;)* }) => {
         /// The per-request trace, column by column (so it converts to Parquet without a copy per row).
         #[derive(Clone, Debug, Default)]
         pub struct Trace {
             $(pub $name: Vec<$ty>,)*
+            $(pub $opt: Vec<$oty>,)*
             /// Records dropped because the trace reached its limit.
             pub dropped: u64,
         }
@@ -236,22 +242,32 @@ macro_rules! trace_columns {
         impl Trace {
             /// An empty trace with room for `rows` records in every column (a reusable streaming chunk).
             pub fn with_capacity(rows: usize) -> Trace {
-                Trace { $($name: Vec::with_capacity(rows),)* dropped: 0 }
+                Trace { $($name: Vec::with_capacity(rows),)* $($opt: Vec::new(),)* dropped: 0 }
             }
 
-            fn push(&mut self, $rec: &Record, $t0: u64) {
+            /// Add a record; `optional`: the optional columns too.
+            fn push(&mut self, $rec: &Record, $t0: u64, optional: bool) {
                 $(self.$name.push($value);)*
+                if optional {
+                    $(self.$opt.push($ovalue);)*
+                }
             }
 
             /// Empty every column, keeping its memory (a chunk goes back to be filled again).
             pub fn clear(&mut self) {
                 $(self.$name.clear();)*
+                $(self.$opt.clear();)*
                 self.dropped = 0;
             }
 
-            /// Every column as (name, raw little-endian bytes), in the order above.
+            /// Every column as (name, raw little-endian bytes), in the order above; optional columns only
+            /// where they were kept.
             pub fn columns(&self) -> Vec<(&'static str, &[u8])> {
-                vec![$((stringify!($name), column_bytes(&self.$name)),)*]
+                let mut all = vec![$((stringify!($name), column_bytes(&self.$name)),)*];
+                $(if !self.$opt.is_empty() {
+                    all.push((stringify!($opt), column_bytes(&self.$opt)));
+                })*
+                all
             }
         }
     };
@@ -266,6 +282,9 @@ trace_columns!(|rec, t0| {
     complete_ns: u64 = rec.complete_ns.saturating_sub(t0);
     status: i32 = rec.result;
     warmup: bool = rec.warmup;
+} optional {
+    // a replay's: how late each request was submitted against its schedule
+    issue_lag_ns: u64 = rec.issue_lag_ns;
 });
 
 /// The column types a trace holds: plain integers and bools, whose memory is their value.
@@ -335,12 +354,12 @@ impl TraceStream {
         (stream, TraceChunks { full: full_rx, empty: empty_tx })
     }
 
-    fn push(&mut self, rec: &Record, t0: u64) {
+    fn push(&mut self, rec: &Record, t0: u64, optional: bool) {
         if self.closed {
             self.dropped += 1;
             return;
         }
-        self.filling.push(rec, t0);
+        self.filling.push(rec, t0, optional);
         if self.filling.len() >= self.rows {
             self.hand_over();
         }
@@ -416,6 +435,8 @@ pub struct Aggregator {
     first_submit: Option<u64>,
     last_complete: u64,
     warmup_ops: u64,
+    /// Replays: the issue lag of every measured request.
+    issue_lag: Option<Accumulator>,
 }
 
 const KEPT_ERRORS: usize = 1000;
@@ -446,6 +467,7 @@ impl Aggregator {
             first_submit: None,
             last_complete: 0,
             warmup_ops: 0,
+            issue_lag: None,
         }
     }
 
@@ -457,16 +479,21 @@ impl Aggregator {
         chunks
     }
 
+    /// Keep each request's issue lag (a replay's): its figures in the result, and a trace column.
+    pub fn track_issue_lag(&mut self) {
+        self.issue_lag = Some(Accumulator::new(3));
+    }
+
     pub fn add(&mut self, rec: &Record) {
         if let Some(trace) = &mut self.trace {
             if trace.len() < self.trace_limit {
-                trace.push(rec, self.t0);
+                trace.push(rec, self.t0, self.issue_lag.is_some());
             } else {
                 trace.dropped += 1;
             }
         }
         if let Some(stream) = &mut self.stream {
-            stream.push(rec, self.t0);
+            stream.push(rec, self.t0, self.issue_lag.is_some());
         }
         let q = rec.queue as usize;
         if q < self.watermarks.len() {
@@ -475,6 +502,10 @@ impl Aggregator {
         if rec.warmup {
             self.warmup_ops += 1;
             return;
+        }
+        if let Some(lag) = &mut self.issue_lag {
+            // Every issued request counts, a failed one too: it was late or not regardless of its outcome.
+            lag.add(rec.issue_lag_ns, 0, false);
         }
         let failed = rec.failed();
         if failed {
@@ -592,6 +623,7 @@ impl Aggregator {
             measured_ns: duration_ns,
             warmup_ops: self.warmup_ops,
             first_submit_ns: self.first_submit.map(|f| f.saturating_sub(self.t0)),
+            issue_lag_ns: self.issue_lag.as_ref().map(|acc| acc.summary(0).lat_ns),
         }
     }
 }
@@ -608,6 +640,8 @@ pub struct AggregateResult {
     pub measured_ns: u64,
     pub warmup_ops: u64,
     pub first_submit_ns: Option<u64>,
+    /// Replays: how late requests were submitted against their schedule (ns).
+    pub issue_lag_ns: Option<LatencyFigures>,
 }
 
 impl AggregateResult {
@@ -638,6 +672,7 @@ mod tests {
             queue,
             warmup: false,
             issued_in_warmup: false,
+            issue_lag_ns: 0,
         }
     }
 
@@ -801,12 +836,30 @@ mod tests {
     #[test]
     fn trace_columns_are_named_in_order_with_their_bytes() {
         let mut trace = Trace::with_capacity(2);
-        trace.push(&rec(Op::Read, 7, 5, 1), 2);
+        trace.push(&rec(Op::Read, 7, 5, 1), 2, false);
         let columns = trace.columns();
         let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
         assert_eq!(names, ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "status", "warmup"]);
         assert_eq!(columns[4].1, 5u64.to_le_bytes());
         assert_eq!(columns[3].1, 1u16.to_le_bytes());
+    }
+
+    #[test]
+    fn issue_lag_is_summarised_and_traced_only_when_tracked() {
+        let mut agg = Aggregator::new(0, 1000, 1, Some(10), &[]);
+        agg.track_issue_lag();
+        for lag in [0, 10, 10, 500] {
+            agg.add(&Record { issue_lag_ns: lag, ..rec(Op::Read, 100, 5, 0) });
+        }
+        let result = agg.finish();
+        let lag = result.issue_lag_ns.unwrap();
+        assert_eq!((lag.min, lag.p50, lag.max), (0, 10, 500));
+        assert_eq!(result.trace.unwrap().issue_lag_ns, vec![0, 10, 10, 500]);
+        let mut plain = Aggregator::new(0, 1000, 1, Some(10), &[]);
+        plain.add(&rec(Op::Read, 100, 5, 0));
+        let result = plain.finish();
+        assert!(result.issue_lag_ns.is_none());
+        assert!(result.trace.unwrap().issue_lag_ns.is_empty());
     }
 
     #[test]

@@ -102,3 +102,39 @@ fn the_measurement_loop_does_not_allocate() {
         }
     }
 }
+
+#[test]
+fn a_replay_does_not_allocate_in_the_loop_either() {
+    use ftlscope_engine::engine::Run;
+    use ftlscope_engine::replay::{Mode, Replay, Timing};
+    use std::sync::Arc;
+
+    let (_dir, path) = scratch_file(8 << 20);
+    let n = 4000u64;
+    let arrivals: Vec<u64> = (0..n).map(|i| i * 20_000).collect();
+    let ops: Vec<u8> = (0..n).map(|i| [0u8, 1, 0, 4][(i % 4) as usize]).collect();
+    let offsets: Vec<u64> = (0..n).map(|i| i * 4096 % (8 << 20)).collect();
+    let lens: Vec<u32> = ops.iter().map(|&o| if o == 4 { 0 } else { 4096 }).collect();
+    for (timing, mode) in [(Timing::Scaled(4.0), Mode::Open), (Timing::Afap, Mode::Closed)] {
+        for engine in [EngineChoice::Uring, EngineChoice::Psync] {
+            if engine == EngineChoice::Uring && ftlscope_engine::backend::uring::available().is_err() {
+                continue;
+            }
+            let replay = Arc::new(Replay::new(&arrivals, &ops, &offsets, &lens, timing, mode).unwrap());
+            let workload = Workload::from_json(
+                r#"{"mix":{"read":1,"write":1,"flush":1},"queue_depth":8,"stop":{"ops":4000},"data":"lba_stamped"}"#,
+            )
+            .unwrap();
+            let target = Target::open(&path, true, true).unwrap();
+            let options =
+                RunOptions { engine, trace_limit: Some(1 << 20), health_interval_ns: 0, ..RunOptions::default() };
+            let before = HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed);
+            let result = Run::start_replay(target, workload, options, Some(replay)).unwrap().join();
+            let total: u64 = result.stats.per_op.values().map(|s| s.ops).sum();
+            assert_eq!(total, n, "{timing:?} {mode:?} on {engine:?}");
+            assert_eq!(result.stats.trace.as_ref().unwrap().issue_lag_ns.len(), n as usize);
+            let allocations = HOT_LOOP_ALLOCATIONS.load(Ordering::Relaxed) - before;
+            assert_eq!(allocations, 0, "{timing:?} {mode:?} on {engine:?} allocated {allocations} times");
+        }
+    }
+}

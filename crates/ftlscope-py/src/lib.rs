@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
 use ftlscope_engine::health::open_health_source;
+use ftlscope_engine::replay::{Mode, Replay, Timing};
 use ftlscope_engine::stats::{Trace, TraceChunks};
 use ftlscope_engine::target::{Target, TargetError};
 use ftlscope_engine::workload::Workload;
@@ -30,7 +31,9 @@ fn target_err(e: TargetError) -> PyErr {
 
 fn engine_err(e: EngineError) -> PyErr {
     match &e {
-        EngineError::Workload(_) | EngineError::Options { .. } => WorkloadInvalid::new_err(e.to_string()),
+        EngineError::Workload(_) | EngineError::Options { .. } | EngineError::Replay(_) => {
+            WorkloadInvalid::new_err(e.to_string())
+        }
         _ => PyRuntimeError::new_err(e.to_string()),
     }
 }
@@ -229,7 +232,57 @@ fn summary_json(result: &RunResult) -> Value {
     for (op, s) in &result.stats.per_op {
         summary[*op] = serde_json::to_value(s).expect("summary serialises");
     }
+    if let Some(lag) = &result.stats.issue_lag_ns {
+        summary["run"]["issue_lag_ns"] = serde_json::to_value(lag).expect("summary serialises");
+    }
     summary
+}
+
+/// Little-endian column bytes as values (numpy's `tobytes()` on this machine's byte order).
+fn column<T, const N: usize>(name: &str, bytes: &[u8], from: fn([u8; N]) -> T) -> PyResult<Vec<T>> {
+    if !bytes.len().is_multiple_of(N) {
+        return Err(PyValueError::new_err(format!(
+            "replay column {name}: {} bytes is not a whole number of values",
+            bytes.len()
+        )));
+    }
+    Ok(bytes.chunks_exact(N).map(|c| from(c.try_into().expect("N bytes"))).collect())
+}
+
+/// A trace to replay from its columns: arrival times (u64 ns), operations (u8 indices of ftlscope's
+/// operations), offsets (u64), lengths (u32); `timing` "faithful", "afap" or "scaled:F"; `mode` "open" or
+/// "closed".
+fn replay_from_columns(
+    arrival: &[u8],
+    op: &[u8],
+    offset: &[u8],
+    size: &[u8],
+    timing: &str,
+    mode: &str,
+) -> PyResult<Arc<Replay>> {
+    let timing = match timing {
+        "faithful" => Timing::Faithful,
+        "afap" => Timing::Afap,
+        other => match other.strip_prefix("scaled:").map(str::parse::<f64>) {
+            Some(Ok(factor)) => Timing::Scaled(factor),
+            _ => {
+                return Err(WorkloadInvalid::new_err(format!(
+                    "replay timing `{other}`: use faithful, afap or scaled:F"
+                )))
+            }
+        },
+    };
+    let mode = match mode {
+        "open" => Mode::Open,
+        "closed" => Mode::Closed,
+        other => return Err(WorkloadInvalid::new_err(format!("replay mode `{other}`: use open or closed"))),
+    };
+    let arrival = column("arrival", arrival, u64::from_le_bytes)?;
+    let offset = column("offset", offset, u64::from_le_bytes)?;
+    let size = column("size", size, u32::from_le_bytes)?;
+    Replay::new(&arrival, op, &offset, &size, timing, mode)
+        .map(Arc::new)
+        .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
 }
 
 fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyBytes> {
@@ -276,6 +329,61 @@ impl RunHandle {
             serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
         let target = Arc::clone(&device.target);
         let run = py.allow_threads(|| Run::start_sim(target, workload, options)).map_err(engine_err)?;
+        Ok(RunHandle::started(run))
+    }
+
+    /// Replay a trace on `path`: the columns as bytes (see `replay_from_columns`); the workload gives the queue
+    /// depth, the data written and the mix (which operations the trace holds).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, workload_json, options_json, writable, direct, arrival, op, offset, size, timing, mode))]
+    fn replay(
+        py: Python<'_>,
+        path: &str,
+        workload_json: &str,
+        options_json: &str,
+        writable: bool,
+        direct: bool,
+        arrival: &[u8],
+        op: &[u8],
+        offset: &[u8],
+        size: &[u8],
+        timing: &str,
+        mode: &str,
+    ) -> PyResult<Self> {
+        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        let options: RunOptions =
+            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
+        let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
+        let run =
+            py.allow_threads(|| Run::start_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
+        Ok(RunHandle::started(run))
+    }
+
+    /// Replay a trace on a simulated device (see `replay`).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (device, workload_json, options_json, arrival, op, offset, size, timing, mode))]
+    fn sim_replay(
+        py: Python<'_>,
+        device: &SimDevice,
+        workload_json: &str,
+        options_json: &str,
+        arrival: &[u8],
+        op: &[u8],
+        offset: &[u8],
+        size: &[u8],
+        timing: &str,
+        mode: &str,
+    ) -> PyResult<Self> {
+        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        let options: RunOptions =
+            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
+        let target = Arc::clone(&device.target);
+        let run =
+            py.allow_threads(|| Run::start_sim_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
         Ok(RunHandle::started(run))
     }
 

@@ -1,0 +1,362 @@
+"""`ftlscope replay TARGET TRACE`: a recorded block trace, replayed through the engine on any target.
+
+The trace is read by :func:`ftlscope.traces.read_trace` (every supported format) and handed to the engine as
+columns (arrival time, operation, offset, length), so the replay itself runs in Rust, in the same loop and with
+the same per-request timing as ``ftlscope run``; its outputs are run's (``--json``, ``--trace``, ``--windows``)
+plus each request's issue lag: how much later than its schedule it was submitted.
+
+Timing: ``faithful`` issues each request at its recorded time, ``scaled:F`` divides the recorded times by F,
+``afap`` issues as fast as ``--qd`` allows. Mode: ``open`` (the default for faithful and scaled) holds each
+request to its due time whatever is in flight, so an overloaded replay shows as issue lag; ``closed`` (afap's
+only mode) keeps the recorded gap after the previous request's issue, waits for a free slot, and treats a flush
+as a sync point (it waits for what came before; what follows waits for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .traces.names import FORMATS
+
+MAX_QD = 65536
+# Offsets are int64 while the trace is prepared: a shift stays well inside, so no sum can overflow.
+MAX_SHIFT = 1 << 62
+# The engine adds due times to clock readings, and keeps them below 2^62 ns (146 years) too.
+MAX_SPAN_NS = 1 << 62
+
+
+def add_replay_parser(sub: Any) -> None:
+    from .cli import _add_run_flags
+
+    p = sub.add_parser("replay", help="replay a block trace (any format 'trace info' reads) on a target, timed "
+                                      "request by request as 'run'")
+    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
+    p.add_argument("trace", help="trace file: ftlscope Parquet (run --trace, capture), blkparse text, MSR "
+                                 "Cambridge CSV, Alibaba CSV, fio iolog v2/v3, SNIA/UMass SPC CSV")
+    g = p.add_argument_group("replay")
+    g.add_argument("--format", choices=FORMATS, help="the trace's format (default: sniffed from its start)")
+    g.add_argument("--sort", action="store_true",
+                   help="order the requests by arrival time (for a trace whose timestamps go backwards); "
+                        "ftlscope's own run traces, written in completion order, are ordered by submission anyway")
+    g.add_argument("--timing", default="faithful",
+                   help="faithful (each request at its recorded time; default), scaled:F (recorded times / F, "
+                        "e.g. scaled:2 twice as fast), afap (as fast as --qd allows)")
+    g.add_argument("--mode", choices=("open", "closed"),
+                   help="open: each request is due at its recorded time whatever is in flight (default for "
+                        "faithful and scaled); closed: due its recorded gap after the previous issue, with a free "
+                        "slot, flushes as sync points (afap is always closed)")
+    g.add_argument("--qd", type=int, default=32,
+                   help="requests in flight at most (default 32); an open-loop request that finds them all busy "
+                        "goes late, and its issue lag says so")
+    g.add_argument("--reads-only", action="store_true",
+                   help="leave out everything but reads (a trace with writes then needs no --destructive)")
+    g.add_argument("--offset-shift", default="0", metavar="B",
+                   help="add B bytes to every offset (negative moves down), before the bounds check")
+    g.add_argument("--wrap", action="store_true",
+                   help="fold offsets beyond the target into it (modulo its size; a request that would then cross "
+                        "the end starts at byte 0) instead of refusing the trace")
+    g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
+    g.add_argument("--size", help="for a regular file that does not exist: create it this large")
+    g.add_argument("--no-precondition", action="store_true",
+                   help="on a simulated drive, read as it is: by default a trace with reads first has the range "
+                        "it touches written once, since never-written pages are answered without touching flash")
+    _add_run_flags(p)
+    o = p.add_argument_group("output (as run)")
+    o.add_argument("--json", help="write the summary JSON here (run's shape, plus 'replay' and run.issue_lag_ns)")
+    o.add_argument("--trace", dest="trace_out", metavar="FILE",
+                   help="write the per-request trace (Parquet) here, with an issue_lag_ns column")
+    o.add_argument("--windows", help="write the time-window table (CSV) here")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--show-serial", action="store_true",
+                   help="write the drive's serial number as it is (default: a hash)")
+    p.set_defaults(func=cmd_replay)
+
+
+def parse_timing(text: str) -> str:
+    """``faithful``, ``afap`` or ``scaled:F`` with F a positive number, as the engine takes it."""
+    if text in ("faithful", "afap"):
+        return text
+    if text.startswith("scaled:"):
+        try:
+            factor = float(text.removeprefix("scaled:"))
+        except ValueError:
+            factor = float("nan")
+        if factor > 0 and factor != float("inf"):
+            return f"scaled:{factor!r}"
+    raise UsageError(f"--timing: '{text}' is not a timing; use faithful, afap or scaled:F with F above 0 "
+                     "(e.g. scaled:2 replays twice as fast)")
+
+
+def parse_shift(text: str) -> int:
+    """``--offset-shift``: bytes, with fio's size units, negative to move down (``-4k``)."""
+    from .units import parse_fio_size
+
+    text = text.strip()
+    negative = text.startswith("-")
+    value = parse_fio_size(text.removeprefix("-"), "--offset-shift", maximum=MAX_SHIFT)
+    return -value if negative else value
+
+
+def replay_mode(timing: str, mode: str | None) -> str:
+    if timing == "afap":
+        if mode == "open":
+            raise UsageError("--mode open: afap issues each request as soon as a slot is free, which is a closed "
+                             "loop; use --timing faithful or scaled:F for an open-loop replay")
+        return "closed"
+    return mode or "open"
+
+
+def _target_geometry(target: str, size: int | None, direct: bool, device: Any) -> tuple[int, int]:
+    """(size in bytes, I/O alignment) of the target, found without writing anything (a file still to be created
+    is taken as 512 B aligned under O_DIRECT; the engine checks the exact alignment before the first request)."""
+    import json
+    import stat
+
+    from . import _native
+    from .errors import TargetError
+    from .runner import stat_target
+
+    if device is not None:
+        info = device.info
+        return info["size_bytes"], info["logical_block_size"]
+    st = stat_target(target)
+    if st is None:
+        if size is None:
+            raise UsageError(f"--size: {target} does not exist; give --size to create it (e.g. --size 1GiB)")
+        return size, 512 if direct else 1
+    if not (stat.S_ISBLK(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        raise TargetError(f"{target} is neither a block device nor a regular file")
+    try:
+        info = json.loads(_native.target_info(target, False, direct))
+    except _native.TargetOpenError as exc:
+        raise TargetError(str(exc)) from None
+    grown = size if size is not None and stat.S_ISREG(st.st_mode) else info["size_bytes"]
+    return grown, info["logical_block_size"]
+
+
+def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_size: int, alignment: int,
+             flag_target: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The trace's requests as the engine's columns, and what was done to them (left out, shifted, folded).
+    Refuses (UsageError) requests beyond the target unless ``wrap``, and requests not aligned to the target."""
+    import numpy as np
+
+    from .workload import OPS
+
+    op = frame["op"].cat.codes.to_numpy().astype(np.uint8)
+    offset = frame["offset_bytes"].to_numpy().astype(np.int64)
+    size = frame["size"].to_numpy().astype(np.int64)
+    arrival = frame["submit_ns"].to_numpy().astype(np.uint64)
+    ranged = op != OPS.index("flush")
+    keep = np.ones(len(op), dtype=bool)
+    left_out: dict[str, int] = {}
+    if reads_only:
+        keep &= op == OPS.index("read")
+        for code, name in enumerate(OPS):
+            n = int(((op == code) & ~keep).sum())
+            if n:
+                left_out[f"{name} (--reads-only)"] = n
+    # A read or write of 0 bytes moves nothing: the engine has no such request (a flush's 0 is its nature).
+    empty = keep & ranged & (size == 0)
+    if empty.any():
+        left_out["zero-length requests"] = int(empty.sum())
+        keep &= ~empty
+    if not keep.any():
+        raise UsageError(f"{flag_target}: nothing to replay: every request of the trace was left out "
+                         f"({', '.join(f'{v:,} {k}' for k, v in left_out.items())})")
+    kept = None
+    if not keep.all():  # (copies of the columns only when something is left out)
+        kept = np.flatnonzero(keep)
+        op, offset, size, arrival, ranged = op[keep], offset[keep], size[keep], arrival[keep], ranged[keep]
+
+    def number(i: int) -> int:
+        """Request i's number in the trace as read (1-based), whatever was left out before it."""
+        return int(kept[i]) + 1 if kept is not None else i + 1
+
+    offset = np.where(ranged, offset + offset_shift, 0)
+    size = np.where(ranged, size, 0)  # a flush moves no data, whatever length a trace gives it
+    if (offset < 0).any():
+        i = int(np.argmax(offset < 0))
+        raise UsageError(f"--offset-shift: {offset_shift} moves request {number(i)} below byte 0 ({offset[i]}); give a "
+                         "smaller shift")
+    if (size > target_size).any():
+        i = int(np.argmax(size > target_size))
+        raise UsageError(f"{flag_target}: request {number(i)} is {size[i]:,} B, larger than the {target_size:,} B "
+                         "target; replay it on a larger target")
+    beyond = ranged & (offset + size > target_size)
+    folded = 0
+    if beyond.any():
+        if not wrap:
+            i = int(np.argmax(beyond))
+            raise UsageError(f"{flag_target}: request {number(i)} ends at byte {offset[i] + size[i]:,}, beyond the "
+                             f"{target_size:,} B target ({int(beyond.sum()):,} requests do); pass --wrap to fold "
+                             "offsets into the target, or --offset-shift to move them")
+        folded = int(beyond.sum())
+        offset = np.where(beyond, offset % target_size, offset)
+        offset = np.where(ranged & (offset + size > target_size), 0, offset)
+    if alignment > 1:
+        bad = ranged & ((offset % alignment != 0) | (size % alignment != 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise UsageError(f"{flag_target}: request {number(i)} ({size[i]:,} B at byte {offset[i]:,}) is not aligned "
+                             f"to the target's {alignment} B block size (O_DIRECT); pass --buffered for a file")
+    columns = {
+        "arrival": arrival.astype("<u8").tobytes(), "op": op.tobytes(), "offset": offset.astype("<u8").tobytes(),
+        "size": size.astype("<u4").tobytes(),
+    }
+    notes = {"left_out": left_out, "wrapped": folded, "requests": int(len(op)),
+             "ops": {name: int((op == code).sum()) for code, name in enumerate(OPS) if (op == code).any()},
+             "max_size": int(size.max()), "extent": _extent(offset[ranged], size[ranged]),
+             "span_ns": int(arrival[-1] - arrival[0])}
+    return columns, notes
+
+
+def _extent(offset, size) -> tuple[int, int]:
+    if len(offset) == 0:
+        return 0, 0
+    start = int(offset.min()) // 4096 * 4096
+    return start, -(-int((offset + size).max()) // 4096) * 4096
+
+
+def replay_workload(notes: dict[str, Any], *, qd: int, data: str, target_size: int):
+    """The workload that carries a replay: its mix (which operations the trace has: the engine opens the target
+    for writing and the safety checks apply by it), a buffer size for the largest request, the queue depth, and
+    the range the trace touches (what a simulated drive's preconditioning writes)."""
+    from .workload import Workload
+
+    start, end = notes["extent"]
+    block = max(4096, -(-notes["max_size"] // 4096) * 4096)
+    rng = {"start": start, "length": min(end, target_size) - start} if end > start else {"start": 0, "length": 0}
+    return Workload(mix=dict.fromkeys(notes["ops"], 1), sizes=[block], pattern={"kind": "sequential"},
+                    range=rng, queue_depth=qd, queues=1, stop={"ops": notes["requests"]},
+                    data="lba_stamped" if data == "lba" else data)
+
+
+def replay_title(summary: dict[str, Any], target: str) -> str:
+    from .cli import _precondition_text
+
+    r, run_info = summary["replay"], summary["run"]
+    label = " (SYNTHETIC: generated, not captured)" if r["synthetic"] else ""
+    return (f"{target} — replay of {r['trace']}{label}: {r['requests']:,} requests, {r['timing']}, {r['mode']} loop, "
+            f"QD {r['queue_depth']}, {summary['env']['engine']['backend']}, {run_info['measured_ns'] / 1e9:.3g} s "
+            f"measured{_precondition_text(run_info)}")
+
+
+def _read(args: argparse.Namespace):
+    from .traces import read_trace, sniff
+
+    fmt = args.format
+    sort = args.sort
+    path = Path(args.trace)
+    if path.is_file() and (fmt or sniff(path)) == "parquet" and not sort:
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(path).names
+        except Exception:  # noqa: BLE001 - the reader itself words a damaged file's error
+            names = []
+        # ftlscope's own run traces are written in completion order: replay orders them by submission.
+        sort = {"queue", "status"} <= set(names)
+    return read_trace(path, fmt, sort=sort)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    from .cli_checks import ROOM_DIRECTORY, _check_force, check_output_file
+
+    _check_force(args)
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.windows:
+        check_output_file(args.windows, "--windows")
+    if args.trace_out:
+        check_output_file(args.trace_out, "--trace", ROOM_DIRECTORY)
+
+
+def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
+           reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
+           trace_name: str = "TRACE", notify: Any = None, **run_kwargs: Any):
+    """Replay a trace table (:func:`ftlscope.traces.read_trace`'s) on ``target`` (a path, ``sim:PRESET`` or a
+    :class:`SimDevice`) and return run's :class:`RunResult`, with ``summary["replay"]`` and the issue lag in
+    ``summary["run"]["issue_lag_ns"]``. ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size,
+    precondition, trace, progress, ...); ``notify(text)`` hears what was left out or folded."""
+    from .runner import run
+    from .sim import SimDevice
+
+    timing = parse_timing(timing)
+    mode = replay_mode(timing, mode)
+    if not 1 <= qd <= MAX_QD:
+        raise UsageError(f"--qd: {qd} is out of range; give 1 to {MAX_QD}")
+    device = target if isinstance(target, SimDevice) else None
+    if device is None and target.startswith("sim:"):
+        device = SimDevice.open(target)
+    size = run_kwargs.get("size")
+    target_size, alignment = _target_geometry(target, size, run_kwargs.get("direct", True), device)
+    columns, notes = requests(frame, reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
+                              target_size=target_size, alignment=alignment, flag_target=trace_name)
+    factor = float(timing.removeprefix("scaled:")) if timing.startswith("scaled:") else 1.0
+    if timing != "afap" and notes["span_ns"] / factor >= MAX_SPAN_NS:
+        # The engine refuses it too, but only once it starts: a file target would have been created by then.
+        raise UsageError(f"--timing {timing}: the replay would last {notes['span_ns'] / factor / 1e9:.3e} s; give "
+                         "scaled:F with a larger F")
+    workload = replay_workload(notes, qd=qd, data=data, target_size=target_size)
+    for what, n in notes["left_out"].items():
+        if notify:
+            notify(f"left out {n:,} {what}")
+    if notes["wrapped"] and notify:
+        notify(f"folded {notes['wrapped']:,} requests beyond the target into it (--wrap)")
+    result = run(device or target, workload, label="replaying", replay={**columns, "timing": timing, "mode": mode},
+                 **run_kwargs)
+    meta = frame.attrs.get("ftlscope", {})
+    result.summary["replay"] = {
+        "trace": trace_name, "format": meta.get("format"), "synthetic": bool(meta.get("synthetic")),
+        "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": len(frame),
+        "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
+        "offset_shift": offset_shift, "trace_span_ns": int(frame["submit_ns"].iloc[-1]),
+        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"),
+    }
+    return result
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .cli import _run_kwargs, console, err_console, summary_tables
+    from .runner import check_outcome
+    from .units import format_ns
+
+    # The flags first: a wrong one is refused before the trace is read.
+    replay_mode(parse_timing(args.timing), args.mode)
+    if not 1 <= args.qd <= MAX_QD:
+        raise UsageError(f"--qd: {args.qd} is out of range; give 1 to {MAX_QD}")
+    if args.data == "verify":
+        raise UsageError("--data verify: a replay reads nothing back to check; use zeros, ones, 0xaa, lba or random "
+                         "(run --verify checks a target)")
+    shift = parse_shift(args.offset_shift)
+    _check_outputs(args)
+    frame = _read(args)
+    result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,
+                    offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
+                    notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
+                    trace_file=args.trace_out, progress=not args.quiet, precondition=not args.no_precondition,
+                    show_serial=args.show_serial, **_run_kwargs(args))
+    for notice in result.notices:
+        err_console.print(f"[dim]ftlscope: {notice}[/dim]")
+    from .cli_checks import save_run_outputs
+
+    saved = save_run_outputs(result, json=args.json, trace=args.trace_out, windows=args.windows)
+    for table in summary_tables(result.summary, replay_title(result.summary, args.target), console.width):
+        console.print(table)
+    lag = result.summary["run"].get("issue_lag_ns") or {}
+    if lag:
+        console.print(f"issue lag: p50 {format_ns(lag['p50'])}, p99 {format_ns(lag['p99'])}, "
+                      f"max {format_ns(lag['max'])}")
+    if saved:
+        err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
+    if result.stop_reason == "interrupted":
+        from . import stopping
+
+        err_console.print(f"ftlscope: {stopping.what_stopped()}; the results above cover what was measured "
+                          "before it")
+        return stopping.exit_code()
+    check_outcome(result)
+    return 0
