@@ -120,3 +120,17 @@ def test_p7_sees_no_read_buffer_on_a_medium_noisy_drive():
     result = validate(["consumer-tlc-hmb"], properties="P7", noise="medium")
     p7 = result.rows.set_index("property").loc["P7"]
     assert p7["answer"] == "none" and p7["match"]
+
+
+def test_p2_one_latency_level_as_wide_as_page_type_gaps_is_not_a_confident_slc():
+    # Before: at harsh noise (30 % NAND spread) TLC's three levels merged into one and P2 answered "SLC L" at
+    # confidence 0.999 (the share of pages on the level) on consumer-tlc-hmb, pm981-256g and kelpie-t480g-s.
+    import numpy as np
+
+    from ftlscope.probes import _layout_analysis as la
+
+    rng = np.random.default_rng(3)
+    blurred = 70.0 * rng.lognormal(0.0, 0.3, 5000)
+    assert la.one_level_sharpness(blurred) < 0.1
+    assert la.one_level_sharpness(np.full(500, 40.0)) == 1.0
+    assert la.latency_levels(np.full(500, 40.0))[0].confidence == 1.0

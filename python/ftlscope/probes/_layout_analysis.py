@@ -61,7 +61,7 @@ def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
         return []
     found = classify_series(x)
     if not found:  # a single latency level: every page reads alike
-        return [Levels((float(np.median(x)),), np.zeros(len(x), dtype=int), 1.0, 1)]
+        return [Levels((float(np.median(x)),), np.zeros(len(x), dtype=int), one_level_sharpness(x), 1)]
     out = []
     for c in found:
         counts = c.counts()
@@ -91,8 +91,10 @@ def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
                 out.append(Levels(inner[0].centres, nested, inner[0].confidence, inner[0].n_classes))
                 continue
         if len(groups) == 1:
-            # Merged to one level: the confidence is the share of pages on it (outliers lower it).
-            confidence = float(np.mean(codes == 0))
+            # Merged to one level: the confidence is the share of pages on it (outliers lower it), times how
+            # much narrower the level is than the gaps between page types would be (a level as wide as those
+            # gaps may hide them: on a harsh drive TLC's three levels merge into one).
+            confidence = float(np.mean(codes == 0)) * one_level_sharpness(x[codes == 0])
         elif len(groups) == c.n_classes:
             confidence = c.silhouette
         else:  # outliers dropped or levels merged: the silhouette of what is left
@@ -100,6 +102,22 @@ def latency_levels(values, *, min_share: float = 0.02, merge_rel: float = 0.04,
         out.append(Levels(centres, codes, float(confidence), c.n_classes))
     out.sort(key=lambda r: -r.confidence)
     return out
+
+
+# Page types of one cell differ by 15-40 % in read latency (MLC/TLC low, middle and high pages). A single level
+# whose robust spread (1.4826 x MAD over the median) reaches this share could hide such levels.
+PAGE_TYPE_GAP = 0.25
+
+
+def one_level_sharpness(values) -> float:
+    """1 for a single latency level with no spread, falling to 0 as its robust relative spread reaches
+    ``PAGE_TYPE_GAP``: the confidence that one level is one page type and not several blurred by noise."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return 0.0
+    median = float(np.median(x))
+    spread = 1.4826 * float(np.median(np.abs(x - median))) / max(abs(median), 1e-12)
+    return float(np.clip(1 - spread / PAGE_TYPE_GAP, 0.0, 1.0))
 
 
 def level_letters(levels: int) -> str:
