@@ -96,6 +96,7 @@ MAX_DISTANCE = 40
 STREAM_READS = 4000
 MAX_STREAM_ROUNDS = 4
 SETTLED = 0.97
+STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are tried as well
 
 
 # ---- shared ------------------------------------------------------------------------------------------------
@@ -647,6 +648,16 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
         if settled(answer):
             break  # the layout is clear: more reads would not change it
     assert answer is not None
+    if (answer.confidence or 0.0) < STREAMS_UNSURE:
+        # Streams could not tell (noise too slight to desynchronise them, or too strong): the pairs, exact on a
+        # quiet drive, may; the more confident of the two answers, the other one listed beside it.
+        pairs = run_pairs(ctx, page, chunk, stripe)
+        if (pairs.confidence or 0.0) > (answer.confidence or 0.0):
+            pairs.alternatives = [{"value": answer.value, "confidence": round(answer.confidence or 0.0, 4)}] + [
+                a for a in pairs.alternatives if a["value"] != answer.value]
+            pairs.evidence += f" (streams of reads gave {answer.value} at confidence {answer.confidence or 0:.2f})"
+            pairs.figures.append(pair_figure(pairs, directory))
+            return pairs
     answer.figures.append(channel_figure(answer, directory))
     return answer
 
