@@ -24,9 +24,10 @@ apart (a strided walk; one stream per (depth, d), d up to the stripe width less 
 reads on one channel wait for its bus, so the median latency of a stream rises with the in-flight reads that
 share a channel. Each channel count predicts which streams share; the one whose prediction explains the
 streams' medians best (a monotone fit, Akaike's criterion) is the answer, its posterior against the others the
-confidence (capped, see _layout_analysis), and rounds of streams go on until the posterior settles. A single
-pair's completion gap (below) drowns in such noise: the bus transfer is a few microseconds, the spread of two
-reads' sensing tens. On a drive without noise, pairs of reads of two units of one stripe row, at the same page
+confidence (capped, see _layout_analysis), and rounds of streams go on until the posterior settles; if the
+streams stay unsure the pairs below are run as well and the more confident answer kept. A single pair's
+completion gap drowns in such noise: the bus transfer is a few microseconds, the spread of two reads' sensing
+tens. On a drive without noise, pairs of reads of two units of one stripe row, at the same page
 of both chunks (the same place in both units' write order, so the same page type and the same sensing time),
 at increasing unit distances (one strided run per distance, until the period shows twice). Both pages are
 ready at once; on one channel the second waits for the first's bus transfer, on different channels only for
