@@ -78,3 +78,59 @@ def test_the_command_takes_noise_and_writes_the_calibration_table(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "ftlscope.cli", "validate-probes", "--noise", "loud"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--noise" in refused.stderr
+
+
+# ---- read probes on noisy latencies (synthetic, seeded) ---------------------------------------------------
+
+KIB = 1 << 10
+
+
+def test_p6_leaves_out_reads_that_met_a_stall_but_keeps_a_penalty_every_read_of_a_size_pays():
+    # Before: a read that met a stall (1-3 ms on a 100 us read) made its size "cost more than larger reads", and
+    # consumer-tlc-dram at medium noise was called inconsistent at 27 single sizes.
+    import numpy as np
+    import pandas as pd
+
+    from ftlscope.probes import p6_read_consistency as p6
+
+    rng = np.random.default_rng(5)
+    sizes = np.repeat(np.arange(1, 41) * 512, 12)
+    latency = 100_000 + rng.normal(0, 9_000, len(sizes)) + np.where(sizes == 20 * KIB, 50_000, 0)
+    latency[::97] += 2_000_000  # stalls and background operations, one read in a hundred
+    kept = p6.drop_outliers(pd.DataFrame({"size": sizes, "latency_ns": latency}))
+    assert kept["latency_ns"].max() < 200_000  # every stalled read left out ...
+    assert len(kept) >= len(sizes) - len(sizes[::97]) - 5  # ... and hardly any other
+    assert (kept["size"] == 20 * KIB).sum() >= 11  # the penalised size keeps its reads
+
+
+def test_p6_takes_a_penalised_range_only_from_a_run_of_neighbouring_sizes():
+    import pandas as pd
+
+    from ftlscope.probes import p6_read_consistency as p6
+
+    flagged = pd.Series([False, True, False, True, True, True, True, False] + [True] * p6.MIN_RUN + [False])
+    assert p6.long_runs(flagged).tolist() == [False] * 8 + [True] * p6.MIN_RUN + [False]
+
+
+def test_p7_sees_no_read_buffer_on_a_medium_noisy_drive():
+    # Before: one trial's re-read came back at 0.77 of a cold read (NAND time varies 15 %) and P7 answered a
+    # 16 KiB buffer on this seeded drive; on kelpie-n1t-i one cold check read that met noise made every re-read
+    # look buffered and P7 answered "at least 508 MiB". Now a hit is under 0.6 of the median of three cold reads,
+    # twice in a row.
+    result = validate(["consumer-tlc-hmb"], properties="P7", noise="medium")
+    p7 = result.rows.set_index("property").loc["P7"]
+    assert p7["answer"] == "none" and p7["match"]
+
+
+def test_p2_one_latency_level_as_wide_as_page_type_gaps_is_not_a_confident_slc():
+    # Before: at harsh noise (30 % NAND spread) TLC's three levels merged into one and P2 answered "SLC L" at
+    # confidence 0.999 (the share of pages on the level) on consumer-tlc-hmb, pm981-256g and kelpie-t480g-s.
+    import numpy as np
+
+    from ftlscope.probes import _layout_analysis as la
+
+    rng = np.random.default_rng(3)
+    blurred = 70.0 * rng.lognormal(0.0, 0.3, 5000)
+    assert la.one_level_sharpness(blurred) < 0.1
+    assert la.one_level_sharpness(np.full(500, 40.0)) == 1.0
+    assert la.latency_levels(np.full(500, 40.0))[0].confidence == 1.0

@@ -18,13 +18,23 @@ units in about one. The pair's latency per increment (the chunks between the two
 the multiples of the stripe width: the paper's stride plot, from one engine run of random pairs instead of one
 run per increment. The window grows until the stripe and a multiple of it are both inside.
 
-P5, channels. Pairs of reads of two units of one stripe row, at the same page of both chunks (the same place
-in both units' write order, so the same page type and the same sensing time), at increasing unit distances
-(one strided run per distance, until the period shows twice). Both pages are ready at once; on one channel
-the second waits for the first's bus transfer, on different channels only for the host link. The completion
-gap is high at the multiples of the channel count (unit u sits on channel u mod channels); chips per channel
-= stripe / channels, rounded up. On a drive whose lone reads are slower (paper §4.6) the first read of every
-batch starts late; when that hides the bus, the pair is the second and third read of batches of three.
+P5, channels. On a drive with timing noise (NAND times that vary, host jitter, retries, stalls: seen by reading
+one page a few times), streams of page reads with 2, 4 and 8 in flight whose neighbouring reads are d units
+apart (a strided walk; one stream per (depth, d), d up to the stripe width less one, at most 40): in-flight
+reads on one channel wait for its bus, so the median latency of a stream rises with the in-flight reads that
+share a channel. Each channel count predicts which streams share; the one whose prediction explains the
+streams' medians best (a monotone fit, Akaike's criterion) is the answer, its posterior against the others the
+confidence (capped, see _layout_analysis), and rounds of streams go on until the posterior settles; if the
+streams stay unsure the pairs below are run as well and the more confident answer kept. A single pair's
+completion gap drowns in such noise: the bus transfer is a few microseconds, the spread of two reads' sensing
+tens. On a drive without noise, pairs of reads of two units of one stripe row, at the same page
+of both chunks (the same place in both units' write order, so the same page type and the same sensing time),
+at increasing unit distances (one strided run per distance, until the period shows twice). Both pages are
+ready at once; on one channel the second waits for the first's bus transfer, on different channels only for
+the host link. The completion gap is high at the multiples of the channel count (unit u sits on channel u mod
+channels); chips per channel = stripe / channels, rounded up. On a drive whose lone reads are slower (paper
+§4.6) the first read of every batch starts late; when that hides the bus, the pair is the second and third
+read of batches of three.
 
 What the completion times cannot show: channels pooled into groups share one bus per group (the period seen
 is the number of groups); a host link slower than a channel hides every bus wait; unused units of a stripe
@@ -73,10 +83,21 @@ PAIRS_PER_CHUNK = 8
 # The engine shuffles windows of at most this many requests.
 MAX_WINDOW_SLOTS = 4096
 
-# P5: unit distances measured first (doubled until the channel period shows twice), batches per distance.
+# P5 on a drive without spread: unit distances measured first (doubled until the channel period shows twice),
+# batches per distance, stripe rows per run.
 DISTANCE_FIRST = 16
 BATCHES_PER_DISTANCE = 16
 ROWS_PER_RUN = 8
+# P5: streams of page reads with this many in flight, at unit distances 1 .. MAX_DISTANCE (the stripe width
+# less one, at most), STREAM_READS reads each per round; rounds go on (up to MAX_STREAM_ROUNDS) until the
+# layout's posterior reaches SETTLED.
+STREAM_DEPTHS = (2, 4, 8)
+NOISE_CHECK_READS = 8
+MAX_DISTANCE = 40
+STREAM_READS = 4000
+MAX_STREAM_ROUNDS = 4
+SETTLED = 0.97
+STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are tried as well
 
 
 # ---- shared ------------------------------------------------------------------------------------------------
@@ -424,7 +445,7 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     return pd.DataFrame(out)
 
 
-def channel_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+def pair_answer(raw: pd.DataFrame, stripe: int) -> Answer:
     if raw.empty:
         return Answer(None, None, f"no pair of reads of two units of one stripe row could be formed (stripe width "
                                   f"{stripe})", extra={"abnormal_distances": [], "bus_contention_seen": False},
@@ -440,42 +461,23 @@ def channel_answer(raw: pd.DataFrame, stripe: int) -> Answer:
                          "bus_contention_seen": reading.found}, raw=raw)
 
 
-def channel_figure(answer: Answer, directory: Path) -> Path:
-    """The F3_strideRead plot at distances below the stripe width: how long after the first read of a pair
-    the second completes, by the units between them."""
-    raw = answer.raw
-    per = la.per_increment(raw["distance"], raw["gap_ns"].abs()) if len(raw) else \
-        pd.DataFrame({"median": []}, index=pd.Index([], name="increment"))
-    fig, ax = plots.figure("P5 channel layout: two concurrent reads of one stripe row, by unit distance",
-                           "units between the two reads", "second completion after the first (us)")
-    ax.plot(per.index, plots.microseconds(per["median"]), marker="o", markersize=3, linewidth=0.6,
-            label="completion gap")
-    abnormal = [x for x in answer.extra.get("abnormal_distances", []) if x in per.index]
-    if abnormal:
-        ax.scatter(abnormal, plots.microseconds(per.loc[abnormal, "median"]), color="tab:red", zorder=5, s=25,
-                   label="abnormal: both units on one channel (bus)")
-    return plots.save(fig, directory, "P5_channel_layout",
-                      "Time between the two completions of concurrent reads of one stripe row, by the units between "
-                      "them: reads on one channel share its bus and complete further apart.")
-
-
-def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
-    page = _page_size(ctx, known)
-    chunk = _chunk_size(known, page)
-    stripe = _known_value(known, "P4")
-    if not stripe:
-        return Answer(None, None, "needs the stripe width (P4), which was not found")
-    stripe = int(stripe)
-    if stripe <= 1:
-        return Answer({"channels": 1, "chips_per_channel": 1}, 1.0,
-                      "the stripe width is one unit: one channel with one chip")
+def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
+    """P5 on a drive whose reads take exactly their time (no spread): pairs of reads of two units of one stripe
+    row, issued together, at the same page of both chunks (the same place in both units' write order, so the
+    same page type and the same sensing time). Both pages are ready at once; on one channel the second waits
+    for the first's bus transfer, on different channels only for the host link: the completion gap is high at
+    the multiples of the channel count. On a drive whose lone reads are slower (paper §4.6) the first read of
+    every batch starts late; when that hides the bus, the pair is the second and third read of batches of
+    three. (Closed-loop streams cannot show the bus on such a drive: their reads fall into a rhythm in which
+    none waits for a bus.)"""
     chunk_pages = max(chunk // page, 1)
     start, length = _regions(ctx)["P5"]
     row = stripe * chunk
     first_row = -(-start // row)  # rows are aligned to LBA 0 (every row starts on unit 0)
     rows = max(1, min(ROWS_PER_RUN, (start + length) // row - first_row))
     blocks = max(1, ((start + length) // row - first_row) // rows)
-    state = {"runs": 0, "batch": 2, "distance": min(stripe - 1, DISTANCE_FIRST)}
+    # Run 0 would read the first page of each chunk, which the streams read.
+    state = {"runs": 1, "batch": 2, "distance": min(stripe - 1, DISTANCE_FIRST)}
 
     def run_distance(distance: int, round_index: int) -> pd.DataFrame:
         # Every run reads pages no run read before: the next page of the chunks, then the next rows.
@@ -496,7 +498,7 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
             frames += [run_distance(d, round_index) for d in distances(measured)]
             measured = state["distance"]
             raw = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-            answer = channel_answer(raw, stripe)
+            answer = pair_answer(raw, stripe)
             if raw.empty:
                 return raw
             found = answer.extra["bus_contention_seen"]
@@ -511,8 +513,152 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
                 return raw
             state["distance"] = min(stripe - 1, 2 * measured)  # the channel period has not shown twice yet
 
-    answer = until_stable(measure, lambda raw: channel_answer(raw, stripe), min_rounds=2, max_rounds=4,
-                          tolerance=0.02)
+    return until_stable(measure, lambda raw: pair_answer(raw, stripe), min_rounds=2, max_rounds=4, tolerance=0.02)
+
+
+
+
+def pair_figure(answer: Answer, directory: Path) -> Path:
+    """The F3_strideRead plot at distances below the stripe width: how long after the first read of a pair
+    the second completes, by the units between them."""
+    raw = answer.raw
+    per = la.per_increment(raw["distance"], raw["gap_ns"].abs()) if len(raw) else \
+        pd.DataFrame({"median": []}, index=pd.Index([], name="increment"))
+    fig, ax = plots.figure("P5 channel layout: two concurrent reads of one stripe row, by unit distance",
+                           "units between the two reads", "second completion after the first (us)")
+    ax.plot(per.index, plots.microseconds(per["median"]), marker="o", markersize=3, linewidth=0.6,
+            label="completion gap")
+    abnormal = [x for x in answer.extra.get("abnormal_distances", []) if x in per.index]
+    if abnormal:
+        ax.scatter(abnormal, plots.microseconds(per.loc[abnormal, "median"]), color="tab:red", zorder=5, s=25,
+                   label="abnormal: both units on one channel (bus)")
+    return plots.save(fig, directory, "P5_channel_layout",
+                      "Time between the two completions of concurrent reads of one stripe row, by the units between "
+                      "them: reads on one channel share its bus and complete further apart.")
+
+
+def stream_cell(ctx: Context, first_row: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
+                depth: int, reads: int, label: str) -> np.ndarray:
+    """Latencies of a stream of page reads whose neighbours are ``distance`` units apart, ``depth`` in flight:
+    a strided walk over ``rows`` stripe rows from ``first_row``, the first page of each chunk, so the in-flight
+    reads sit on units ``distance`` apart. The stride is ``distance`` plus whole stripe rows (the same units),
+    enough that every stream sweeps the whole area at least twice: every stream then reads the same mix of
+    places (page types, parts of the area the drive treats differently), and only the units differ. The walk
+    stops before it would come back to a chunk it read (a read buffer would serve it)."""
+    chunks = rows * stripe
+    stride = distance + stripe * -(-2 * chunks // (reads * stripe))
+    reads = min(reads, chunks // gcd(stride, chunks))
+    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=page, ops=reads, batch=depth,
+                pattern={"kind": "strided", "stride": stride * chunk})
+    wl.batch = None  # a closed loop: the next read goes out as one completes, so ``depth`` stay in flight
+    return _trace(ctx, wl, label)["latency_ns"].to_numpy(np.int64)
+
+
+def cell_table(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per (depth, distance): the median latency and its standard error (1.2533 x the MAD-based spread over
+    the square root of the reads: a median ignores the reads that met a stall or a background operation)."""
+    rows = []
+    for (depth, distance), group in raw.groupby(["q", "d"]):
+        latency = group["latency_ns"].to_numpy(float)
+        median = float(np.median(latency))
+        spread = 1.4826 * float(np.median(np.abs(latency - median)))
+        rows.append({"q": int(depth), "d": int(distance), "n": len(latency), "median_ns": median,
+                     "se_ns": 1.2533 * spread / np.sqrt(len(latency))})
+    return pd.DataFrame(rows, columns=["q", "d", "n", "median_ns", "se_ns"])
+
+
+def channel_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+    cells = cell_table(raw) if len(raw) else pd.DataFrame(columns=["q", "d", "n", "median_ns", "se_ns"])
+    reading = la.channels_from_streams(cells, stripe)
+    evidence = (f"{len(raw)} page reads in {len(cells)} streams ({', '.join(str(q) for q in STREAM_DEPTHS)} in "
+                f"flight, units 1-{int(cells['d'].max()) if len(cells) else 0} apart): {reading.note}; chips per "
+                f"channel = stripe width {stripe} / {reading.layout['channels']} channels, rounded up")
+    return Answer(reading.layout, reading.confidence, evidence, alternatives=reading.alternatives,
+                  extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
+                         "bus_contention_seen": reading.found, "posterior": reading.posterior}, raw=raw)
+
+
+def channel_figure(answer: Answer, directory: Path) -> Path:
+    """Median latency of each stream against the units between its in-flight reads, one line per depth."""
+    cells = cell_table(answer.raw) if answer.raw is not None and len(answer.raw) else pd.DataFrame(
+        columns=["q", "d", "n", "median_ns", "se_ns"])
+    fig, ax = plots.figure("P5 channel layout: streams of page reads, by the units between in-flight reads",
+                           "units between neighbouring in-flight reads", "median read latency (us)")
+    for depth, group in cells.groupby("q"):
+        ax.errorbar(group["d"], plots.microseconds(group["median_ns"]), yerr=plots.microseconds(group["se_ns"]),
+                    marker="o", markersize=3, linewidth=0.6, label=f"{depth} in flight")
+    abnormal = set(answer.extra.get("abnormal_distances", []))
+    marked = cells[cells["d"].isin(abnormal)]
+    if len(marked):
+        ax.scatter(marked["d"], plots.microseconds(marked["median_ns"]), color="tab:red", zorder=5, s=25,
+                   label="in-flight reads share a channel (the answer's layout)")
+    return plots.save(fig, directory, "P5_channel_layout",
+                      "Median latency of streams of page reads whose in-flight reads sit a given number of units "
+                      "apart: reads on one channel wait for its bus, so the streams whose units share a channel are "
+                      "slower.")
+
+
+def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    page = _page_size(ctx, known)
+    chunk = _chunk_size(known, page)
+    stripe = _known_value(known, "P4")
+    if not stripe:
+        return Answer(None, None, "needs the stripe width (P4), which was not found")
+    stripe = int(stripe)
+    if stripe <= 1:
+        return Answer({"channels": 1, "chips_per_channel": 1}, 1.0,
+                      "the stripe width is one unit: one channel with one chip")
+    start, length = _regions(ctx)["P5"]
+    row = stripe * chunk
+    first_row = -(-start // row)  # rows are aligned to LBA 0 (every row starts on unit 0)
+    rows = max(1, (start + length) // row - first_row)
+    distances = range(1, min(stripe - 1, MAX_DISTANCE) + 1)
+
+    def measure(round_index: int) -> pd.DataFrame:
+        frames = []
+        for depth in STREAM_DEPTHS:
+            for distance in distances:
+                if la.channel_load(depth, distance, stripe, stripe) is None:
+                    continue  # two in-flight reads on one unit: its queue would hide the bus
+                latency = stream_cell(ctx, first_row, rows, stripe, chunk, page, distance, depth, STREAM_READS,
+                                      f"round {round_index}: {depth} in flight, {distance} units apart")
+                frames.append(pd.DataFrame({"round": round_index, "q": depth, "d": distance,
+                                            "latency_ns": latency}))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            columns=["round", "q", "d", "latency_ns"])
+
+    def settled(answer: Answer) -> bool:
+        return (answer.extra.get("posterior") or 0.0) >= SETTLED
+
+    # Is there timing noise? One page read NOISE_CHECK_READS times, one at a time: without noise every read
+    # takes the same time, and closed-loop streams settle into a rhythm in which no read waits for a bus; there
+    # pairs of reads issued together show the bus exactly instead.
+    check = (first_row + rows) * row - page  # the last page of the area: no stream or pair reads it before
+    repeat = _trace(ctx, _reads(start=check, length=page, size=page, ops=NOISE_CHECK_READS, batch=1,
+                                pattern={"kind": "sequential"}), "P5 timing noise check")["latency_ns"]
+    if len(repeat) and int(repeat.max()) == int(repeat.min()):
+        answer = run_pairs(ctx, page, chunk, stripe)
+        answer.figures.append(pair_figure(answer, directory))
+        return answer
+    frames: list[pd.DataFrame] = []
+    answer: Answer | None = None
+    for round_index in range(MAX_STREAM_ROUNDS):
+        frames.append(measure(round_index))
+        answer = channel_answer(pd.concat(frames, ignore_index=True), stripe)
+        answer.rounds = round_index + 1
+        if settled(answer):
+            break  # the layout is clear: more reads would not change it
+    assert answer is not None
+    if (answer.confidence or 0.0) < STREAMS_UNSURE:
+        # Streams could not tell (noise too slight to desynchronise them, or too strong): the pairs, exact on a
+        # quiet drive, may; the more confident of the two answers, the other one listed beside it.
+        pairs = run_pairs(ctx, page, chunk, stripe)
+        if (pairs.confidence or 0.0) > (answer.confidence or 0.0):
+            pairs.alternatives = [{"value": answer.value, "confidence": round(answer.confidence or 0.0, 4)}] + [
+                a for a in pairs.alternatives if a["value"] != answer.value]
+            pairs.evidence += f" (streams of reads gave {answer.value} at confidence {answer.confidence or 0:.2f})"
+            pairs.figures.append(pair_figure(pairs, directory))
+            return pairs
     answer.figures.append(channel_figure(answer, directory))
     return answer
 

@@ -54,6 +54,11 @@ FRESH_SMOOTH = 5  # sizes in the running median the fresh-MiB curve is compared 
 MIN_EXCESS_NS = 8_000
 SMALL_GROUPS = 16  # page groups whose latency an unaligned penalty is weighed against
 SD_WINDOW = 33  # sizes whose spreads are pooled (a few reads per size give a poor spread of their own)
+# Reads further above their size's median than this many robust spreads are outliers (a retried read costs a
+# second page read, a stall or a background operation a millisecond or more; the spread of a noisy drive's
+# reads is about a tenth of a read).
+OUTLIER_SPREADS = 4.0
+MIN_RUN = 5  # neighbouring flagged sizes that make a penalised range (2 KiB in sector steps)
 
 
 def sizes_for(sector: int, page: int) -> list[int]:
@@ -220,11 +225,36 @@ def flag_sizes(table: pd.DataFrame, page: int, min_excess: float = MIN_EXCESS, s
     right = np.concatenate([over[1:], [False]])
     out["excess_ns"] = excess
     out["limit_ns"] = limit
-    out["flagged"] = over & (left | right)
+    out["flagged"] = long_runs(pd.Series(over & (left | right), index=table.index))
     out["unaligned"] = (sizes % page != 0) & unaligned
     out.attrs.update(transfer_ns_per_kib=slope * 1024, unaligned_penalty_ns=penalty if unaligned else 0.0,
                      unaligned_strength=strength)
     return out
+
+
+def long_runs(flagged: pd.Series) -> pd.Series:
+    """Flagged sizes that are part of a run of at least ``MIN_RUN`` neighbouring flagged sizes; shorter runs
+    are noise (the paper's penalised ranges span kilobytes: 17-20 KiB is seven sizes in sector steps)."""
+    values = flagged.to_numpy(bool)
+    run_id = np.cumsum(np.r_[True, values[1:] != values[:-1]])
+    length = pd.Series(run_id).map(pd.Series(run_id).value_counts()).to_numpy()
+    return pd.Series(values & (length >= MIN_RUN), index=flagged.index)
+
+
+def drop_outliers(raw: pd.DataFrame) -> pd.DataFrame:
+    """Reads that met a firmware stall or a background operation, left out: a read that costs more than twice
+    the median of its own size and more than ``OUTLIER_SPREADS`` robust spreads above it (twice: low and high
+    pages differ by less, a stall or background operation of milliseconds by more). The spread is 1.4826 x the median
+    absolute deviation of that size's reads (low and high pages make it wide where a read meets either), at
+    least the median of it over all sizes. A penalty for a size is paid by every read of it, so it moves that
+    size's median and no read of it is left out."""
+    size = raw["size"]
+    median = raw.groupby(size)["latency_ns"].transform("median")
+    deviation = (raw["latency_ns"] - median).abs()
+    own = 1.4826 * deviation.groupby(size).transform("median")
+    spread = np.maximum(own, max(float(own.median()), 1.0))
+    outlier = (raw["latency_ns"] > 2 * median) & (raw["latency_ns"] > median + OUTLIER_SPREADS * spread)
+    return raw[~outlier]
 
 
 def judge(raw: pd.DataFrame, page: int) -> pd.DataFrame:
@@ -232,6 +262,7 @@ def judge(raw: pd.DataFrame, page: int) -> pd.DataFrame:
     for every size): a size is flagged when most of the slots that read it flag it, and sizes that are not a
     page multiple carry an unaligned penalty when most slots find one. Otherwise (fresh MiBs) one curve of
     means."""
+    raw = drop_outliers(raw)
     pooled = curve(raw, page)
     slots = [s for s in raw["slot"].unique() if s >= 0]
     if not slots:
@@ -250,7 +281,7 @@ def judge(raw: pd.DataFrame, page: int) -> pd.DataFrame:
     out["slots"] = by_size.size()
     out["excess_ns"] = by_size["excess_ns"].median()
     out["limit_ns"] = by_size["limit_ns"].median()
-    out["flagged"] = (by_size["flagged"].mean() > 0.5) & (out["slots"] >= 2)
+    out["flagged"] = long_runs((by_size["flagged"].mean() > 0.5) & (out["slots"] >= 2))
     per_slot = every.groupby("slot")[["penalty", "strength", "slope"]].first()
     unaligned = float((per_slot["penalty"] > 0).mean()) > 0.5
     slope = float(per_slot["slope"].median())
