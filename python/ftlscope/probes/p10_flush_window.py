@@ -34,6 +34,7 @@ from ._write_common import (
     WRITE_SIZE,
     Region,
     S,
+    blocking,
     flatness,
     flush_cache,
     power_of_two_above,
@@ -122,7 +123,6 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
             frame["fraction"] = batch / state["capacity"]
             state["test"] += 1
             first = frame[frame["batch"] == 0]
-            later = frame[frame["batch"] > 0]["latency_ns"].to_numpy()
             overflow = quick_spikes(first["latency_ns"].to_numpy())
             if overflow.any():
                 # The first batch overflowed the empty buffer, so the test says nothing about the gap. P8 read the
@@ -137,7 +137,10 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
                     state["fraction"] *= SHRINK
                     continue
             state.setdefault("frames", []).append(frame)
-            return bool(later.max() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy()))
+            high = frame["latency_ns"].to_numpy() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy())
+            high &= frame["batch"].to_numpy() > 0
+            # A write that later ones overtook met a stall, not a flush: the buffer blocks every write.
+            return bool(_blocking_spikes(frame, high).any())
 
     def measure_round(index: int) -> pd.DataFrame:
         state["frames"] = []
@@ -188,7 +191,62 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
                             f"overflowed the empty buffer (P8 read {format_size(capacity)})")
     tests = _gap_tests(answer.raw)
     answer.figures = [figure_flush_window(answer.raw, tests, directory, answer.value)]
+    second = int((buffer.extra or {}).get("second_level") or 0)
+    if second > state["capacity"]:
+        window2, evidence2 = second_level_window(ctx, Region(ctx), state["capacity"], second, answer.value)
+        answer.extra["second_level_window"] = window2
+        answer.evidence += "; " + evidence2
     return answer
+
+
+# The second level's own window (Table 4's "10ms | 5s"): the gaps tried, from a few first-level windows up.
+SECOND_GAP_MIN_NS = 20 * MS
+SECOND_GAP_MAX_NS = 20 * S
+SECOND_GAP_RESOLUTION = 1.15
+SECOND_WRITE_SIZE = 256 * KIB  # the second level is hundreds of MiB: large writes keep the test short
+SECOND_LEVEL_RATIO = 4.0  # a second-level flush is this many times the longest write of a batch that fits
+
+
+def second_level_window(ctx: Context, region: Region, first: int, second: int,
+                        first_window: float | None) -> tuple[float | None, str]:
+    """The idle time after which the second level has drained (seconds; None = never within 20 s): batches of
+    the second level's size (whole first-level flushes, so the batch itself never overflows it) from empty
+    levels, a gap, and the same again; the second batch waits for a second-level flush (a write
+    SECOND_LEVEL_RATIO times the longest of the first batch, blocking) until the gap lets the second level
+    drain. The same geometric search as the first level's, to SECOND_GAP_RESOLUTION."""
+    batch = max(second // first, 1) * first
+    size = max(min(SECOND_WRITE_SIZE, first // 8) // KIB * KIB, 4 * KIB)
+    batch = batch // size * size
+
+    def spiked(gap_ns: int) -> bool:
+        frame = gap_test(ctx, region, batch, size, gap_ns, batches=2)
+        base = float(frame.loc[frame["batch"] == 0, "latency_ns"].max())
+        high = (frame["latency_ns"].to_numpy() >= SECOND_LEVEL_RATIO * base) & (frame["batch"].to_numpy() > 0)
+        frame["test"] = gap_ns
+        return bool(_blocking_spikes(frame, high).any())
+
+    lo = None
+    hi = max(SECOND_GAP_MIN_NS, int(2 * first_window * 1e9) if first_window else 0)
+    while spiked(hi):
+        lo, hi = hi, hi * GAP_GROWTH
+        if lo >= SECOND_GAP_MAX_NS:
+            region.release()
+            return None, (f"the second level ({format_size(second)}) did not drain in {format_ns(lo)} of idle time: "
+                          f"never")
+        hi = min(hi, SECOND_GAP_MAX_NS)
+    if lo is None:
+        region.release()
+        return hi / 1e9, (f"the second level ({format_size(second)}) drained within {format_ns(hi)} (the shortest gap "
+                          f"tried)")
+    while hi / lo > SECOND_GAP_RESOLUTION:
+        mid = int(math.sqrt(lo * hi))
+        if spiked(mid):
+            lo = mid
+        else:
+            hi = mid
+    region.release()
+    return hi / 1e9, (f"the second level ({format_size(second)}): a second-level flush after {format_ns(lo)} idle, "
+                      f"none after {format_ns(hi)}")
 
 
 def gap_test(ctx: Context, region: Region, batch_bytes: int, size: int, gap_ns: int, *, batches: int) -> pd.DataFrame:
@@ -230,6 +288,17 @@ def _window_tests(tests: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _blocking_spikes(frame: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """``mask`` without the spikes that later writes of the same test overtook (stalls, not flushes)."""
+    out = np.zeros(len(frame), dtype=bool)
+    # Each batch is a run of its own, timed from its start.
+    keys = [k for k in ("round", "test", "batch") if k in frame]
+    groups = frame.groupby(keys).indices.values() if keys else [np.arange(len(frame))]
+    for rows in groups:
+        out[rows] = blocking(frame["submit_ns"].to_numpy()[rows], frame["complete_ns"].to_numpy()[rows], mask[rows])
+    return out
+
+
 def analyse_flush_window(frame: pd.DataFrame) -> Answer:
     lat = frame["latency_ns"].to_numpy()
     classes = classify_series(lat, log=True)
@@ -237,7 +306,7 @@ def analyse_flush_window(frame: pd.DataFrame) -> Answer:
     raw = None
     for c in classes or [None]:
         marked = frame.copy()
-        marked["spike"] = spike_mask(lat, c)
+        marked["spike"] = _blocking_spikes(marked, spike_mask(lat, c))
         window, longest_spiked = flush_window(_window_tests(_gap_tests(marked)))
         answers.append((window, longest_spiked, c.silhouette if c is not None else flatness(lat)))
         if raw is None:
