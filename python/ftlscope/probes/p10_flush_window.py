@@ -123,7 +123,8 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
             frame["fraction"] = batch / state["capacity"]
             state["test"] += 1
             first = frame[frame["batch"] == 0]
-            overflow = quick_spikes(first["latency_ns"].to_numpy())
+            # A stall in the first batch is no overflow: only writes nothing overtook (blocking).
+            overflow = blocking(first["submit_ns"], first["complete_ns"], quick_spikes(first["latency_ns"].to_numpy()))
             if overflow.any():
                 # The first batch overflowed the empty buffer, so the test says nothing about the gap. P8 read the
                 # buffer too large: the bytes written before the overflow are its capacity (as P8 reads it), once;
