@@ -58,7 +58,7 @@ def read_batches(frame: pd.DataFrame) -> BatchReading:
     batch = max(len(g) for g in groups)
     groups = [g for g in groups if len(g) == batch]
     worst = np.array([g.max() for g in groups])
-    groups = [g for g, w in zip(groups, worst, strict=True) if w <= 2 * np.median(worst)]
+    groups = [g for g, w in zip(groups, worst, strict=True) if w <= 2 * worst.min()]
     groups = [np.maximum.accumulate(np.median(np.vstack(groups), axis=0))]
     steps = [np.diff(g) for g in groups]
     pooled = np.concatenate(steps)

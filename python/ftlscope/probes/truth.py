@@ -174,6 +174,13 @@ def notation(pid: str, value: Any, extra: dict[str, Any] | None) -> str:
     return describe(pid, value)
 
 
+def has_notation(pid: str, extra: dict[str, Any] | None) -> bool:
+    """Whether an answer carries a Table 4 detail beyond its value (a partial flush, a second level, ...)."""
+    extra = extra or {}
+    return any(extra.get(k) for k in NOTATION_KEYS.get(pid, ()) if k != "second_level_window") or \
+        "second_level_window" in extra
+
+
 def _duration(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.3g} s"
