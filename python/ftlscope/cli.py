@@ -684,9 +684,13 @@ def cmd_validate_probes(args: argparse.Namespace) -> int:
     console.print(_rich_frame(result.per_property(), "Per property"))
     console.print(_rich_frame(result.per_device(), "Per device"))
     console.print(_rich_frame(result.calibration(), "Calibration: share right per confidence bin"))
+    if not result.notation_rows.empty:
+        console.print(_rich_frame(result.notation_per_key(), "Table 4 details (partial flush, levels, ✗, ...)"))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(result.markdown() + "\n" + result.per_property_markdown() + "\n" + result.calibration_markdown())
+            if not result.notation_rows.empty:
+                f.write("\n" + result.notation_markdown())
     worst = result.per_device()["device_time_s"].max()
     console.print(
         f"overall: {result.rows['match'].sum()}/{len(result.rows)} right = {result.accuracy:.1%} "

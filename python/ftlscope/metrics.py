@@ -94,6 +94,8 @@ FINDINGS: dict[str, tuple[str, ...]] = {
     "trim-before-overwrite": ("overwrite_speedup", "write_amplification_overwrite",
                               "write_amplification_trim_first"),
     "interleaved-vs-grouped": ("interleaved_throughput_ratio_qd1", "interleaved_throughput_ratio_qd32"),
+    "less-load-latency": ("lone_read_lat_mean_us", "first_returned_lat_mean_us", "less_load_penalty_pct",
+                          "order_statistic_gap_pct", "less_load_higher_latency", "faster_than_independent_share"),
 }
 
 # Words PostgreSQL and DuckDB (the engines people point at Parquet) reserve: a column so named must be quoted

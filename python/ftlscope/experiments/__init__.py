@@ -30,6 +30,7 @@ ORDER = (
     "random-fill",
     "data-dependence",
     "working-set",
+    "less-load-latency",
     "burst-vs-steady",
     "reset-behaviour",
     "trim-before-overwrite",

@@ -43,6 +43,26 @@ def spike_mask(latency_ns, classification: Classification | None) -> np.ndarray:
     return (labels > normal) & (lat >= SPIKE_RATIO * base)
 
 
+def overtaken(submit_ns, complete_ns, mask) -> np.ndarray:
+    """For each write in ``mask``: how many writes submitted after it completed in the first half of its wait.
+    A full buffer blocks every write behind the one that met the flush (none completes while it waits); a
+    firmware stall delays one command while the others go on. Half the wait, not all of it: a write blocked
+    behind the flush may complete just before the first one when the host delays that one's completion."""
+    sub = np.asarray(submit_ns, dtype=np.int64)
+    done = np.asarray(complete_ns, dtype=np.int64)
+    idx = np.flatnonzero(np.asarray(mask, dtype=bool))
+    return np.array([int(((sub > sub[i]) & (done < sub[i] + (done[i] - sub[i]) // 2)).sum()) for i in idx],
+                    dtype=np.int64)
+
+
+def blocking(submit_ns, complete_ns, mask, queue_depth: int = QUEUE_DEPTH) -> np.ndarray:
+    """``mask`` without the spikes that later writes overtook (more than the others in flight beside them)."""
+    out = np.asarray(mask, dtype=bool).copy()
+    idx = np.flatnonzero(out)
+    out[idx[overtaken(submit_ns, complete_ns, out) > queue_depth - 1]] = False
+    return out
+
+
 def quick_spikes(latency_ns) -> np.ndarray:
     """A cheap spike test for deciding when to stop writing: SPIKE_RATIO times the median."""
     lat = np.asarray(latency_ns, dtype=float)

@@ -34,6 +34,7 @@ from ._write_common import (
     WRITE_SIZE,
     Region,
     S,
+    blocking,
     flatness,
     flush_cache,
     power_of_two_above,
@@ -54,6 +55,8 @@ BATCH_FRACTION = 1.0  # of the P8 capacity per batch: the buffer must be empty a
 SHRINK = 0.8  # when a batch overflowed the empty buffer (P8 read it too large), the next batch is this much smaller
 MIN_FRACTION = 0.5  # ... down to this share (with GAP_BATCHES batches their sum still overflows a buffer)
 GAP_BATCHES = 3
+RECOUNT_MARGIN = 0.01
+OVERFLOW_FROM = 0.75
 
 
 # ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
@@ -122,13 +125,21 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
             frame["fraction"] = batch / state["capacity"]
             state["test"] += 1
             first = frame[frame["batch"] == 0]
-            later = frame[frame["batch"] > 0]["latency_ns"].to_numpy()
-            overflow = quick_spikes(first["latency_ns"].to_numpy())
+            # A stall in the first batch is no overflow: only writes nothing overtook (blocking).
+            overflow = blocking(first["submit_ns"], first["complete_ns"], quick_spikes(first["latency_ns"].to_numpy()))
+            # An empty buffer P8 read within its error overflows near the batch's end only: a blocking spike in the
+            # first OVERFLOW_FROM of the batch is noise (harsh noise: a batch of 98 % of the buffer "overflowed").
+            overflow &= first["position"].to_numpy() >= OVERFLOW_FROM * batch
             if overflow.any():
                 # The first batch overflowed the empty buffer, so the test says nothing about the gap. P8 read the
                 # buffer too large: the bytes written before the overflow are its capacity (as P8 reads it), once;
                 # after that the batches shrink, and the analysis scales their gaps (drained_share).
-                held = int(first["position"].to_numpy()[np.flatnonzero(overflow)[0]]) // size * size
+                # Less RECOUNT_MARGIN (to the nearest write): the overflow point moves a little with noise (the
+                # buffer drains in the moments the device idles between writes), and a batch that just overflows
+                # again would send the search to shrinking batches; (1 - margin) of the buffer reads (1 - margin)
+                # of the window.
+                held = int(round(first["position"].to_numpy()[np.flatnonzero(overflow)[0]] * (1 - RECOUNT_MARGIN)
+                                 / size)) * size
                 if not state.get("recounted") and size <= held < state["capacity"]:
                     state["capacity"] = held
                     state["recounted"] = True
@@ -137,7 +148,11 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
                     state["fraction"] *= SHRINK
                     continue
             state.setdefault("frames", []).append(frame)
-            return bool(later.max() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy()))
+            high = frame["latency_ns"].to_numpy() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy())
+            high &= frame["batch"].to_numpy() > 0
+            # A write that later ones overtook met a stall, not a flush: the buffer blocks every write.
+            marked = frame.assign(spike=_blocking_spikes(frame, high))
+            return bool(_test_spiked(marked[marked["batch"] > 0], batch / state["capacity"]))
 
     def measure_round(index: int) -> pd.DataFrame:
         state["frames"] = []
@@ -188,7 +203,62 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
                             f"overflowed the empty buffer (P8 read {format_size(capacity)})")
     tests = _gap_tests(answer.raw)
     answer.figures = [figure_flush_window(answer.raw, tests, directory, answer.value)]
+    second = int((buffer.extra or {}).get("second_level") or 0)
+    if second > state["capacity"]:
+        window2, evidence2 = second_level_window(ctx, Region(ctx), state["capacity"], second, answer.value)
+        answer.extra["second_level_window"] = window2
+        answer.evidence += "; " + evidence2
     return answer
+
+
+# The second level's own window (Table 4's "10ms | 5s"): the gaps tried, from a few first-level windows up.
+SECOND_GAP_MIN_NS = 20 * MS
+SECOND_GAP_MAX_NS = 20 * S
+SECOND_GAP_RESOLUTION = 1.15
+SECOND_WRITE_SIZE = 256 * KIB  # the second level is hundreds of MiB: large writes keep the test short
+SECOND_LEVEL_RATIO = 4.0  # a second-level flush is this many times the longest write of a batch that fits
+
+
+def second_level_window(ctx: Context, region: Region, first: int, second: int,
+                        first_window: float | None) -> tuple[float | None, str]:
+    """The idle time after which the second level has drained (seconds; None = never within 20 s): batches of
+    the second level's size (whole first-level flushes, so the batch itself never overflows it) from empty
+    levels, a gap, and the same again; the second batch waits for a second-level flush (a write
+    SECOND_LEVEL_RATIO times the longest of the first batch, blocking) until the gap lets the second level
+    drain. The same geometric search as the first level's, to SECOND_GAP_RESOLUTION."""
+    batch = max(second // first, 1) * first
+    size = max(min(SECOND_WRITE_SIZE, first // 8) // KIB * KIB, 4 * KIB)
+    batch = batch // size * size
+
+    def spiked(gap_ns: int) -> bool:
+        frame = gap_test(ctx, region, batch, size, gap_ns, batches=2)
+        base = float(frame.loc[frame["batch"] == 0, "latency_ns"].max())
+        high = (frame["latency_ns"].to_numpy() >= SECOND_LEVEL_RATIO * base) & (frame["batch"].to_numpy() > 0)
+        frame["test"] = gap_ns
+        return bool(_blocking_spikes(frame, high).any())
+
+    lo = None
+    hi = max(SECOND_GAP_MIN_NS, int(2 * first_window * 1e9) if first_window else 0)
+    while spiked(hi):
+        lo, hi = hi, hi * GAP_GROWTH
+        if lo >= SECOND_GAP_MAX_NS:
+            region.release()
+            return None, (f"the second level ({format_size(second)}) did not drain in {format_ns(lo)} of idle time: "
+                          f"never")
+        hi = min(hi, SECOND_GAP_MAX_NS)
+    if lo is None:
+        region.release()
+        return hi / 1e9, (f"the second level ({format_size(second)}) drained within {format_ns(hi)} (the shortest gap "
+                          f"tried)")
+    while hi / lo > SECOND_GAP_RESOLUTION:
+        mid = int(math.sqrt(lo * hi))
+        if spiked(mid):
+            lo = mid
+        else:
+            hi = mid
+    region.release()
+    return hi / 1e9, (f"the second level ({format_size(second)}): a second-level flush after {format_ns(lo)} idle, "
+                      f"none after {format_ns(hi)}")
 
 
 def gap_test(ctx: Context, region: Region, batch_bytes: int, size: int, gap_ns: int, *, batches: int) -> pd.DataFrame:
@@ -210,13 +280,24 @@ def gap_test(ctx: Context, region: Region, batch_bytes: int, size: int, gap_ns: 
     return out
 
 
+def _test_spiked(later: pd.DataFrame, fraction: float) -> bool:
+    """Whether a gap test's later batches met the flush a too-short gap causes. Whole-buffer batches: every one
+    of them (each finds the buffer as the gap left it, so each overflows); a stall that blocks the writes in
+    flight spikes one batch only. Smaller batches fill the buffer over several: the last one."""
+    per_batch = later.groupby("batch")["spike"].any()
+    if per_batch.empty:
+        return False
+    return bool(per_batch.all()) if fraction >= 0.99 else bool(per_batch.iloc[-1])
+
+
 def _gap_tests(raw: pd.DataFrame) -> pd.DataFrame:
     if raw is None or raw.empty or "spike" not in raw:
         return pd.DataFrame()
     batches = raw.groupby(["round", "test"])["batch"].max().rename("batches") + 1
     later = raw[raw["batch"] > 0]
-    tests = later.groupby(["round", "test"]).agg(gap_ns=("gap_ns", "first"), spiked=("spike", "any"),
-                                                 worst_ns=("latency_ns", "max"), fraction=("fraction", "first"))
+    tests = later.groupby(["round", "test"]).agg(gap_ns=("gap_ns", "first"), worst_ns=("latency_ns", "max"),
+                                                 fraction=("fraction", "first"))
+    tests["spiked"] = [_test_spiked(g, float(g["fraction"].iloc[0])) for _, g in later.groupby(["round", "test"])]
     return tests.join(batches).reset_index()
 
 
@@ -230,6 +311,17 @@ def _window_tests(tests: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _blocking_spikes(frame: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """``mask`` without the spikes that later writes of the same test overtook (stalls, not flushes)."""
+    out = np.zeros(len(frame), dtype=bool)
+    # Each batch is a run of its own, timed from its start.
+    keys = [k for k in ("round", "test", "batch") if k in frame]
+    groups = frame.groupby(keys).indices.values() if keys else [np.arange(len(frame))]
+    for rows in groups:
+        out[rows] = blocking(frame["submit_ns"].to_numpy()[rows], frame["complete_ns"].to_numpy()[rows], mask[rows])
+    return out
+
+
 def analyse_flush_window(frame: pd.DataFrame) -> Answer:
     lat = frame["latency_ns"].to_numpy()
     classes = classify_series(lat, log=True)
@@ -237,7 +329,7 @@ def analyse_flush_window(frame: pd.DataFrame) -> Answer:
     raw = None
     for c in classes or [None]:
         marked = frame.copy()
-        marked["spike"] = spike_mask(lat, c)
+        marked["spike"] = _blocking_spikes(marked, spike_mask(lat, c))
         window, longest_spiked = flush_window(_window_tests(_gap_tests(marked)))
         answers.append((window, longest_spiked, c.silhouette if c is not None else flatness(lat)))
         if raw is None:

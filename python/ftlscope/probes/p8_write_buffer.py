@@ -10,7 +10,7 @@ there again, and when it is done.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from ._write_common import (
     SPIKE_RATIO,
     WRITE_SIZE,
     Region,
+    blocking,
     flatness,
     flush_cache,
     quick_spikes,
@@ -70,6 +71,65 @@ def common_interval(values, tolerance: float = 0.05) -> tuple[float, float] | No
     return float(np.median(best)), len(best) / len(v)
 
 
+# A flush lattice (first flush, then one every interval) is accepted when at least this share of its points has a
+# spike: a full buffer flushes at every point, noise (background operations, stalls) spikes at random places.
+LATTICE_RECALL = 0.75
+LATTICE_CANDIDATE_STARTS = 16
+# Flush positions agree within this many writes (the write that overflows, the one queued behind it, drift).
+LATTICE_TOLERANCE_WRITES = 3
+LATTICE_DRIFT = 0.01  # ... or this share of the interval
+LATTICE_MIN_HITS = 3  # two spikes always make a lattice
+# The confidence of "no buffer" from one series that has spikes but no lattice.
+AMBIGUOUS_NO_BUFFER = 0.6
+NO_LATTICE_AGREED = 0.8  # ... and of "no buffer" when every series (two or more) had spikes but no lattice
+DISAGREEMENT = 0.6  # the confidence factor when another series read a different capacity
+
+
+def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float, list[float], float] | None:
+    """The regular pattern in spike positions (bytes): a first flush ``F`` and one every ``I`` after it, found as
+    the (F, I) whose points ``F, F+I, ...`` up to ``end`` (bytes written) carry the most spikes, at least
+    LATTICE_RECALL of them. A buffer filling at a steady write stream flushes at every point of its lattice;
+    noise spikes at random places and forms none. Each hit re-anchors the next point (flush positions drift a
+    little when the buffer drains between runs). Returns (F, I, the spike positions on it, recall) or None.
+
+    Hand-written: no library fits a periodic point pattern with a phase and misses to one-dimensional events."""
+    pos = np.sort(np.asarray(positions, dtype=float))
+    if len(pos) < 2:
+        return None
+    steps = np.r_[np.diff(pos), pos[2:] - pos[:-2]]
+    steps = steps[steps > 2 * tolerance]
+    # Intervals within the tolerance of each other are one candidate.
+    intervals = np.unique(np.round(steps / tolerance)) * tolerance
+    best: tuple[float, float, list[float], float] | None = None
+    for start in pos[:LATTICE_CANDIDATE_STARTS]:
+        for interval in intervals:
+            # Flushes drift by a share of the interval (the buffer drains a little between runs, flush times vary).
+            near = max(tolerance, LATTICE_DRIFT * interval)
+            allowed = (1 - LATTICE_RECALL) * ((end - tolerance - start) // interval + 1)
+            on: list[float] = []
+            points = 0
+            x = start
+            while x <= end - tolerance and points - len(on) <= allowed:
+                points += 1
+                i = int(np.searchsorted(pos, x - near))
+                if i < len(pos) and pos[i] <= x + near:
+                    on.append(float(pos[i]))
+                    x = pos[i]
+                x += interval
+            recall = len(on) / points if points else 0.0
+            if points - len(on) > allowed or len(on) < LATTICE_MIN_HITS or recall < LATTICE_RECALL:
+                continue
+            if best is None or (len(on), recall) > (len(best[2]), best[3]):
+                best = (float(start), float(interval), on, recall)
+    if best is not None:
+        # The interval as measured (the candidates sit on a grid of the tolerance): the median spacing of the
+        # spikes on the lattice, each over the lattice steps it spans.
+        gaps = np.diff(best[2])
+        spans = np.maximum(np.round(gaps / best[1]), 1)
+        best = (best[0], float(np.median(gaps / spans)), best[2], best[3])
+    return best
+
+
 @dataclass
 class BufferReading:
     """What one series of writes from an empty buffer says about the buffer (bytes)."""
@@ -84,36 +144,48 @@ class BufferReading:
     flushes: int = 0
     confidence: float | None = None
     classes: int = 0
+    noise_spikes: int = 0  # spikes off the flush lattice
 
     @property
     def interval_writes(self) -> float | None:
         return None if not self.interval else self.interval / self.size
 
 
-def read_buffer(position, latency_ns, size: int, classification: Classification | None) -> BufferReading:
-    """Seed 003's P8 reading of one series: the flushes are the abnormal writes; the capacity is the bytes
-    before the first flush (the buffer started empty) or, when that is shorter, the most common interval."""
+def read_buffer(position, latency_ns, size: int, classification: Classification | None,
+                keep=None) -> BufferReading:
+    """Seed 003's P8 reading of one series: the flushes are the abnormal writes that fall on a regular lattice
+    (:func:`flush_lattice`; spikes off it are noise); the capacity is the bytes before the first flush (the
+    buffer started empty) or, when that is shorter, the lattice's interval. Confidence: the classification's
+    silhouette times the share of lattice points that spiked; spikes without a lattice give "no buffer" at
+    AMBIGUOUS_NO_BUFFER (noise, or a buffer whose flushes this series did not show). ``keep``: the writes that
+    may count as spikes (:func:`~._write_common.blocking` leaves out the ones later writes overtook)."""
     lat = np.asarray(latency_ns, dtype=float)
+    position = np.asarray(position)
     mask = spike_mask(lat, classification)
+    if keep is not None:
+        mask &= np.asarray(keep, dtype=bool)
     events = spike_events(position, lat, mask)
     confidence = None if classification is None else classification.silhouette
     classes = 0 if classification is None else classification.n_classes
     if events.empty:
         return BufferReading(size, 0, flushes=0, confidence=flatness(lat), classes=classes)
-    positions = events["position"].to_numpy(dtype=float)
-    first = int(positions[0])
-    common = common_interval(np.diff(positions))
-    interval = None if common is None else int(round(common[0]))
-    share = 0.0 if common is None else common[1]
+    end = float(position.max()) + size if len(position) else 0.0
+    lattice = flush_lattice(events["position"].to_numpy(dtype=float), end, LATTICE_TOLERANCE_WRITES * size)
+    if lattice is None:
+        return BufferReading(size, 0, flushes=0, confidence=AMBIGUOUS_NO_BUFFER, classes=classes,
+                             noise_spikes=len(events))
+    first_f, interval_f, on, recall = lattice
+    first, interval = int(first_f), int(round(interval_f))
     capacity = first
     partial = None
-    if interval is not None:
-        if first < 0.9 * interval:
-            capacity = interval  # the buffer was not empty at the start: trust the spacing
-        elif interval < 0.9 * first:
-            partial = interval  # later flushes free only part of it (Table 4 "p")
-    second = _second_level(events, capacity)
-    return BufferReading(size, capacity, first, interval, share, partial, second, len(events), confidence, classes)
+    if first < 0.9 * interval:
+        capacity = interval  # the buffer was not empty at the start: trust the spacing
+    elif interval < 0.9 * first:
+        partial = interval  # later flushes free only part of it (Table 4 "p")
+    flushes = events[events["position"].isin(on)].reset_index(drop=True)
+    second = _second_level(flushes, capacity)
+    return BufferReading(size, capacity, first, interval, recall, partial, second, len(flushes),
+                         (confidence or 0.0) * recall, classes, noise_spikes=len(events) - len(flushes))
 
 
 def second_level_flushes(events: pd.DataFrame) -> list[int]:
@@ -144,6 +216,11 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
     capacity_ios or None, a note)."""
     found = [r for r in readings if r.capacity > 0]
     if not found:
+        # Spikes, but on no lattice in any series: noise rather than a buffer, the surer the more series agree.
+        noisy = [r for r in readings if r.noise_spikes]
+        if len(readings) >= 2 and noisy:
+            return replace(readings[0], confidence=max(min(r.confidence or 0 for r in readings), NO_LATTICE_AGREED)), \
+                None, ""
         return readings[0], None, ""
     top = max(r.capacity for r in found)
     limited = [r for r in found if top - r.capacity > max(0.1 * top, r.size)]
@@ -154,8 +231,15 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
     if ios is not None and full == [largest] and abs(largest.capacity / largest.size - ios) <= 0.05 * ios:
         note = (f"every write size tried flushed after {ios} writes, so the byte capacity is at least "
                 f"{format_size(largest.capacity)}")
-    # The finest writes place the flush best; among equals, the series with the clearer classification.
-    chosen = min(full, key=lambda r: (r.size, -(r.confidence or 0)))
+    # The finest writes place the flush best, among the series nearly as clear as the clearest (noise blurs the
+    # flushes of small writes most).
+    clearest = max(r.confidence or 0 for r in full)
+    clear = [r for r in full if (r.confidence or 0) >= clearest - 0.1]
+    chosen = min(clear, key=lambda r: (r.size, -(r.confidence or 0)))
+    # Series that saw a buffer and disagree on it lower the confidence: one of them read noise as flushes.
+    others = [r for r in full if r is not chosen]
+    if others and any(abs(r.capacity - chosen.capacity) > 0.1 * chosen.capacity for r in others):
+        chosen = replace(chosen, confidence=(chosen.confidence or 0) * DISAGREEMENT)
     return chosen, ios, note
 
 
@@ -177,6 +261,7 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
         frame = write_series(ctx, region.take(chunk), chunk, size, QUEUE_DEPTH,
                              f"sequential {format_size(size)} writes, {format_size(written)}+{format_size(chunk)}")
         frame["position"] += written
+        frame["run"] = len(frames)  # each run is timed from its own start
         frames.append(frame)
         written += chunk
         if _enough(pd.concat(frames, ignore_index=True), written, second_level):
@@ -189,7 +274,8 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
 
 def _enough(frame: pd.DataFrame, written: int, second_level: int) -> bool:
     lat = frame["latency_ns"].to_numpy()
-    events = spike_events(frame["position"].to_numpy(), lat, quick_spikes(lat))
+    keep = _keep(frame)
+    events = spike_events(frame["position"].to_numpy(), lat, quick_spikes(lat) & (True if keep is None else keep))
     if written < second_level:
         return False
     if len(events) == 0:
@@ -206,7 +292,8 @@ def _series_readings(frame: pd.DataFrame) -> tuple[list[BufferReading], dict[int
         classes = classify_series(s["latency_ns"].to_numpy(), log=True)
         c = classes[0] if classes else None
         chosen[int(sid)] = c
-        readings.append(read_buffer(s["position"].to_numpy(), s["latency_ns"].to_numpy(), int(s["size"].iloc[0]), c))
+        readings.append(read_buffer(s["position"].to_numpy(), s["latency_ns"].to_numpy(), int(s["size"].iloc[0]), c,
+                                    keep=_keep(s)))
     return readings, chosen
 
 
@@ -260,7 +347,21 @@ def _best(classes: list[Classification]) -> Classification | None:
 def _read_series(frame: pd.DataFrame) -> BufferReading:
     lat = frame["latency_ns"].to_numpy()
     classification = _best(classify_series(lat, log=True))
-    return read_buffer(frame["position"].to_numpy(), lat, int(frame["size"].iloc[0]), classification)
+    return read_buffer(frame["position"].to_numpy(), lat, int(frame["size"].iloc[0]), classification,
+                       keep=_keep(frame))
+
+
+def _keep(series: pd.DataFrame) -> np.ndarray | None:
+    """The writes of one series that may be flush spikes: not overtaken by later writes of their run (a stall)."""
+    if "run" not in series or "submit_ns" not in series:
+        return None
+    lat = series["latency_ns"].to_numpy(dtype=float)
+    high = quick_spikes(lat)
+    out = np.ones(len(series), dtype=bool)
+    for rows in series.groupby("run").indices.values():
+        out[rows] = blocking(series["submit_ns"].to_numpy()[rows], series["complete_ns"].to_numpy()[rows],
+                             high[rows]) | ~high[rows]
+    return out
 
 
 def _limit(main: BufferReading, size: int, most: int) -> int:
@@ -284,7 +385,9 @@ def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
         extra["second_level"] = main.second_level
     if ios:
         extra["capacity_ios"] = ios
-    sid = readings.index(reading)
+    sid = next(i for i, r in enumerate(readings)
+               if (r.size, r.capacity, r.first, r.interval) == (reading.size, reading.capacity, reading.first,
+                                                                 reading.interval))
     series_ids = sorted(chosen)
     raw = _mark_spikes(frame, chosen)
     alternatives = _buffer_alternatives(frame[frame["series"] == series_ids[sid]], reading)
@@ -292,11 +395,15 @@ def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
         used = frame[frame["series"] == series_ids[sid]]
         evidence = (f"no write among {len(used)} ({format_size(int(used['size'].sum()))} written into an empty "
                     f"buffer) waited {SPIKE_RATIO:g}x the normal latency: no blocking write buffer")
+        if reading.noise_spikes:
+            evidence = (f"{reading.noise_spikes} spikes among {len(used)} writes "
+                        f"({format_size(int(used['size'].sum()))} written into an empty buffer), at no regular "
+                        f"interval (noise: background operations, stalls): no blocking write buffer")
     else:
         evidence = (f"{reading.flushes} flush spikes in sequential {format_size(reading.size)} writes from an "
                     f"empty buffer; first after {format_size(reading.first or 0)}")
         if reading.interval:
-            evidence += f", then every {format_size(reading.interval)} ({reading.share:.0%} of the intervals)"
+            evidence += f", then every {format_size(reading.interval)} (a spike at {reading.share:.0%} of those points)"
         if reading.partial:
             evidence += f"; partial flushes of {format_size(reading.partial)}"
         if main.second_level:
@@ -315,7 +422,7 @@ def _buffer_alternatives(series: pd.DataFrame, reading: BufferReading) -> list[d
     seen = {reading.capacity}
     lat = series["latency_ns"].to_numpy()
     for c in classify_series(lat, log=True)[1:]:
-        alt = read_buffer(series["position"].to_numpy(), lat, reading.size, c)
+        alt = read_buffer(series["position"].to_numpy(), lat, reading.size, c, keep=_keep(series))
         if alt.capacity not in seen:
             seen.add(alt.capacity)
             out.append({"value": int(alt.capacity), "confidence": round(c.silhouette, 4)})
@@ -331,6 +438,9 @@ def _mark_spikes(frame: pd.DataFrame, chosen: dict[int, Classification | None]) 
     for sid, s in frame.groupby("series", sort=True):
         s = s.copy()
         mask = spike_mask(s["latency_ns"].to_numpy(), chosen[int(sid)])
+        keep = _keep(s)
+        if keep is not None:
+            mask &= keep
         s["spike"] = mask
         level = mask.astype(np.int8)
         events = spike_events(s["position"].to_numpy(), s["latency_ns"].to_numpy(), mask)

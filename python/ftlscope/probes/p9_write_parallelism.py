@@ -47,13 +47,19 @@ def read_batches(frame: pd.DataFrame) -> BatchReading:
     """``frame``: ``batch`` and ``latency_ns`` per write. The sorted latencies of a batch rise in steps; the large
     steps (Jenks' highest class of the steps) separate completion clusters. Batches that met a flush (their last
     completion more than twice the quickest batch's) are left out."""
-    groups = [np.sort(g.to_numpy(dtype=float)) for _, g in frame.groupby("batch")["latency_ns"]]
+    # Each batch's latencies in submission order (the rows' order): the buffer takes the writes in the order they
+    # arrive, so the k-th write waits for slot k // parallelism whatever the host adds to its completion. The
+    # median over the batches of each k is one curve: the host's completion jitter, which reorders completions
+    # inside a batch (sorted latencies lose their steps), and stalls average out of it.
+    groups = [g.to_numpy(dtype=float) for _, g in frame.groupby("batch", sort=False)["latency_ns"]]
     groups = [g for g in groups if len(g) >= 2]
     if not groups:
         return BatchReading(None, 0.0, 0.0, [], False)
-    worst = np.array([g[-1] for g in groups])
+    batch = max(len(g) for g in groups)
+    groups = [g for g in groups if len(g) == batch]
+    worst = np.array([g.max() for g in groups])
     groups = [g for g, w in zip(groups, worst, strict=True) if w <= 2 * worst.min()]
-    batch = len(groups[0])
+    groups = [np.maximum.accumulate(np.median(np.vstack(groups), axis=0))]
     steps = [np.diff(g) for g in groups]
     pooled = np.concatenate(steps)
     readings: list[tuple[int | None, float, float]] = []

@@ -20,7 +20,7 @@ from ..sim import SimDevice
 from ..units import format_size
 from . import NAMES, PROBES, parse_properties
 from .base import ERASED, REFILLED, Answer
-from .truth import describe
+from .truth import describe, has_notation, notation
 
 DEFAULT_SPAN = 4 << 30
 
@@ -57,6 +57,7 @@ class ProbeReport:
                 "property": pid,
                 "name": NAMES[pid],
                 "answer": describe(pid, a.value),
+                "table 4": notation(pid, a.value, a.extra) if has_notation(pid, a.extra) else "",
                 "confidence": None if a.confidence is None else round(float(a.confidence), 2),
                 "alternatives": alternatives,
                 "device_time_s": round(a.device_time_s, 3),

@@ -100,3 +100,90 @@ def describe(pid: str, value: Any) -> str:
     if pid == "P10":
         return f"{float(value):.3g} s"
     return re.sub(r"\s+", " ", str(value))
+
+
+# ---- Kelpie's Table 4 notation (issue 16): the details of P8-P10 beside their values -------------------------------
+
+NOTATION_KEYS = {
+    "P8": ("partial_flush", "capacity_ios", "second_level", "second_level_capacity_ios"),
+    "P9": ("serialized_when_idle",),
+    "P10": ("second_level_window",),
+}
+
+
+def notation_truth(config: dict[str, Any] | str) -> dict[str, dict[str, Any]]:
+    """The details Table 4 writes beside P8-P10, from a device's configuration: a partial flush ("p"), a flush
+    after a number of write commands, a second level ("a | b", its own command count "†"), serialised writes
+    ("✗") and the second level's idle window. 0 / None = absent; ``second_level_window`` is None for "never" and
+    absent without a second level."""
+    if isinstance(config, str):
+        config = tomllib.loads(config)
+    wb = config.get("write_buffer", {})
+    second = _size(wb.get("second_level", "0B"))
+    out: dict[str, dict[str, Any]] = {
+        "P8": {"partial_flush": _size(wb.get("partial_flush", "0B")), "capacity_ios": int(wb.get("capacity_ios", 0)),
+               "second_level": second,
+               "second_level_capacity_ios": int(wb.get("second_level_capacity_ios", 0)) if second else 0},
+        "P9": {"serialized_when_idle": bool(wb.get("serialize_when_idle", False))},
+        "P10": {},
+    }
+    if second and _size(wb.get("capacity", "0B")):
+        out["P10"]["second_level_window"] = _seconds(wb.get("second_level_idle_flush_window", "inf"))
+    return out
+
+
+def notation_matches(key: str, value: Any, truth: Any) -> bool:
+    """Sizes within 10 %, counts within 10 %, flags exact, the second level's window within a factor of 2 (as
+    P10's own), absent (0 / None / False) only against absent."""
+    if key == "serialized_when_idle":
+        return bool(value) == bool(truth)
+    if key == "second_level_window":
+        return matches("P10", value, truth)
+    if not truth or not value:
+        return not truth and not value
+    return abs(float(value) - float(truth)) <= 0.1 * float(truth)
+
+
+def notation(pid: str, value: Any, extra: dict[str, Any] | None) -> str:
+    """An answer as Table 4 writes it: ``11.50 MiB p 7.50 MiB | 406 MiB``, ``20 MiB | 126.50 MiB †1280``,
+    ``4 ✗``, ``200 ms | 2.5 s``, ``∞``. Without details, :func:`describe`."""
+    from ..units import format_size
+
+    extra = extra or {}
+    if pid == "P8" and value:
+        text = format_size(int(value))
+        if extra.get("partial_flush"):
+            text += f" p {format_size(int(extra['partial_flush']))}"
+        if extra.get("capacity_ios"):
+            text += f" or {int(extra['capacity_ios'])} writes"
+        if extra.get("second_level"):
+            text += f" | {format_size(int(extra['second_level']))}"
+            if extra.get("second_level_capacity_ios"):
+                text += f" †{int(extra['second_level_capacity_ios'])}"
+        return text
+    if pid == "P9" and value is not None:
+        return f"{int(value)} ✗" if extra.get("serialized_when_idle") else str(int(value))
+    if pid == "P10":
+        def window(v: Any) -> str:
+            return "∞" if v is None else _duration(float(v))
+        if value == 0 and not extra:
+            return "— (no buffer)"
+        if "second_level_window" in extra:
+            return f"{window(value)} | {window(extra['second_level_window'])}"
+        return window(value)
+    return describe(pid, value)
+
+
+def has_notation(pid: str, extra: dict[str, Any] | None) -> bool:
+    """Whether an answer carries a Table 4 detail beyond its value (a partial flush, a second level, ...)."""
+    extra = extra or {}
+    return any(extra.get(k) for k in NOTATION_KEYS.get(pid, ()) if k != "second_level_window") or \
+        "second_level_window" in extra
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"

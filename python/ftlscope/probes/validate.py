@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from ..sim import SimDevice, presets
 from . import NAMES
 from .noise_levels import noise_section, noisy_device_file
 from .runner import probe_device
-from .truth import describe, ground_truth, matches
+from .truth import NOTATION_KEYS, describe, ground_truth, matches, notation_matches, notation_truth
 
 GOAL_ACCURACY = 0.90
 GOAL_DEVICE_TIME_S = 15 * 60
@@ -37,6 +37,22 @@ def ssd_presets() -> list[str]:
 @dataclass
 class Validation:
     rows: pd.DataFrame  # one row per (device, property): answer, truth, match, confidence, device time
+    # One row per (device, property, Table 4 detail: partial flush, second level, serialised writes, ...): scored
+    # apart from the ten answers, so the accuracy above stays the ten properties'.
+    notation_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def notation_per_key(self) -> pd.DataFrame:
+        if self.notation_rows.empty:
+            return pd.DataFrame(columns=["property", "detail", "right", "answers", "accuracy"])
+        grouped = self.notation_rows.groupby(["property", "detail"], sort=False)["match"]
+        return pd.DataFrame({"right": grouped.sum(), "answers": grouped.count(),
+                             "accuracy": grouped.mean()}).reset_index()
+
+    def notation_markdown(self) -> str:
+        lines = ["| property | detail (Table 4) | right | accuracy |", "| --- | --- | --- | --- |"]
+        for r in self.notation_per_key().itertuples():
+            lines.append(f"| {r.property} | {r.detail} | {int(r.right)}/{int(r.answers)} | {r.accuracy:.1%} |")
+        return "\n".join(lines) + "\n"
 
     def per_property(self) -> pd.DataFrame:
         grouped = self.rows.groupby("property", sort=False)
@@ -119,19 +135,20 @@ def validate(specs: list[str], *, properties: str | None = None, out: str | Path
     """Probe each simulated device (a preset name or a device TOML path) and score the answers. ``noise``
     (a level of noise_levels.NOISE_LEVELS) appends that ``[noise]`` section to every device first."""
     rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
     if noise is not None:
         noise_section(noise)  # refuse an unknown level before any device is touched
     with tempfile.TemporaryDirectory(prefix="ftlscope-noisy-") as scratch:
         for spec in specs:
             device = SimDevice.open(str(noisy_device_file(spec, noise, scratch)) if noise is not None else spec)
-            _score(device, rows, properties, out, progress)
+            _score(device, rows, properties, out, progress, details)
             if on_device is not None:
                 on_device(tomllib.loads(device.config_toml)["device"]["name"], rows)
-    return Validation(pd.DataFrame(rows))
+    return Validation(pd.DataFrame(rows), pd.DataFrame(details))
 
 
 def _score(device: SimDevice, rows: list[dict[str, Any]], properties: str | None, out: str | Path | None,
-           progress: bool) -> None:
+           progress: bool, details: list[dict[str, Any]] | None = None) -> None:
     """Probe one device and add a row per answer, scored against its ground truth."""
     truth = ground_truth(device.config_toml)
     name = tomllib.loads(device.config_toml)["device"]["name"]
@@ -148,8 +165,29 @@ def _score(device: SimDevice, rows: list[dict[str, Any]], properties: str | None
             "confidence": answer.confidence,
             "device_time_s": answer.device_time_s,
         })
+        if details is not None:
+            _score_notation(name, pid, answer.extra, notation_truth(device.config_toml), details)
     if report.error is not None:
         raise report.error
+
+
+def _score_notation(device: str, pid: str, extra: dict[str, Any], truth: dict[str, dict[str, Any]],
+                    details: list[dict[str, Any]]) -> None:
+    """A row per Table 4 detail of ``pid`` that the device has or the probe reported (a detail absent on both
+    sides says nothing and is left out)."""
+    expected_all = truth.get(pid, {})
+    for key in NOTATION_KEYS.get(pid, ()):
+        known, reported = key in expected_all, key in extra
+        if key == "second_level_window":
+            if not known and not reported:
+                continue
+            right = known and notation_matches(key, extra.get(key), expected_all[key])
+        else:
+            if not expected_all.get(key) and not extra.get(key):
+                continue
+            right = notation_matches(key, extra.get(key), expected_all.get(key))
+        details.append({"device": device, "property": pid, "detail": key, "answer": extra.get(key),
+                        "truth": expected_all.get(key), "match": bool(right)})
 
 
 def resolve_specs(preset_args: list[str] | None, device_files: list[str] | None) -> list[str]:

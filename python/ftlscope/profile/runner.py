@@ -28,7 +28,7 @@ from ..jsonable import write_json
 from ..probes import NAMES
 from ..probes.runner import DEFAULT_SPAN as PROBE_SPAN
 from ..probes.runner import probe_device
-from ..probes.truth import describe
+from ..probes.truth import NOTATION_KEYS, describe, has_notation, notation
 from ..runner import job_progress
 from ..sim import SimDevice
 from ..units import parse_size
@@ -230,6 +230,10 @@ def _run_probes(record, subject, directory, span, io) -> FtlscopeError | None:
             "device_time_s": answer.device_time_s,
             "figures": [f"probes/{Path(p).name}" for p in answer.figures],
         }
+        if has_notation(pid, answer.extra):
+            # Table 4's notation (``11.50 MiB p 7.50 MiB | 406 MiB``, ``4 ✗``, ``200 ms | 2.5 s``) and its parts.
+            properties[pid]["notation"] = notation(pid, answer.value, answer.extra)
+            properties[pid]["details"] = {k: v for k, v in answer.extra.items() if k in NOTATION_KEYS.get(pid, ())}
     record["probes"] = {
         "directory": "probes",
         "completed": report.error is None,

@@ -153,6 +153,8 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
 def answer_text(facts: Facts, pid: str, answer: dict[str, Any]) -> str:
     """A probe's answer in the card's units (P10 ``32 ms``, not ``0.032 s``): sizes and the flush window are
     formatted as the card formats them; other answers are the probe's words."""
+    if answer.get("notation"):
+        return answer["notation"]  # Table 4's notation: the value with its partial flush, second level, ...
     evidence = facts.prop(pid)
     if evidence is not None and evidence.unit and isinstance(evidence.value, int | float) and evidence.value:
         return evidence.display
