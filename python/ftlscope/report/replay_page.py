@@ -42,7 +42,8 @@ def render_replay_report(result: RunResult, frame: pd.DataFrame, target: str, ou
     replay = result.summary["replay"]
     note = SYNTHETIC_NOTE if replay["synthetic"] else ""
     stats = trace_stats(frame)
-    run_figures = write_run_plots(result, figures_dir, note=note)
+    # A replay stopped before any request completed has no trace to draw from; the page says what it has.
+    run_figures = [] if result.trace.empty else write_run_plots(result, figures_dir, note=note)
     lag = issue_lag(result)
     lag_figures = [f for f in (_lag_cdf(result, figures_dir, note), _lag_over_time(result, figures_dir, note)) if f]
     trace_figures = [_size_histogram(stats, figures_dir, note), *_interarrival(frame, stats, figures_dir, note)]
@@ -137,6 +138,9 @@ def issue_lag(result: RunResult) -> dict[str, Any]:
         "percentiles": [{"name": p, "text": format_ns(summary_lag[p]), "ns": summary_lag[p]}
                         for p in (*PERCENTILES, "max") if p in summary_lag],
         "requests": f"{n:,}",
+        # The trace keeps at most its limit of requests; the summary counted every one.
+        "limited": f"the first {n:,} of {result.summary['replay']['requests']:,} requests (trace limit)"
+        if n < result.summary["replay"]["requests"] else "",
         "on_time": f"{(lags == 0).sum() / n:.2%}" if n else "",
         "late": [{"over": format_ns(t), "share": f"{(lags > t).sum() / n:.2%}", "count": f"{int((lags > t).sum()):,}"}
                  for t in LATE_NS] if n else [],
@@ -187,14 +191,14 @@ def _window_ns(result: RunResult) -> int:
 
 
 def lag_over_time(result: RunResult) -> pd.DataFrame:
-    """Per time window of the run (by submission time since the first request): requests, p50/p99/max lag (ns)
-    and the share (%) issued late by more than 1 ms."""
+    """Per time window of the run (the windows table's, by submission time: the trace's times count from the
+    same start): requests, p50/p99/max lag (ns) and the share (%) issued late by more than 1 ms."""
     trace = result.trace
     if trace.empty or "issue_lag_ns" not in trace:
         return pd.DataFrame()
     submit = trace["submit_ns"].to_numpy(dtype=np.int64)
     window = _window_ns(result)
-    frame = pd.DataFrame({"window": (submit - submit.min()) // window,
+    frame = pd.DataFrame({"window": submit // window,
                           "lag": trace["issue_lag_ns"].to_numpy(dtype=np.float64)})
     grouped = frame.groupby("window")["lag"]
     table = pd.DataFrame({"requests": grouped.size(), "p50": grouped.quantile(0.5), "p99": grouped.quantile(0.99),
@@ -220,7 +224,7 @@ def _lag_over_time(result: RunResult, directory: Path, note: str) -> Path | None
     plots.line(bottom, data.index, data["late_1ms_pct"], marker=".")
     bottom.set_ylabel("issued > 1 ms late (%)")
     bottom.set_ylim(0, 100.5)
-    bottom.set_xlabel("time since the first request (s)")
+    bottom.set_xlabel("time since the start (s)")
     caption = ("Issue lag per time window (by submission time): p50, p99 and max, and the share of requests "
                "issued more than 1 ms late")
     return plots.save(fig, directory, "issue-lag-over-time", caption)
