@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .errors import RunError, UsageError
 from .traces.names import FORMATS
 
 MAX_QD = 65536
@@ -69,6 +69,13 @@ def add_replay_parser(sub: Any) -> None:
     o.add_argument("--trace", dest="trace_out", metavar="FILE",
                    help="write the per-request trace (Parquet) here, with an issue_lag_ns column")
     o.add_argument("--windows", help="write the time-window table (CSV) here")
+    o.add_argument("--plots", metavar="DIR",
+                   help="write run's figures here, per operation: latency histogram, latency CDF, IOPS and latency "
+                        "over time (PNG)")
+    o.add_argument("--report", metavar="DIR",
+                   help="write a report here (report.html, self-contained, and report.md with figures/): the "
+                        "conditions, latency per operation, IOPS and latency over time, issue lag, and the trace's "
+                        "own statistics (as 'trace info')")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
     o.add_argument("--show-serial", action="store_true",
                    help="write the drive's serial number as it is (default: a hash)")
@@ -259,11 +266,12 @@ def _read(args: argparse.Namespace):
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
+    args.sorted_for_replay = sort  # the report's trace statistics are read the same way
     return read_trace(path, fmt, sort=sort)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    from .cli_checks import ROOM_DIRECTORY, _check_force, check_output_file
+    from .cli_checks import ROOM_DIRECTORY, _check_force, check_output_dir, check_output_file
 
     _check_force(args)
     if args.json:
@@ -272,6 +280,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_file(args.windows, "--windows")
     if args.trace_out:
         check_output_file(args.trace_out, "--trace", ROOM_DIRECTORY)
+    for flag, directory in (("--plots", args.plots), ("--report", args.report)):
+        if directory:
+            check_output_dir(directory, flag)
 
 
 def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
@@ -319,6 +330,30 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     return result
 
 
+def _write_plots(result, directory: str) -> str:
+    from .report.replay_page import SYNTHETIC_NOTE
+    from .run_plots import write_run_plots
+
+    note = SYNTHETIC_NOTE if result.summary["replay"]["synthetic"] else ""
+    paths = write_run_plots(result, directory, note=note)
+    return f"{directory}/ ({', '.join(p.name for p in paths)})"
+
+
+def _write_report(result, frame, target: str, directory: str, args: argparse.Namespace) -> str:
+    from .report.replay_page import render_replay_report
+    from .traces.cli import info_stats
+
+    # The trace's statistics as `trace info` gives them for this file (a Parquet trace in batches), so the
+    # page and `trace info` show the same numbers.
+    stats = info_stats(str(args.trace), args.format, getattr(args, "sorted_for_replay", args.sort))
+    try:
+        render_replay_report(result, frame, target, directory, stats=stats)
+    except OSError as exc:
+        raise RunError(f"--report: cannot write {directory} ({exc.strerror or exc}); give another directory "
+                       "(the other outputs are written)") from None
+    return f"{Path(directory) / 'report.html'}"
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import _run_kwargs, console, err_console, summary_tables
     from .runner import check_outcome
@@ -334,16 +369,24 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shift = parse_shift(args.offset_shift)
     _check_outputs(args)
     frame = _read(args)
+    # The figures and the report need every request's latency: the trace is kept in memory for them.
     result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,
                     offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
-                    trace_file=args.trace_out, progress=not args.quiet, precondition=not args.no_precondition,
-                    show_serial=args.show_serial, **_run_kwargs(args))
+                    trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
+                    precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
 
-    saved = save_run_outputs(result, json=args.json, trace=args.trace_out, windows=args.windows)
+    saved = save_run_outputs(result, json=args.json, trace=args.trace_out, windows=args.windows, plots=args.plots,
+                             plots_writer=lambda directory: _write_plots(result, directory))
+    unsaved = None
+    if args.report:
+        try:
+            saved.append(_write_report(result, frame, args.target, args.report, args))
+        except RunError as exc:  # shown after the table, as run does: what was measured is printed either way
+            unsaved = exc
     for table in summary_tables(result.summary, replay_title(result.summary, args.target), console.width):
         console.print(table)
     lag = result.summary["run"].get("issue_lag_ns") or {}
@@ -352,6 +395,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                       f"max {format_ns(lag['max'])}")
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
+    if unsaved is not None:
+        raise unsaved
     if result.stop_reason == "interrupted":
         from . import stopping
 

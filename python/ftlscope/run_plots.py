@@ -67,8 +67,9 @@ def _unit(markers_ns: dict[str, float]) -> tuple[float, str]:
     return (1e6, "ms") if markers_ns["p99.9"] >= 1e6 else (1e3, "µs")
 
 
-def write_run_plots(result: RunResult, directory: str | Path) -> list[Path]:
-    """Write the figures of every operation the run measured; returns their paths."""
+def write_run_plots(result: RunResult, directory: str | Path, *, note: str = "") -> list[Path]:
+    """Write the figures of every operation the run measured; returns their paths. ``note`` ends every title
+    (a replay of a synthetic trace says so on each figure)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if result.trace.empty:
@@ -77,16 +78,16 @@ def write_run_plots(result: RunResult, directory: str | Path) -> list[Path]:
     for op in result.ops:
         data = latency_data(result, op)
         if data.latencies_ns.size:
-            paths.append(_histogram(data, directory))
-            paths.append(_cdf(data, directory))
+            paths.append(_histogram(data, directory, note))
+            paths.append(_cdf(data, directory, note))
         if not result.windows.empty:
-            paths.append(_over_time(result.windows, op, directory))
+            paths.append(_over_time(result.windows, op, directory, note))
     return paths
 
 
-def _histogram(data: LatencyFigureData, directory: Path) -> Path:
+def _histogram(data: LatencyFigureData, directory: Path, note: str = "") -> Path:
     scale, unit = _unit(data.markers_ns)
-    fig, ax = plots.figure(f"{data.op}: latency histogram ({_requests(data)})",
+    fig, ax = plots.figure(f"{data.op}: latency histogram ({_requests(data)}){note}",
                            f"latency ({unit}, log scale)", "requests (log scale)")
     edges = data.bin_edges_ns / scale
     ax.stairs(data.counts, edges, fill=True, alpha=0.7)
@@ -114,9 +115,9 @@ def _mark_percentiles(ax, markers_ns: dict[str, float], scale: float, unit: str,
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "0.7"})
 
 
-def _cdf(data: LatencyFigureData, directory: Path) -> Path:
+def _cdf(data: LatencyFigureData, directory: Path, note: str = "") -> Path:
     scale, unit = _unit(data.markers_ns)
-    fig, ax = plots.figure(f"{data.op}: latency CDF ({_requests(data)})",
+    fig, ax = plots.figure(f"{data.op}: latency CDF ({_requests(data)}){note}",
                            f"latency ({unit}, log scale)", "requests at or below (%)")
     share = np.arange(1, data.latencies_ns.size + 1) / data.latencies_ns.size * 100
     ax.step(data.latencies_ns / scale, share, where="post", linewidth=1.5)
@@ -146,9 +147,9 @@ def over_time_data(windows: pd.DataFrame, op: str) -> pd.DataFrame:
     return frame
 
 
-def _over_time(windows: pd.DataFrame, op: str, directory: Path) -> Path:
+def _over_time(windows: pd.DataFrame, op: str, directory: Path, note: str = "") -> Path:
     data = over_time_data(windows, op)
-    fig, (top, bottom) = plots.panels(f"{op}: IOPS and latency over time ({len(data):,} windows)", 2, 1,
+    fig, (top, bottom) = plots.panels(f"{op}: IOPS and latency over time ({len(data):,} windows){note}", 2, 1,
                                       size=(7.5, 6.0), sharex=True)
     plots.line(top, data["start_s"], data["iops"], marker=".")
     top.set_ylabel("IOPS")

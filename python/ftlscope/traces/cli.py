@@ -46,7 +46,7 @@ def add_trace_parser(sub: Any) -> None:
 def cmd_trace_info(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    stats = _stats(args.trace, args.format, args.sort)
+    stats = info_stats(args.trace, args.format, args.sort)
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,9 +55,10 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
-    """A Parquet trace is read in record batches (flat memory); other formats, and a Parquet trace too out of
-    order for --sort's sliding window, whole."""
+def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
+    """The statistics ``trace info`` prints (and the replay report shows). A Parquet trace is read in record
+    batches (flat memory); other formats, and a Parquet trace too out of order for --sort's sliding window,
+    whole."""
     from .batched import Unsorted, parquet_trace_stats
     from .readers import read_trace, sniff
     from .schema import TraceError
@@ -85,15 +86,14 @@ def _ns(n: float) -> str:
     return format_ns(n)
 
 
-def info_tables(path: str, stats: dict[str, Any]) -> list[Any]:
-    from rich.table import Table
+SYNTHETIC_LABEL = " (SYNTHETIC: generated, not a captured workload)"
 
-    label = " (SYNTHETIC: generated, not a captured workload)" if stats["synthetic"] else ""
-    top = Table(title=f"{path}: {stats['format']}{label}", show_header=False, title_justify="left")
-    top.add_column("statistic")
-    top.add_column("value", justify="right")
+
+def info_rows(stats: dict[str, Any]) -> dict[str, list[tuple[str, ...]]]:
+    """What `trace info` prints, as text rows: ``summary`` (statistic, value), ``mix`` (op, requests, share,
+    bytes), ``sizes`` (bin, requests, share). The replay report shows the same rows."""
     ia = stats["interarrival_ns"]
-    rows = [
+    summary = [
         ("requests", f"{stats['requests']:,}"),
         ("duration", f"{stats['duration_s']:.6g} s"),
         ("bytes", _bytes(stats["bytes"])),
@@ -104,33 +104,46 @@ def info_tables(path: str, stats: dict[str, Any]) -> list[Any]:
         ("offset range", f"{stats['offset_range']['min_bytes']:,} .. {stats['offset_range']['max_end_bytes']:,} B"),
     ]
     if ia["n"]:
-        rows += [("inter-arrival mean / p50 / p99", f"{_ns(ia['mean'])} / {_ns(ia['p50'])} / {_ns(ia['p99'])}"),
-                 ("inter-arrival CV", f"{ia['cv']:.3g}")]
+        summary += [("inter-arrival mean / p50 / p99", f"{_ns(ia['mean'])} / {_ns(ia['p50'])} / {_ns(ia['p99'])}"),
+                    ("inter-arrival CV", f"{ia['cv']:.3g}")]
     if "latency_ns" in stats and stats["latency_ns"]["n"]:
         lat = stats["latency_ns"]
-        rows.append(("latency mean / p50 / p99", f"{_ns(lat['mean'])} / {_ns(lat['p50'])} / {_ns(lat['p99'])}"))
+        summary.append(("latency mean / p50 / p99", f"{_ns(lat['mean'])} / {_ns(lat['p50'])} / {_ns(lat['p99'])}"))
     if "capture" in stats:
         made = stats["capture"]
         command = " ".join(made.get("command") or []) or "until stopped"
         command = command if len(command) <= 48 else command[:47] + "…"
-        rows.append(("captured", f"{made.get('device')} ({command})"))
+        summary.append(("captured", f"{made.get('device')} ({command})"))
         if made.get("lost_events"):
-            rows.append(("events lost by the kernel", f"{made['lost_events']:,}"))
+            summary.append(("events lost by the kernel", f"{made['lost_events']:,}"))
     if stats["synthetic"]:
         made = stats["workload"]
-        rows.append(("synthetic workload", f"{made.get('workload')} (seed {made.get('seed')})"))
-    for row in rows:
+        summary.append(("synthetic workload", f"{made.get('workload')} (seed {made.get('seed')})"))
+    mix = [(op, f"{m['requests']:,}", f"{m['share']:.1%}", _bytes(m["bytes"])) for op, m in stats["mix"].items()]
+    sizes = [(b["bin"], f"{b['count']:,}", f"{b['count'] / stats['requests']:.1%}") for b in stats["size_histogram"]]
+    return {"summary": summary, "mix": mix, "sizes": sizes}
+
+
+def info_tables(path: str, stats: dict[str, Any]) -> list[Any]:
+    from rich.table import Table
+
+    label = SYNTHETIC_LABEL if stats["synthetic"] else ""
+    rows = info_rows(stats)
+    top = Table(title=f"{path}: {stats['format']}{label}", show_header=False, title_justify="left")
+    top.add_column("statistic")
+    top.add_column("value", justify="right")
+    for row in rows["summary"]:
         top.add_row(*row)
     mix = Table(title="operation mix", title_justify="left")
     for col in ("op", "requests", "share", "bytes"):
         mix.add_column(col, justify="left" if col == "op" else "right")
-    for op, m in stats["mix"].items():
-        mix.add_row(op, f"{m['requests']:,}", f"{m['share']:.1%}", _bytes(m["bytes"]))
+    for row in rows["mix"]:
+        mix.add_row(*row)
     hist = Table(title="request sizes (power-of-two bins)", title_justify="left")
     for col in ("size", "requests", "share"):
         hist.add_column(col, justify="left" if col == "size" else "right")
-    for b in stats["size_histogram"]:
-        hist.add_row(b["bin"], f"{b['count']:,}", f"{b['count'] / stats['requests']:.1%}")
+    for row in rows["sizes"]:
+        hist.add_row(*row)
     tables = [top, mix, hist]
     if stats.get("processes"):
         tables.append(process_table(stats["processes"], stats["requests"]))
