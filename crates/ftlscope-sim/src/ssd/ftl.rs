@@ -273,6 +273,11 @@ impl Ftl {
         }
     }
 
+    /// The next block opened will be programmed at native speed: the SLC cache is full (or there is none).
+    pub fn slc_exhausted(&self) -> bool {
+        self.slc_used_pages + self.pages_per_block as u64 > self.slc_capacity_pages
+    }
+
     pub fn logical_pages(&self) -> u64 {
         self.logical_pages
     }

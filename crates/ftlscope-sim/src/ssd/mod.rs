@@ -304,7 +304,7 @@ impl SsdDevice {
         let to_level2 = self.level2.is_some();
         let level = self.level1.as_ref().expect("buffered device");
         let mut start = transferred.max(level.busy_until);
-        if self.cfg.ftl.flush_pipelined && !to_level2 {
+        if self.cfg.ftl.flush_pipelined && !to_level2 && self.ftl.slc_exhausted() {
             start = self.make_room(new_pages, start);
         } else if level.needs_flush(new_pages) {
             // The buffer is full: this write waits while it flushes (the spike P8 looks for).
@@ -337,7 +337,8 @@ impl SsdDevice {
         inserted
     }
 
-    /// `ftl.flush_pipelined`: wait only until the buffer has room for `new_pages`. Pages programmed by `at`
+    /// `ftl.flush_pipelined` (once the SLC cache is full): wait only until the buffer has room for `new_pages`.
+    /// Before the cliff the whole-buffer flush stays, so the buffer's spike (P8, P10) shows as before. Pages programmed by `at`
     /// have given their room back; a full buffer starts flushing what it holds and the write waits for the
     /// earliest pages in flight to be programmed, not for the whole flush (a real controller reuses a buffer
     /// slot as soon as its page is on NAND, so writes after the SLC cliff see steady latencies).

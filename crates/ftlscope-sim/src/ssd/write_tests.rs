@@ -66,6 +66,29 @@ fn the_pipelined_flush_is_off_by_default_and_keeps_the_spikes() {
     assert!(spikes >= 8, "{spikes} spikes in {lat:?}");
 }
 
+#[test]
+fn the_pipelined_flush_waits_for_the_slc_cliff() {
+    // While the SLC cache lasts the buffer flushes whole (its spike is what P8 and P10 probe); after the
+    // cliff, writes wait for their room only.
+    let mut cfg = small_config();
+    cfg.device.capacity = 128 * MIB;
+    cfg.write_buffer.capacity = 4 * MIB;
+    cfg.slc_cache.capacity = 16 * MIB;
+    cfg.ftl.flush_pipelined = true;
+    let (lat, _) = sequential_qd8(&mut SsdDevice::new(cfg), 64 * MIB);
+    let per_mib = 8; // 128 KiB writes
+    let spread = |l: &[u64]| {
+        let mut l = l.to_vec();
+        l.sort_unstable();
+        l[l.len() - 1] as f64 / l[l.len() / 2] as f64
+    };
+    // In SLC: most writes wait for nothing, one in 32 for a whole 4 MiB flush.
+    let before = spread(&lat[..12 * per_mib]);
+    // After the cliff: every write waits about as long (buffer plus queue over the native rate), none longer.
+    let after = spread(&lat[32 * per_mib..]);
+    assert!(before > 10.0 && after < 1.5, "longest over median write: {before:.1} in SLC, {after:.2} after the cliff");
+}
+
 /// QD 1 writes of `len` at `offsets`; returns the mean latency in ns.
 fn qd1_mean(dev: &mut SsdDevice, offsets: &[u64], len: u64) -> f64 {
     let mut now = SimTime::ZERO;
