@@ -187,6 +187,11 @@ pub struct Ftl {
     pub map_miss_latency: Nanos,
     pub gc: GcPolicy,
     pub gc_free_block_threshold: f64,
+    // The write side of issue 15; every default is the model as it was before these keys.
+    pub flush_pipelined: bool,
+    pub write_map_lookup: bool,
+    pub gc_idle_after: Option<Nanos>,
+    pub gc_idle_free: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -269,6 +269,10 @@ section! {
         map_miss_latency: Time = Nanos(50_000), Any, "extra flash read on a mapping-cache miss";
         gc: GcC = GcPolicy::Greedy, Any, "victim choice: \"greedy\" (fewest valid pages)";
         gc_free_block_threshold: Float = 0.05, Inside(0.0, 1.0), "GC starts below this share of free blocks";
+        flush_pipelined: Bool = false, Any, "once the SLC cache is full (or without one), a full write buffer frees each page's room when that page is programmed, so a write waits only for the room it needs (false: for the whole flush)";
+        write_map_lookup: Bool = false, Any, "writes look up their mapping entry in the mapping cache too: a miss reads the translation page first and evicting a changed one programs it (DRAM-less drives)";
+        gc_idle_after: Window = None, Any, "idle time after which background GC collects blocks; \"inf\" = never";
+        gc_idle_free: Float = 0.0, Between(0.0, 1.0), "background GC collects while fewer than this share of a unit's blocks are free";
     }
 }
 

@@ -42,11 +42,22 @@ pub struct MappingCache {
     region: Vec<u64>,
     prev: Vec<usize>,
     next: Vec<usize>,
+    /// Per slot: the region's entries changed since it was loaded (only writes that look up their entry
+    /// mark them, `ftl.write_map_lookup`), so evicting it means programming its translation page.
+    dirty: Vec<bool>,
     head: usize,
     tail: usize,
 }
 
 pub const REGION_PAGES: u64 = 1024;
+
+/// What one mapping-cache lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapAccess {
+    pub hit: bool,
+    /// The miss pushed out a region whose entries writes had changed.
+    pub evicted_dirty: bool,
+}
 
 impl MappingCache {
     /// A cache holding `bytes` of mapping table (4 bytes per page).
@@ -58,6 +69,7 @@ impl MappingCache {
             region: Vec::new(),
             prev: Vec::new(),
             next: Vec::new(),
+            dirty: Vec::new(),
             head: NONE,
             tail: NONE,
         }
@@ -91,29 +103,40 @@ impl MappingCache {
 
     /// Look up the entry of `lpn`; true on a hit. A miss loads the region, evicting the least recent.
     pub fn access(&mut self, lpn: u64) -> bool {
+        self.access_marking(lpn, false).hit
+    }
+
+    /// Look up the entry of `lpn` and, for a write, mark its region changed. Says whether it hit and whether
+    /// the miss evicted a changed region (whose translation page must be programmed first).
+    pub fn access_marking(&mut self, lpn: u64, write: bool) -> MapAccess {
         let region = lpn / REGION_PAGES;
         if let Some(&slot) = self.slot_of.get(&region) {
             if self.head != slot {
                 self.unlink(slot);
                 self.push_front(slot);
             }
-            return true;
+            self.dirty[slot] |= write;
+            return MapAccess { hit: true, evicted_dirty: false };
         }
+        let mut evicted_dirty = false;
         let slot = if self.region.len() < self.capacity {
             self.region.push(region);
             self.prev.push(NONE);
             self.next.push(NONE);
+            self.dirty.push(false);
             self.region.len() - 1
         } else {
             let victim = self.tail;
             self.unlink(victim);
             self.slot_of.remove(&self.region[victim]);
             self.region[victim] = region;
+            evicted_dirty = self.dirty[victim];
             victim
         };
+        self.dirty[slot] = write;
         self.slot_of.insert(region, slot);
         self.push_front(slot);
-        false
+        MapAccess { hit: false, evicted_dirty }
     }
 
     pub fn clear(&mut self) {
@@ -121,6 +144,7 @@ impl MappingCache {
         self.region.clear();
         self.prev.clear();
         self.next.clear();
+        self.dirty.clear();
         self.head = NONE;
         self.tail = NONE;
     }
@@ -151,5 +175,17 @@ mod tests {
         assert!(!mc.access(2 * REGION_PAGES)); // evicts region 1
         assert!(mc.access(0));
         assert!(!mc.access(REGION_PAGES));
+    }
+
+    #[test]
+    fn evicting_a_region_a_write_changed_says_so() {
+        let mut mc = MappingCache::new(2 * 4 * REGION_PAGES); // two regions
+        assert_eq!(mc.access_marking(0, true), MapAccess { hit: false, evicted_dirty: false });
+        assert!(!mc.access(REGION_PAGES)); // clean
+        assert_eq!(mc.access_marking(2 * REGION_PAGES, false), MapAccess { hit: false, evicted_dirty: true });
+        assert_eq!(mc.access_marking(3 * REGION_PAGES, false), MapAccess { hit: false, evicted_dirty: false });
+        assert!(mc.access_marking(3 * REGION_PAGES + 1, true).hit);
+        mc.clear();
+        assert_eq!(mc.access_marking(0, false), MapAccess { hit: false, evicted_dirty: false });
     }
 }

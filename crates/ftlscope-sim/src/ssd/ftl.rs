@@ -273,6 +273,11 @@ impl Ftl {
         }
     }
 
+    /// The next block opened will be programmed at native speed: the SLC cache is full (or there is none).
+    pub fn slc_exhausted(&self) -> bool {
+        self.slc_used_pages + self.pages_per_block as u64 > self.slc_capacity_pages
+    }
+
     pub fn logical_pages(&self) -> u64 {
         self.logical_pages
     }
@@ -533,6 +538,40 @@ impl Ftl {
         self.victim_pages = candidates;
         self.erase_block(victim, last, flash);
         true
+    }
+
+    /// Background GC (`ftl.gc_idle_after`): from `from` until `until`, while the flash has nothing else to
+    /// do, collect the emptiest closed blocks of each unit with fewer than `free_share` of its blocks free,
+    /// one block per unit in turn. A block's collection is not interrupted, so the last may run a little
+    /// past `until` (a command arriving then waits for it, as on a drive busy with GC). Returns the blocks
+    /// collected.
+    pub fn collect_idle(&mut self, from: SimTime, until: SimTime, free_share: f64, flash: &mut Flash) -> u64 {
+        let blocks_per_unit = self.valid.len() / self.stripe_width as usize;
+        let target = ((blocks_per_unit as f64 * free_share) as usize).min(blocks_per_unit);
+        if target <= self.gc_reserve || self.in_gc {
+            return 0;
+        }
+        self.in_gc = true;
+        let mut collected = 0;
+        loop {
+            let mut progress = false;
+            for unit in 0..self.stripe_width {
+                let start = from.max(flash.all_idle_at());
+                if start >= until {
+                    self.in_gc = false;
+                    return collected;
+                }
+                if self.free[unit as usize].len() < target && self.collect(unit, start, flash) {
+                    collected += 1;
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        self.in_gc = false;
+        collected
     }
 
     fn erase_block(&mut self, block: u32, at: SimTime, flash: &mut Flash) {

@@ -31,6 +31,9 @@ struct BufferLevel {
     ios: u64,
     /// A flush of this level is in progress until then; writes that need room wait for it.
     busy_until: SimTime,
+    /// `ftl.flush_pipelined`: when each page flushed but not yet programmed gives its room back, earliest
+    /// first (those pages still occupy the buffer until then).
+    in_flight: VecDeque<SimTime>,
 }
 
 impl BufferLevel {
@@ -43,6 +46,7 @@ impl BufferLevel {
             fifo: VecDeque::new(),
             ios: 0,
             busy_until: SimTime::ZERO,
+            in_flight: VecDeque::new(),
         }
     }
 
@@ -192,6 +196,11 @@ impl SsdDevice {
             let pages = (fold_rate * idle.0 as f64 / 1e9 / self.page as f64) as u64;
             self.ftl.fold_slc(pages);
         }
+        if let Some(after) = self.cfg.ftl.gc_idle_after {
+            if idle > after {
+                self.ftl.collect_idle(idle_start + after, now, self.cfg.ftl.gc_idle_free, &mut self.flash);
+            }
+        }
     }
 
     /// Move `pages` from the first level to NAND (or to the second level); returns when done.
@@ -227,6 +236,11 @@ impl SsdDevice {
     /// first page, then every unit's second, ...), as a controller drives its dies in parallel rather than
     /// finishing one die's chunk before starting the next.
     fn program_batch(&mut self, lpns: &[u64], at: SimTime) -> SimTime {
+        self.program_batch_timed(lpns, at, None)
+    }
+
+    /// [`Self::program_batch`], also pushing when each page is durable onto `times` (in the order issued).
+    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
         // Each unit's pages in placement order; they are programmed round by round across the units (the
         // k-th page of every unit before the (k+1)-th of any), as the controller interleaves them.
         let mut per_unit: Vec<Vec<PageType>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
@@ -248,7 +262,11 @@ impl SsdDevice {
         for k in 0..rounds {
             for (unit, pages) in per_unit.iter().enumerate() {
                 if let Some(&page_type) = pages.get(k) {
-                    done = done.max(self.flash.program(unit as u32, page_type, at));
+                    let durable = self.flash.program(unit as u32, page_type, at);
+                    if let Some(times) = times.as_deref_mut() {
+                        times.push(durable);
+                    }
+                    done = done.max(durable);
                 }
             }
         }
@@ -346,9 +364,12 @@ impl SsdDevice {
         let admitted = self.admit(now);
         let c = &self.cfg.controller;
         let (overhead, insert) = (c.command_overhead, c.buffer_insert_latency);
-        let transferred = self.host_transfer(true, admitted + overhead, req.len);
+        let mut transferred = self.host_transfer(true, admitted + overhead, req.len);
         self.host_bytes_written += req.len;
         let pages = self.pages(req.offset, req.len);
+        if self.cfg.ftl.write_map_lookup && self.mapping_cache.is_some() {
+            transferred = self.write_map_lookups(pages.clone(), transferred);
+        }
         if self.level1.is_none() {
             // Write-through: every page is programmed before the write completes.
             let mut done = transferred;
@@ -361,7 +382,9 @@ impl SsdDevice {
         let to_level2 = self.level2.is_some();
         let level = self.level1.as_ref().expect("buffered device");
         let mut start = transferred.max(level.busy_until);
-        if level.needs_flush(new_pages) {
+        if self.cfg.ftl.flush_pipelined && !to_level2 && self.ftl.slc_exhausted() {
+            start = self.make_room(new_pages, start);
+        } else if level.needs_flush(new_pages) {
             // The buffer is full: this write waits while it flushes (the spike P8 looks for).
             let amount = level.flush_amount();
             let flushed = self.flush_level1(amount, start, to_level2);
@@ -392,6 +415,75 @@ impl SsdDevice {
         inserted
     }
 
+    /// `ftl.flush_pipelined` (once the SLC cache is full): wait only until the buffer has room for `new_pages`.
+    /// Before the cliff the whole-buffer flush stays, so the buffer's spike (P8, P10) shows as before. Pages programmed by `at`
+    /// have given their room back; a full buffer starts flushing what it holds and the write waits for the
+    /// earliest pages in flight to be programmed, not for the whole flush (a real controller reuses a buffer
+    /// slot as soon as its page is on NAND, so writes after the SLC cliff see steady latencies).
+    fn make_room(&mut self, new_pages: u64, at: SimTime) -> SimTime {
+        let level = self.level1.as_mut().expect("buffered device");
+        while level.in_flight.front().is_some_and(|&t| t <= at) {
+            level.in_flight.pop_front();
+        }
+        let occupied = |l: &BufferLevel| l.fifo.len() as u64 + l.in_flight.len() as u64;
+        let full = (occupied(level) + new_pages > level.capacity_pages && occupied(level) > 0)
+            || (level.capacity_ios > 0 && level.ios + 1 > level.capacity_ios);
+        if !full {
+            return at;
+        }
+        if !level.fifo.is_empty() {
+            let amount = level.flush_amount();
+            let moved: Vec<u64> = level.fifo.drain(..amount as usize).collect();
+            level.ios = 0;
+            let mut times = Vec::with_capacity(moved.len());
+            self.program_batch_timed(&moved, at, Some(&mut times));
+            let level = self.level1.as_mut().expect("buffered device");
+            level.in_flight.extend(times);
+            level.in_flight.make_contiguous().sort_unstable();
+        }
+        let level = self.level1.as_mut().expect("buffered device");
+        let mut start = at;
+        while occupied(level) + new_pages > level.capacity_pages {
+            match level.in_flight.pop_front() {
+                Some(t) => start = start.max(t),
+                None => break,
+            }
+        }
+        start
+    }
+
+    /// `ftl.write_map_lookup`: a write needs the mapping entries of its pages (to invalidate the old copies):
+    /// once per region, a miss reads the translation page, after programming the changed one it evicts.
+    fn write_map_lookups(&mut self, pages: std::ops::Range<u64>, at: SimTime) -> SimTime {
+        let mut ready = at;
+        let mut region = u64::MAX;
+        for lpn in pages {
+            if lpn / caches::REGION_PAGES == region {
+                continue;
+            }
+            region = lpn / caches::REGION_PAGES;
+            ready = self.map_access(lpn, true, ready);
+        }
+        ready
+    }
+
+    /// Look up `lpn`'s mapping entry from `at`; returns when it is in the cache. Evicting a changed region
+    /// programs its translation page (SLC mode, on the unit the region hashes to) before the miss's read.
+    fn map_access(&mut self, lpn: u64, write: bool, at: SimTime) -> SimTime {
+        let cache = self.mapping_cache.as_mut().expect("a mapping cache");
+        let access = cache.access_marking(lpn, write);
+        if access.hit {
+            return at;
+        }
+        let mut at = at;
+        if access.evicted_dirty {
+            let unit = ((lpn / caches::REGION_PAGES) % self.flash.units() as u64) as u32;
+            at = self.flash.program(unit, PageType::L, at);
+            self.ftl.counters.pages_programmed += 1;
+        }
+        at + self.cfg.ftl.map_miss_latency
+    }
+
     fn read(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
         let admitted = self.admit(now);
         self.read_seq += 1;
@@ -403,6 +495,7 @@ impl SsdDevice {
         let ram = start + c.ram_read_latency;
         let mut ready = start;
         let mut missed_region = u64::MAX;
+        let mut map_ready = start;
         for lpn in self.pages(req.offset, req.len) {
             let ppn = self.ftl.lookup(lpn);
             if ppn == UNMAPPED || ppn == ZEROED {
@@ -413,7 +506,19 @@ impl SsdDevice {
                 continue;
             }
             let mut at = start;
-            if let Some(cache) = &mut self.mapping_cache {
+            if self.cfg.ftl.write_map_lookup && self.mapping_cache.is_some() {
+                let region = lpn / caches::REGION_PAGES;
+                if region != missed_region {
+                    let ready = self.map_access(lpn, false, start);
+                    if ready > start {
+                        missed_region = region;
+                        map_ready = ready;
+                    }
+                }
+                if region == missed_region {
+                    at = map_ready;
+                }
+            } else if let Some(cache) = &mut self.mapping_cache {
                 let region = lpn / caches::REGION_PAGES;
                 if !cache.access(lpn) || region == missed_region {
                     // The translation page has to come from flash first (once per region and request).
@@ -594,3 +699,5 @@ impl SimDevice for SsdDevice {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_tests;

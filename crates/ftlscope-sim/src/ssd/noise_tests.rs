@@ -243,3 +243,12 @@ impl IntoTime for Nanos {
         SimTime(self.0)
     }
 }
+
+#[test]
+fn the_fast_rounding_of_nand_times_agrees_with_round() {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+    let edges = [0.0, 0.5, 1.5, 2.5, 0.49999999999999994, 4503599627370495.5, 1e15 + 0.5, 123456.5];
+    for t in edges.into_iter().chain((0..100_000).map(|_| rng.random_range(0.0..1e10))) {
+        assert_eq!(super::noise::round_positive(t), t.round() as u64, "{t}");
+    }
+}

@@ -71,6 +71,10 @@ pub(crate) fn small_config() -> DeviceConfig {
             map_miss_latency: us(50),
             gc: GcPolicy::Greedy,
             gc_free_block_threshold: 0.05,
+            flush_pipelined: false,
+            write_map_lookup: false,
+            gc_idle_after: None,
+            gc_idle_free: 0.0,
         },
         quirks: Quirks { unaligned_size_penalty: Nanos(0), read_size_penalties: vec![], low_load_penalty: Nanos(0) },
         controller: Controller {
