@@ -1,6 +1,6 @@
 """fs-impact on a loop device (root only): the four operations on ext4 and ext2 make the table, the findings and
-the figure, and nothing stays mounted; refusals without --destructive, of a mounted device, of a simulated one
-and of a file; the mount is undone when the run is interrupted."""
+the figure, and nothing stays mounted; refusals without --destructive, of a mounted device (the CLI's one line),
+of a simulated one and of a file; the mount is undone when the run is interrupted."""
 
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ import os
 import shutil
 import subprocess
 import tempfile
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from ftlscope import plots
-from ftlscope.errors import UsageError
+from ftlscope.errors import SafetyError, UsageError
 from ftlscope.experiments import get, run_experiment
 from ftlscope.experiments.context import Context
 
 MiB = 1 << 20
-TINY = {"span": "8MiB", "runtime": "100ms", "warmup": "0", "filesystems": "ext4,ext2"}
+TINY = {"span": "4MiB", "runtime": "50ms", "warmup": "0", "filesystems": "ext4,ext2"}
 
 
 def _need_mkfs(*systems: str) -> None:
@@ -60,7 +59,7 @@ def test_four_operations_on_two_file_systems(make_loop, tmp_path):
         for op in ("sequential_write", "sequential_read", "random_read", "random_write")}
     assert (table["status"] == "measured").all()
     assert (table["mb_s"] > 0).all() and (table["n"] == 2).all() and "mb_s_std" in table
-    assert (table["file_bytes"] == 8 * MiB).all()
+    assert (table["file_bytes"] == 4 * MiB).all()
     findings = outcome.findings
     assert findings["filesystems_measured"]["value"] == 2
     for op in ("sequential_write", "sequential_read", "random_read", "random_write"):
@@ -102,11 +101,10 @@ def test_an_interrupted_run_unmounts(make_loop, tmp_path, monkeypatch):
     assert _signatures(device) == ""
 
 
-def test_refused_without_destructive(make_loop, cli, error_line):
+def test_refused_without_destructive(make_loop, tmp_path):
     device, _ = make_loop(64 * MiB)
-    done = cli("bench", device, "fs-impact", "--param", "runtime=100ms")
-    assert done.returncode == 2
-    assert f"--destructive {device}" in error_line(done)
+    with pytest.raises(SafetyError, match=f"pass --destructive {device} to confirm"):
+        run_experiment(get("fs-impact"), device, out=tmp_path, params=TINY)
 
 
 def test_refused_on_a_mounted_device(make_loop, cli, error_line, scratch):
@@ -117,7 +115,7 @@ def test_refused_on_a_mounted_device(make_loop, cli, error_line, scratch):
     point.mkdir()
     assert subprocess.run(["mount", device, str(point)], capture_output=True).returncode == 0
     try:
-        done = cli("bench", device, "fs-impact", "--destructive", device, "--force", "--param", "runtime=100ms")
+        done = cli("bench", device, "fs-impact", "--destructive", device, "--force", "--param", "runtime=50ms")
         assert done.returncode == 2
         assert "mounted" in error_line(done) and "unmount it first" in error_line(done)
         assert len(_mounted(device)) == 1  # still the one mount the test made
@@ -125,11 +123,10 @@ def test_refused_on_a_mounted_device(make_loop, cli, error_line, scratch):
         subprocess.run(["umount", str(point)], capture_output=True)
 
 
-def test_simulated_and_file_targets_are_refused_with_the_way_out(tmp_path, cli, error_line):
-    done = cli("bench", "sim:consumer-tlc-dram", "fs-impact", "--out", tmp_path)
-    assert done.returncode == 2
-    assert "ftlscope sim attach consumer-tlc-dram" in error_line(done)
-    target = Path(tmp_path) / "file.img"
-    done = cli("bench", target, "fs-impact", "--size", "16MiB", "--out", tmp_path)
-    assert done.returncode == 2
-    assert "give a block device" in error_line(done)
+def test_simulated_and_file_targets_are_refused_with_the_way_out(tmp_path):
+    outcome = run_experiment(get("fs-impact"), "sim:consumer-tlc-dram", out=tmp_path, params=TINY)
+    assert isinstance(outcome.error, UsageError)
+    assert "ftlscope sim attach consumer-tlc-dram" in outcome.error.message
+    outcome = run_experiment(get("fs-impact"), str(tmp_path / "file.img"), out=tmp_path, params=TINY,
+                             size=16 * MiB)
+    assert isinstance(outcome.error, UsageError) and "give a block device" in outcome.error.message

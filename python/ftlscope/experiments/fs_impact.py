@@ -10,7 +10,7 @@ reads hit written blocks), and run through the engine on that file, at QD 1 like
 page cache serves nothing; between phases the file system is synced and the kernel's caches are dropped
 (``/proc/sys/vm/drop_caches``), so metadata comes from the device too. Then unmount — always, also on an
 error or Ctrl-C. A file system whose ``mkfs.X`` is missing, that the kernel cannot mount, or that refuses
-O_DIRECT is skipped with the reason (rows with ``status`` = ``skipped``, and a note).
+O_DIRECT or has no room for the file is skipped with the reason (rows with ``status`` = ``skipped``, and a note).
 
 It makes file systems on the device, so it needs root and ``--destructive DEVICE``, and a block device that
 nothing has mounted (ftlscope's usual write checks, made before anything is touched). A simulated device
@@ -40,7 +40,7 @@ from ..targets import RealTarget
 from ..units import format_size
 from ._common import op_metrics, workload
 from .base import Experiment, Param, finding
-from .context import Context
+from .context import Context, Interrupted
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -74,7 +74,7 @@ def _check(p: dict[str, Any]) -> None:
 
 
 def _check_target(ctx: Context, p: dict[str, Any]) -> int:
-    """Refuse what this experiment cannot run on; the file size it will use."""
+    """Refuse what this experiment cannot run on; the file size it will use (``span``, capped)."""
     if ctx.kind == "simulated":
         raise UsageError(f"fs-impact: {ctx.target} is simulated and has no block device to make file systems on; "
                          f"attach it first (ftlscope sim attach {ctx.target.removeprefix('sim:')} --size 4GiB) "
@@ -84,12 +84,17 @@ def _check_target(ctx: Context, p: dict[str, Any]) -> int:
                          "(a loop device over the file will do: losetup --find --show FILE)")
     if os.geteuid() != 0:
         raise UsageError("fs-impact: making and mounting file systems needs root; run it as root")
-    size = p["span"] or min(int(ctx.capacity * DEFAULT_SHARE), GiB)
-    size = size // MiB * MiB
-    if size < MiB or size > ctx.capacity * MAX_SHARE:
-        raise UsageError(f"--param span: {format_size(p['span'])} does not fit a file system on "
-                         f"{format_size(ctx.capacity)} with room for its metadata; give 1MiB to "
-                         f"{format_size(int(ctx.capacity * MAX_SHARE) // MiB * MiB)}")
+    room = int(ctx.capacity * MAX_SHARE) // MiB * MiB
+    size = (p["span"] or min(int(ctx.capacity * DEFAULT_SHARE), GiB)) // MiB * MiB
+    if size < MiB or room < MiB:
+        raise UsageError(f"--param span: give at least 1MiB on a device of at least 2MiB (got a "
+                         f"{format_size(size)} file on {format_size(ctx.capacity)})")
+    if size > room:
+        # As every experiment caps its span to the target: here to what leaves the file system its metadata.
+        if ctx.repetition == 0:
+            ctx.notes.append(f"fs-impact: the file is {format_size(room)}, not {format_size(size)}: "
+                             f"{MAX_SHARE:.0%} of the device, so the file system has room for its metadata")
+        size = room
     return size
 
 
@@ -162,10 +167,12 @@ def _on_file(ctx: Context, path: Path, size: int) -> Iterator[None]:
     try:
         ctx.device = RealTarget.open(str(path), writes=True, destructive=None, force=False, size=size,
                                      engine=ctx.engine, progress=ctx.progress)
-    except FtlscopeError as exc:
-        if "O_DIRECT" in exc.message or "Invalid argument" in exc.message:
-            raise _Skip(f"the file system refuses O_DIRECT ({exc.message})") from None
+    except Interrupted:
         raise
+    except FtlscopeError as exc:
+        # No room for the file (its metadata took more), or no O_DIRECT: this file system cannot be measured
+        # here, the others still can.
+        raise _Skip(f"the file could not be made on it ({exc.message})") from None
     try:
         yield
     finally:
