@@ -1,6 +1,7 @@
 """fs-impact on a loop device (root only): the four operations on ext4 and ext2 make the table, the findings and
 the figure, and nothing stays mounted; refusals without --destructive, of a mounted device (the CLI's one line),
-of a simulated one and of a file; the mount is undone when the run is interrupted."""
+the refusal of a file, and a simulated drive attached
+for the run and detached; the mount is undone when the run is interrupted."""
 
 from __future__ import annotations
 
@@ -123,10 +124,23 @@ def test_refused_on_a_mounted_device(make_loop, cli, error_line, scratch):
         subprocess.run(["umount", str(point)], capture_output=True)
 
 
-def test_simulated_and_file_targets_are_refused_with_the_way_out(tmp_path):
-    outcome = run_experiment(get("fs-impact"), "sim:consumer-tlc-dram", out=tmp_path, params=TINY)
-    assert isinstance(outcome.error, UsageError)
-    assert "ftlscope sim attach consumer-tlc-dram" in outcome.error.message
+def test_a_file_target_is_refused_with_the_way_out(tmp_path):
     outcome = run_experiment(get("fs-impact"), str(tmp_path / "file.img"), out=tmp_path, params=TINY,
                              size=16 * MiB)
     assert isinstance(outcome.error, UsageError) and "give a block device" in outcome.error.message
+
+
+def test_a_simulated_target_is_attached_for_the_run_and_detached(losetup, tmp_path):
+    _need_mkfs("ext4")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("attaching a simulated drive needs /dev/fuse")
+    loops_before = subprocess.run([losetup, "--list", "--noheadings"], capture_output=True, text=True).stdout
+    outcome = run_experiment(get("fs-impact"), "sim:consumer-tlc-dram", out=tmp_path,
+                             params={**TINY, "filesystems": "ext4", "attach_size": "64MiB"})
+    assert outcome.completed, outcome.error
+    table = outcome.table
+    assert list(table["status"]) == ["measured"] * 4 and (table["mb_s"] > 0).all()
+    assert any("sim:consumer-tlc-dram attached as /dev/loop" in note for note in outcome.conditions["notes"])
+    loops_after = subprocess.run([losetup, "--list", "--noheadings"], capture_output=True, text=True).stdout
+    assert loops_after == loops_before  # the loop device the attach made is gone
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), "ftlscope-fs-impact-*"))

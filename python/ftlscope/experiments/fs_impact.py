@@ -14,7 +14,8 @@ O_DIRECT or has no room for the file is skipped with the reason (rows with ``sta
 
 It makes file systems on the device, so it needs root and ``--destructive DEVICE``, and a block device that
 nothing has mounted (ftlscope's usual write checks, made before anything is touched). A simulated device
-(``sim:PRESET``) is refused: attach it as a block device first with ``ftlscope sim attach``.
+(``sim:PRESET``) is attached as a block device for the run (what ``ftlscope sim attach`` does, at
+``attach_size`` bytes, its data in a temporary store) and detached after; that needs root and /dev/fuse.
 
 Findings per operation: the best and worst file system's MB/s and the spread (best / worst).
 """
@@ -73,22 +74,18 @@ def _check(p: dict[str, Any]) -> None:
             raise UsageError(f"--param {name}: give a multiple of 4 KiB (got {p[name]})")
 
 
-def _check_target(ctx: Context, p: dict[str, Any]) -> int:
+def _check_target(ctx: Context, p: dict[str, Any], capacity: int) -> int:
     """Refuse what this experiment cannot run on; the file size it will use (``span``, capped)."""
-    if ctx.kind == "simulated":
-        raise UsageError(f"fs-impact: {ctx.target} is simulated and has no block device to make file systems on; "
-                         f"attach it first (ftlscope sim attach {ctx.target.removeprefix('sim:')} --size 4GiB) "
-                         "and give the /dev/... it prints")
-    if ctx.kind != "block_device":
+    if ctx.kind not in ("block_device", "simulated"):
         raise UsageError(f"fs-impact: {ctx.target} is a file; it makes file systems, so give a block device "
                          "(a loop device over the file will do: losetup --find --show FILE)")
     if os.geteuid() != 0:
         raise UsageError("fs-impact: making and mounting file systems needs root; run it as root")
-    room = int(ctx.capacity * MAX_SHARE) // MiB * MiB
-    size = (p["span"] or min(int(ctx.capacity * DEFAULT_SHARE), GiB)) // MiB * MiB
+    room = int(capacity * MAX_SHARE) // MiB * MiB
+    size = (p["span"] or min(int(capacity * DEFAULT_SHARE), GiB)) // MiB * MiB
     if size < MiB or room < MiB:
         raise UsageError(f"--param span: give at least 1MiB on a device of at least 2MiB (got a "
-                         f"{format_size(size)} file on {format_size(ctx.capacity)})")
+                         f"{format_size(size)} file on {format_size(capacity)})")
     if size > room:
         # As every experiment caps its span to the target: here to what leaves the file system its metadata.
         if ctx.repetition == 0:
@@ -179,10 +176,10 @@ def _on_file(ctx: Context, path: Path, size: int) -> Iterator[None]:
         ctx.device = device
 
 
-def _measure_one(ctx: Context, p: dict[str, Any], fs: str, size: int) -> list[dict[str, Any]]:
-    _mkfs(ctx.target, fs)
+def _measure_one(ctx: Context, p: dict[str, Any], device: str, fs: str, size: int) -> list[dict[str, Any]]:
+    _mkfs(device, fs)
     rows = []
-    with mounted(ctx.target, fs) as point, _on_file(ctx, point / "fs-impact.data", size):
+    with mounted(device, fs) as point, _on_file(ctx, point / "fs-impact.data", size):
         for name, op, pattern, size_param in OPERATIONS:
             drop_caches(point)
             wl = workload(op, size=p[size_param], pattern=pattern, qd=1, span=size, runtime_ns=p["runtime"],
@@ -194,25 +191,53 @@ def _measure_one(ctx: Context, p: dict[str, Any], fs: str, size: int) -> list[di
     return rows
 
 
-def measure(ctx: Context, p: dict[str, Any]):
-    size = _check_target(ctx, p)
+@contextlib.contextmanager
+def _block_device(ctx: Context, p: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    """The block device to make file systems on, and its size: the target itself, or for a simulated target
+    the same drive attached as a loop device (``ftlscope sim attach``, ``attach_size`` bytes, its data in a
+    temporary store) and detached after, whatever happened."""
+    if ctx.kind != "simulated":
+        yield ctx.target, ctx.capacity
+        return
+    from .. import attach
+
+    spec = ctx.target.removeprefix("sim:")
+    size = min(p["attach_size"], ctx.capacity) // MiB * MiB
+    store = Path(tempfile.mkdtemp(prefix="ftlscope-fs-impact-store-"))
     try:
-        for fs in p["filesystems"]:
-            try:
-                rows = _measure_one(ctx, p, fs, size)
-            except _Skip as skip:
-                reason = str(skip)
-                if ctx.repetition == 0:
-                    ctx.notes.append(f"fs-impact: {fs} skipped: {reason}")
-                rows = [{"filesystem": fs, "operation": name, "status": "skipped", "reason": reason,
-                         "file_bytes": size, "mb_s": np.nan} for name, *_ in OPERATIONS]
-            yield from rows
+        record = attach.attach(spec, str(size), str(store))
+        try:
+            if ctx.repetition == 0:
+                ctx.notes.append(f"fs-impact: sim:{spec} attached as {record.device} ({format_size(size)}) for "
+                                 f"the file systems; {attach.overhead_text(record)}")
+            yield record.device, size
+        finally:
+            attach.detach(record.device)
     finally:
-        # Leave the device without the last file system's signature (also after an error or Ctrl-C), so the
-        # next run on it needs no --force; a failure here is a note, not a second error over the first.
-        done = _run("wipefs", "--all", "--quiet", ctx.target)
-        if done.returncode != 0:
-            ctx.notes.append(f"fs-impact: wipefs {ctx.target} failed after the run ({_first_line(done)})")
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def measure(ctx: Context, p: dict[str, Any]):
+    _check_target(ctx, p, ctx.capacity if ctx.kind != "simulated" else min(p["attach_size"], ctx.capacity))
+    with _block_device(ctx, p) as (device, capacity):
+        size = _check_target(ctx, p, capacity)
+        try:
+            for fs in p["filesystems"]:
+                try:
+                    rows = _measure_one(ctx, p, device, fs, size)
+                except _Skip as skip:
+                    reason = str(skip)
+                    if ctx.repetition == 0:
+                        ctx.notes.append(f"fs-impact: {fs} skipped: {reason}")
+                    rows = [{"filesystem": fs, "operation": name, "status": "skipped", "reason": reason,
+                             "file_bytes": size, "mb_s": np.nan} for name, *_ in OPERATIONS]
+                yield from rows
+        finally:
+            # Leave the device without the last file system's signature (also after an error or Ctrl-C), so
+            # the next run on it needs no --force; a failure here is a note, not a second error over the first.
+            done = _run("wipefs", "--all", "--quiet", device)
+            if done.returncode != 0:
+                ctx.notes.append(f"fs-impact: wipefs {device} failed after the run ({_first_line(done)})")
 
 
 def _measured(table: pd.DataFrame) -> pd.DataFrame:
@@ -275,6 +300,8 @@ EXPERIMENTS = [
             Param("warmup", "duration", 5 * 10**8, "left out at the start of each operation", "500ms"),
             Param("seq_size", "size", MiB, "request size of the sequential operations", "1MiB"),
             Param("random_size", "size", 4096, "request size of the random operations", "4KiB"),
+            Param("attach_size", "size", 2 * GiB, "on a sim: target, the size it is attached at (sim attach)",
+                  "2GiB"),
         ),
         keys=("filesystem", "operation"),
         check=_check,
