@@ -116,3 +116,15 @@ def test_the_end_falls_between_windows_when_the_rate_fell_at_a_window_edge():
     rate = np.array([80_000.0] * 6 + [8_000.0] * 6)
     end = ss.burst_end(*windows(rate, 0.5))
     assert end.index == 6 and end.seconds == pytest.approx(3.0)
+
+
+def test_a_rate_that_dips_and_recovers_again_and_again_has_no_end_of_burst():
+    # Regression: the default drive's buffer flushes make 4 KiB random writes ripple (236K, 236K, 204K, 169K,
+    # 171K IOPS, over and over) within its SLC cache; the dip was read as the end of the burst.
+    ripple = np.tile([236_000.0, 236_000.0, 204_000.0, 169_000.0, 171_000.0], 6)
+    assert ss.burst_end(*windows(ripple)) is None
+    # ... while a fall that stays down is found, with a later blip that does not reach the burst level.
+    fall = np.r_[np.full(10, 236_000.0), np.full(20, 60_000.0)]
+    fall[20] = 150_000.0
+    end = ss.burst_end(*windows(fall))
+    assert end is not None and end.index == 10

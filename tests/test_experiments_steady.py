@@ -97,7 +97,7 @@ def test_burst_vs_steady_on_the_default_ssd_stays_in_the_burst_within_its_slc_ca
     slc = parse_size(truth("consumer-tlc-dram")["slc_cache"]["capacity"], "slc")
     out = bench("burst-vs-steady", "sim:consumer-tlc-dram", tmp_path, span="1GiB", runtime="3s", window="100ms",
                 round="500ms", settle="0s")
-    assert out.table["written_bytes"].max() < slc  # too little written to fill the 13 GB SLC cache ...
+    assert out.table["written_bytes"].max() < slc  # too little written to fill the SLC cache ...
     assert value(out, "drop_seconds") is None and value(out, "drop_bytes") is None  # ... so no drop
     assert value(out, "steady_state_reached") is True
     assert value(out, "steady_iops") == pytest.approx(value(out, "burst_iops"), rel=0.05)

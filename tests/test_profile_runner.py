@@ -77,8 +77,13 @@ def test_suites_and_span():
     assert [s.experiment for s in quick.for_target(rotational=True).steps] == [
         "bs-sweep", "qd-sweep", "alignment", "zoning", "qd1-baseline", "corners", "seq-write-over-time"]
     full = get_suite("full")
-    assert len(full.steps) == 21 and full.probes
+    assert len(full.steps) == 22 and full.probes
     assert "zoning" not in {s.experiment for s in full.for_target(rotational=False).steps}
+    # The file-system experiments make file systems: their own suite, never in "full".
+    assert "fs-impact" not in {s.experiment for s in full.steps}
+    system = get_suite("system")
+    assert [s.experiment for s in system.for_target(rotational=False).steps] == ["zoning", "fs-impact"]
+    assert not system.probes
     standard = {s.experiment for s in get_suite("standard").steps}
     assert "random-fill" not in standard and "trim-before-overwrite" not in standard
     from ftlscope.experiments import get

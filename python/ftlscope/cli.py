@@ -269,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .verify import verify_workload
 
         workload = verify_workload(workload, args.target, args.data)
-    from .runner import check_outcome, run
+    from .runner import run
 
     # --trace is written while the run goes, in flat memory; the figures need every request's latency, so
     # --plots keeps the trace in memory as well.
@@ -306,6 +306,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(table)
     if args.verify:
         _print_verify(result.summary["verify"], f"{args.target} — verify (read back after the run)")
+    code = end_of_run(result, saved, unsaved)
+    if code == 0 and args.verify:
+        from .verify import check_verified
+
+        check_verified(result.summary["verify"])
+    return code
+
+
+def end_of_run(result, saved: list[str], unsaved: Exception | None) -> int:
+    """The end a run-shaped command (run, replay) shares once its tables are printed: say what was written,
+    then an output that could not be written (exit 1), an interruption (its exit code) or a failed run."""
+    from .runner import check_outcome
+
     if saved:
         err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
     if unsaved is not None:
@@ -317,10 +330,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "before it")
         return stopping.exit_code()
     check_outcome(result)
-    if args.verify:
-        from .verify import check_verified
-
-        check_verified(result.summary["verify"])
     return 0
 
 
@@ -507,9 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", nargs="?", default=None,
                    help="block device, regular file (created with --size), or sim:PRESET "
                         "(default: the simulated sim:consumer-tlc-dram)")
-    p.add_argument("--suite", default="quick", choices=("quick", "standard", "full"),
+    p.add_argument("--suite", default="quick", choices=("quick", "standard", "full", "system"),
                    help="quick (probes + short sweeps, default), standard (every experiment that does not need "
-                        "the whole drive) or full (everything, over the whole drive)")
+                        "the whole drive), full (everything, over the whole drive) or system (zoning and the "
+                        "file-system experiments: root, makes file systems)")
     p.add_argument("--out", help="output directory (default ftlscope-profiles/RUN_ID)")
     p.add_argument("--span", help="confine every experiment and probe to the first ... of the device (e.g. 64GiB)")
     p.add_argument("--spec", metavar="K=V,...",

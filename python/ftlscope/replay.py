@@ -355,8 +355,7 @@ def _write_report(result, frame, target: str, directory: str, args: argparse.Nam
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .cli import _run_kwargs, console, err_console, summary_tables
-    from .runner import check_outcome
+    from .cli import _run_kwargs, console, end_of_run, err_console, summary_tables
     from .units import format_ns
 
     # The flags first: a wrong one is refused before the trace is read.
@@ -393,15 +392,4 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if lag:
         console.print(f"issue lag: p50 {format_ns(lag['p50'])}, p99 {format_ns(lag['p99'])}, "
                       f"max {format_ns(lag['max'])}")
-    if saved:
-        err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
-    if unsaved is not None:
-        raise unsaved
-    if result.stop_reason == "interrupted":
-        from . import stopping
-
-        err_console.print(f"ftlscope: {stopping.what_stopped()}; the results above cover what was measured "
-                          "before it")
-        return stopping.exit_code()
-    check_outcome(result)
-    return 0
+    return end_of_run(result, saved, unsaved)

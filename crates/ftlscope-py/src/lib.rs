@@ -291,6 +291,14 @@ fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyByt
     PyBytes::new(py, bytes)
 }
 
+/// A run's workload and options from their JSON, each error named for what it came from.
+fn run_inputs(workload_json: &str, options_json: &str) -> PyResult<(Workload, RunOptions)> {
+    let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+    let options: RunOptions =
+        serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+    Ok((workload, options))
+}
+
 fn trace_dict<'py>(py: Python<'py>, trace: &Trace) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (name, bytes) in trace.columns() {
@@ -312,9 +320,7 @@ impl RunHandle {
         writable: bool,
         direct: bool,
     ) -> PyResult<Self> {
-        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
-        let options: RunOptions =
-            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let (workload, options) = run_inputs(workload_json, options_json)?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
         let run = py.allow_threads(|| Run::start(target, workload, options)).map_err(engine_err)?;
         Ok(RunHandle::started(run))
@@ -324,9 +330,7 @@ impl RunHandle {
     #[staticmethod]
     #[pyo3(signature = (device, workload_json, options_json="{}"))]
     fn sim(py: Python<'_>, device: &SimDevice, workload_json: &str, options_json: &str) -> PyResult<Self> {
-        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
-        let options: RunOptions =
-            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let (workload, options) = run_inputs(workload_json, options_json)?;
         let target = Arc::clone(&device.target);
         let run = py.allow_threads(|| Run::start_sim(target, workload, options)).map_err(engine_err)?;
         Ok(RunHandle::started(run))
@@ -351,9 +355,7 @@ impl RunHandle {
         timing: &str,
         mode: &str,
     ) -> PyResult<Self> {
-        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
-        let options: RunOptions =
-            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let (workload, options) = run_inputs(workload_json, options_json)?;
         let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
         let run =
@@ -377,9 +379,7 @@ impl RunHandle {
         timing: &str,
         mode: &str,
     ) -> PyResult<Self> {
-        let workload = Workload::from_json(workload_json).map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
-        let options: RunOptions =
-            serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("run options: {e}")))?;
+        let (workload, options) = run_inputs(workload_json, options_json)?;
         let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
         let target = Arc::clone(&device.target);
         let run =

@@ -162,10 +162,15 @@ def burst_end(start_s, duration_s, rate, *, drop: float = DROP, head: int = HEAD
         return None
     level = float(np.median(y[:head]))
     smoothed = pd.Series(y).rolling(smooth, center=True, min_periods=1).median().to_numpy()
-    below = np.flatnonzero(smoothed[1:] < (1.0 - drop) * level)
-    if not below.size or level <= 0:
+    below = np.flatnonzero(smoothed[1:] < (1.0 - drop) * level) + 1
+    # "For good": after the fall the rate never comes back near the burst level (within half the drop). A rate
+    # that dips and recovers again and again (a write buffer's flushes, seen in every few windows) has no end of
+    # burst, only a ripple on one level.
+    recovers = (1.0 - drop / 2) * level
+    # (And it stays down for `head` windows at least: a dip in the last windows is no end of burst yet.)
+    index = next((int(i) for i in below if i + head <= y.size and not (smoothed[i + 1:] >= recovers).any()), None)
+    if index is None or level <= 0:
         return None
-    index = int(below[0]) + 1
     burst = float(np.median(y[:index]))
     after = float(np.median(y[index:index + head]))
     # The amount done in windows index-1 and index = burst * (t* - a) + after * (end - t*), with a the start of

@@ -100,13 +100,27 @@ STANDARD = Suite(
 )
 
 
+# The experiments that put a file system between ftlscope and the drive ("Performance comparison of SSDs and
+# HDDs"): they make file systems on the device, so they run in their own suite, not in "full".
+SYSTEM_EXPERIMENTS = ("zoning", "fs-impact")
+
+SYSTEM = Suite(
+    "system",
+    "SSD or hard disk through the whole stack: the zoning of the drive and iozone's four operations under each "
+    "file system the kernel mounts (needs root; makes file systems)",
+    probes=False,
+    steps=tuple(Step(name) for name in SYSTEM_EXPERIMENTS),
+)
+
+
 def _full_steps() -> tuple[Step, ...]:
     from ..experiments import EXPERIMENTS
 
-    return tuple(Step(name, rotational_only=name == "zoning") for name in EXPERIMENTS)
+    return tuple(Step(name, rotational_only=name == "zoning") for name in EXPERIMENTS
+                 if name == "zoning" or name not in SYSTEM_EXPERIMENTS)
 
 
-SUITES = {"quick": QUICK, "standard": STANDARD}
+SUITES = {"quick": QUICK, "standard": STANDARD, "system": SYSTEM}
 
 
 def with_params(suite: Suite, experiment: str, params: dict[str, str]) -> Suite:
@@ -123,4 +137,4 @@ def get_suite(name: str) -> Suite:
     try:
         return SUITES[name]
     except KeyError:
-        raise UsageError(f"--suite: '{name}' is not a suite; give quick, standard or full") from None
+        raise UsageError(f"--suite: '{name}' is not a suite; give quick, standard, full or system") from None

@@ -10,7 +10,8 @@ pub mod flash;
 pub mod ftl;
 pub mod noise;
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig, PageType};
 use crate::device::{Completion, Counters, PageContent, SimDevice, SimOp, SimRequest, Status};
@@ -32,8 +33,9 @@ struct BufferLevel {
     /// A flush of this level is in progress until then; writes that need room wait for it.
     busy_until: SimTime,
     /// `ftl.flush_pipelined`: when each page flushed but not yet programmed gives its room back, earliest
-    /// first (those pages still occupy the buffer until then).
-    in_flight: VecDeque<SimTime>,
+    /// first (those pages still occupy the buffer until then). A heap: a write after the buffer filled adds a
+    /// page or two to thousands in flight, which a sorted list would re-sort every time.
+    in_flight: BinaryHeap<Reverse<SimTime>>,
 }
 
 impl BufferLevel {
@@ -46,7 +48,7 @@ impl BufferLevel {
             fifo: VecDeque::new(),
             ios: 0,
             busy_until: SimTime::ZERO,
-            in_flight: VecDeque::new(),
+            in_flight: BinaryHeap::new(),
         }
     }
 
@@ -422,8 +424,8 @@ impl SsdDevice {
     /// slot as soon as its page is on NAND, so writes after the SLC cliff see steady latencies).
     fn make_room(&mut self, new_pages: u64, at: SimTime) -> SimTime {
         let level = self.level1.as_mut().expect("buffered device");
-        while level.in_flight.front().is_some_and(|&t| t <= at) {
-            level.in_flight.pop_front();
+        while level.in_flight.peek().is_some_and(|&Reverse(t)| t <= at) {
+            level.in_flight.pop();
         }
         let occupied = |l: &BufferLevel| l.fifo.len() as u64 + l.in_flight.len() as u64;
         let full = (occupied(level) + new_pages > level.capacity_pages && occupied(level) > 0)
@@ -438,14 +440,13 @@ impl SsdDevice {
             let mut times = Vec::with_capacity(moved.len());
             self.program_batch_timed(&moved, at, Some(&mut times));
             let level = self.level1.as_mut().expect("buffered device");
-            level.in_flight.extend(times);
-            level.in_flight.make_contiguous().sort_unstable();
+            level.in_flight.extend(times.into_iter().map(Reverse));
         }
         let level = self.level1.as_mut().expect("buffered device");
         let mut start = at;
         while occupied(level) + new_pages > level.capacity_pages {
-            match level.in_flight.pop_front() {
-                Some(t) => start = start.max(t),
+            match level.in_flight.pop() {
+                Some(Reverse(t)) => start = start.max(t),
                 None => break,
             }
         }
