@@ -185,23 +185,29 @@ def _check_repeat(args: argparse.Namespace) -> None:
         raise UsageError(f"--repeat: {repeat} is out of range; give 1 or more")
 
 
-def _check_run(args: argparse.Namespace) -> None:
+def check_run_outputs(args: argparse.Namespace, trace: str | None, room: int = ROOM_DIRECTORY) -> None:
+    """The outputs every run-shaped command (run, replay) may write: --json, --windows, --trace (``trace``,
+    needing ``room``), checked before the device is touched; --force needs --destructive."""
     _check_force(args)
     if args.json:
         check_output_file(args.json, "--json")
     if args.windows:
         check_output_file(args.windows, "--windows")
+    if trace:
+        check_output_file(trace, "--trace", room)
+
+
+def _check_run(args: argparse.Namespace) -> None:
+    room = ROOM_DIRECTORY
+    if args.trace and args.ops:
+        from .workload import from_flags
+
+        room = trace_room(from_flags(ops=args.ops))
+    check_run_outputs(args, args.trace, room)
     if getattr(args, "verify_record", None):
         if not args.verify:
             raise UsageError("--verify-record: saves a --verify run's write record; add --verify")
         check_output_file(args.verify_record, "--verify-record", ROOM_DIRECTORY)
-    if args.trace:
-        from .workload import from_flags
-
-        room = ROOM_DIRECTORY
-        if args.ops:
-            room = trace_room(from_flags(ops=args.ops))
-        check_output_file(args.trace, "--trace", room)
 
 
 def _check_bench(args: argparse.Namespace) -> None:

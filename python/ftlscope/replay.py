@@ -271,15 +271,9 @@ def _read(args: argparse.Namespace):
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    from .cli_checks import ROOM_DIRECTORY, _check_force, check_output_dir, check_output_file
+    from .cli_checks import check_output_dir, check_run_outputs
 
-    _check_force(args)
-    if args.json:
-        check_output_file(args.json, "--json")
-    if args.windows:
-        check_output_file(args.windows, "--windows")
-    if args.trace_out:
-        check_output_file(args.trace_out, "--trace", ROOM_DIRECTORY)
+    check_run_outputs(args, args.trace_out)
     for flag, directory in (("--plots", args.plots), ("--report", args.report)):
         if directory:
             check_output_dir(directory, flag)
