@@ -46,12 +46,18 @@ KVER=$(ls "$WORK/kernel/lib/modules" | head -1)
 [ -f "$WORK/kernel/lib/modules/$KVER/modules.dep" ] || depmod -b "$WORK/kernel" "$KVER"
 VMLINUZ="$WORK/kernel/boot/vmlinuz-$KVER"
 
-# The guest's checks, with this host's absolute paths (the guest sees the same tree).
+# The guest's checks, with this host's absolute paths (the guest sees the same tree). The checkout's python/ is
+# put first only where it holds the compiled module (an editable or in-place build); otherwise the ftlscope
+# installed for $PYTHON runs (pip install . leaves the checkout without it).
+PYPATH=""
+if ls "$REPO"/python/ftlscope/_native*.so >/dev/null 2>&1; then PYPATH="$REPO/python"; fi
 cat > "$WORK/guest.sh" <<GUEST
 #!/bin/sh
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp XDG_STATE_HOME=/tmp/state
-export XDG_DATA_HOME=/tmp/data PYTHONPATH="$REPO/python" PYTHONDONTWRITEBYTECODE=1
-cd /tmp
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/run XDG_STATE_HOME=/run/state
+export XDG_DATA_HOME=/run/data XDG_CACHE_HOME=/run/cache TMPDIR=/run/tmp PYTHONPATH="$PYPATH"
+export PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/run/mpl
+mkdir -p /run/tmp
+cd /run
 exec "$PYTHON" "$REPO/tests/system/nvme_qemu_guest.py"
 GUEST
 
@@ -90,9 +96,11 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in /mod/*.ko; do insmod "$m" || echo "GUEST insmod $m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose hostroot /host || echo "GUEST 9p mount failed"
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
-mount -t tmpfs tmp /host/tmp; mount -t tmpfs run /host/run
-cp /guest.sh /host/tmp/guest.sh   # /tmp is the guest's own tmpfs: the host's files there are hidden
-chroot /host /bin/sh /tmp/guest.sh
+mount -t tmpfs run /host/run
+# The guest writes only under /run (its own tmpfs). The host's /tmp stays visible: a checkout or a Python
+# environment there (a CI runner's) is what the guest runs.
+cp /guest.sh /host/run/guest.sh
+chroot /host /bin/sh /run/guest.sh
 echo "GUEST done"
 poweroff -f
 INIT

@@ -84,8 +84,8 @@ def main() -> int:
     check("devices", rc == 0 and "QEMU NVMe" in out and len(listed) == 1,
           f"{listed[0].model if listed else 'not listed'}, {listed[0].size_bytes if listed else 0} B")
 
-    rc, out, err = cli("run", DEV, "--rw", "randread", "--ops", "200", "--quiet", "--json", "/tmp/read.json")
-    summary = json.load(open("/tmp/read.json")) if rc == 0 else {}
+    rc, out, err = cli("run", DEV, "--rw", "randread", "--ops", "200", "--quiet", "--json", "/run/read.json")
+    summary = json.load(open("/run/read.json")) if rc == 0 else {}
     check("read-run", rc == 0 and summary.get("read", {}).get("ops") == 200
           and summary["target"]["kind"] == "block_device", err.strip()[-200:])
 
@@ -93,8 +93,8 @@ def main() -> int:
     check("write-refused-without-destructive", rc == 2 and "--destructive" in err, err.strip()[-200:])
 
     rc, out, err = cli("run", DEV, "--rw", "randwrite", "--qd", "4", "--ops", "500", "--size", "16m",
-                       "--destructive", DEV, "--verify", "--quiet", "--json", "/tmp/write.json")
-    summary = json.load(open("/tmp/write.json")) if rc == 0 else {}
+                       "--destructive", DEV, "--verify", "--quiet", "--json", "/run/write.json")
+    summary = json.load(open("/run/write.json")) if rc == 0 else {}
     verify = summary.get("verify", {})
     check("write-run-verified", rc == 0 and summary.get("write", {}).get("ops") == 500
           and verify.get("mismatch_count") == 0 and verify.get("ok", 0) > 0,
