@@ -251,7 +251,8 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
             f"measured{_precondition_text(run_info)}")
 
 
-def _read(args: argparse.Namespace):
+def _read(args: argparse.Namespace) -> tuple[Any, bool]:
+    """The trace as replay reads it, and whether it was sorted by arrival (asked, or a run trace)."""
     from .traces import read_trace, sniff
 
     fmt = args.format
@@ -266,8 +267,7 @@ def _read(args: argparse.Namespace):
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
-    args.sorted_for_replay = sort  # the report's trace statistics are read the same way
-    return read_trace(path, fmt, sort=sort)
+    return read_trace(path, fmt, sort=sort), sort
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -333,13 +333,13 @@ def _write_plots(result, directory: str) -> str:
     return f"{directory}/ ({', '.join(p.name for p in paths)})"
 
 
-def _write_report(result, frame, target: str, directory: str, args: argparse.Namespace) -> str:
+def _write_report(result, frame, target: str, directory: str, args: argparse.Namespace, sort: bool) -> str:
     from .report.replay_page import render_replay_report
     from .traces.cli import info_stats
 
     # The trace's statistics as `trace info` gives them for this file (a Parquet trace in batches), so the
     # page and `trace info` show the same numbers.
-    stats = info_stats(str(args.trace), args.format, getattr(args, "sorted_for_replay", args.sort))
+    stats = info_stats(str(args.trace), args.format, sort)
     try:
         render_replay_report(result, frame, target, directory, stats=stats)
     except OSError as exc:
@@ -361,7 +361,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                          "(run --verify checks a target)")
     shift = parse_shift(args.offset_shift)
     _check_outputs(args)
-    frame = _read(args)
+    frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     # The figures and the report need every request's latency: the trace is kept in memory for them.
     result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,
                     offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
@@ -377,7 +377,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     unsaved = None
     if args.report:
         try:
-            saved.append(_write_report(result, frame, args.target, args.report, args))
+            saved.append(_write_report(result, frame, args.target, args.report, args, sort))
         except RunError as exc:  # shown after the table, as run does: what was measured is printed either way
             unsaved = exc
     for table in summary_tables(result.summary, replay_title(result.summary, args.target), console.width):
