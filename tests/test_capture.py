@@ -108,6 +108,28 @@ def test_a_capture_is_a_trace_every_reader_reads_with_its_process_breakdown(tmp_
     assert stats["capture"]["device"] == "/dev/loop0"
 
 
+def test_reading_a_capture_back_keeps_its_own_columns_row_for_row_also_sorted(tmp_path):
+    # Regression: read_trace kept only `process` of a capture's columns (pid, queued_ns, rwbs and the flags
+    # were dropped), so `trace convert` and `replay` lost them.
+    from ftlscope.traces.capture import to_frame
+    from ftlscope.traces.schema import write_parquet
+
+    meta = {"synthetic": False, "capture": {"device": "/dev/loop0", "command": ["dd"]}}
+    frame = to_frame(assemble(_recorded_events()), tmp_path / "t.parquet", meta)
+    # Shuffle the rows and move the clock, as a trace gathered from elsewhere might be: --sort must put every
+    # column back with its request, and queued_ns must move to the same origin as submit_ns.
+    shuffled = frame.iloc[::-1].reset_index(drop=True)
+    shuffled["submit_ns"] = shuffled["submit_ns"] + 5_000
+    shuffled["complete_ns"] = shuffled["complete_ns"] + 5_000
+    shuffled["queued_ns"] = shuffled["queued_ns"] + 5_000
+    out = write_parquet(shuffled, tmp_path / "shuffled.parquet")
+    back = read_trace(out, sort=True)
+    assert set(CAPTURE_COLUMNS) <= set(back.columns)
+    for column in ("op", "offset_bytes", "size", "submit_ns", "pid", "process", "queued_ns", "rwbs", "sync",
+                   "fua", "preflush", "status"):
+        assert back[column].astype(str).tolist() == frame[column].astype(str).tolist(), column
+
+
 def _page(events: list[bytes], ts: int = 1_000, commit_flags: int = 0, missed: int | None = None) -> bytes:
     body = b"".join(events)
     page = struct.pack("<QQ", ts, len(body) | commit_flags) + body

@@ -96,16 +96,18 @@ def to_frame(asm: Assembler, out: Path, meta: dict[str, Any]):
     cols = list(zip(*rows, strict=True))
     issue = np.asarray(cols[0], dtype=np.int64)
     complete = pd.array(cols[1], dtype="Int64")
+    extra = {
+        "pid": np.asarray(cols[6], dtype=np.int32),
+        "status": pd.array(cols[8], dtype="Int32"),
+        "queued_ns": pd.array(cols[2], dtype="Int64"),
+        "rwbs": pd.Categorical(cols[9]),
+        **{name: np.asarray(cols[i], dtype=bool) for i, name in ((10, "sync"), (11, "fua"), (12, "preflush"))},
+    }
     frame = build_frame(cols[3], cols[4], cols[5], issue, path=out, fmt="capture", complete_ns=complete,
-                        process=cols[7], meta=meta)
-    start = int(issue[0])
-    frame.attrs["ftlscope"]["capture"]["start_clock_ns"] = start
-    frame["status"] = pd.array(cols[8], dtype="Int32")
-    frame.insert(frame.columns.get_loc("process"), "pid", np.asarray(cols[6], dtype=np.int32))
-    frame["queued_ns"] = pd.array(cols[2], dtype="Int64") - start
-    frame["rwbs"] = pd.Categorical(cols[9])
-    for i, name in ((10, "sync"), (11, "fua"), (12, "preflush")):
-        frame[name] = np.asarray(cols[i], dtype=bool)
+                        process=cols[7], meta=meta, extra=extra)
+    frame.attrs["ftlscope"]["capture"]["start_clock_ns"] = int(issue[0])
+    # pid beside the process name it belongs to.
+    frame.insert(frame.columns.get_loc("process"), "pid", frame.pop("pid"))
     return frame
 
 

@@ -113,9 +113,13 @@ def _read_parquet(path: Path, sort: bool) -> pd.DataFrame:
     source = meta.pop("format", None)
     if source and source != "parquet":
         meta["converted_from"] = source
+    # Columns beyond the standard ones (a capture's pid, queued_ns, rwbs, flags; a run's issue lag) come along.
+    standard = {"op", offset_column, "size", "submit_ns", "complete_ns", "latency_ns", "process"}
+    extra = {name: frame[name] for name in frame.columns if name not in standard}
     return build_frame(op, frame[offset_column], frame["size"], frame["submit_ns"], path=path, fmt="parquet",
                        complete_ns=frame["complete_ns"] if "complete_ns" in frame else None,
-                       process=frame["process"] if "process" in frame else None, sort=sort, meta=meta)
+                       process=frame["process"] if "process" in frame else None, sort=sort, meta=meta,
+                       extra=extra)
 
 
 def _csv_batches(path: Path, fmt: str):

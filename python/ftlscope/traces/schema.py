@@ -19,6 +19,8 @@ from ..errors import UsageError
 from ..workload import OPS
 
 METADATA_KEY = b"ftlscope"
+# Further columns that are readings of the trace's clock (not durations): moved to its origin with submit_ns.
+CLOCK_COLUMNS = ("queued_ns",)
 
 
 class TraceError(UsageError):
@@ -27,8 +29,13 @@ class TraceError(UsageError):
 
 def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, fmt: str,
                 complete_ns: Any = None, process: Any = None, sort: bool = False,
-                meta: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Check and normalise columns into the trace table; times become relative to the first arrival."""
+                meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Check and normalise columns into the trace table; times become relative to the first arrival.
+
+    ``extra`` holds further columns a format records (a capture's ``pid``, ``queued_ns``, ``rwbs``, ...): kept in
+    the given order after the standard ones, sorted with them; those that are clock readings (``CLOCK_COLUMNS``) are
+    shifted to the same origin as ``submit_ns``, durations (a replay's ``issue_lag_ns``) are not.
+    """
     op = np.asarray(op, dtype=object)
     offset = np.asarray(offset, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
@@ -57,6 +64,8 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
         frame["complete_ns"] = pd.array(complete_ns, dtype="Int64")
     if process is not None:
         frame["process"] = pd.array(process, dtype="string")
+    for name, values in (extra or {}).items():
+        frame[name] = values.to_numpy() if isinstance(values, pd.Series) else values
     back = np.flatnonzero(np.diff(submit) < 0)
     if len(back):
         if not sort:
@@ -66,6 +75,9 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
         frame = frame.sort_values("submit_ns", kind="stable").reset_index(drop=True)
     start = int(frame["submit_ns"].iloc[0])
     frame["submit_ns"] = (frame["submit_ns"] - start).astype(np.uint64)
+    for name in extra or {}:
+        if name in CLOCK_COLUMNS:
+            frame[name] = frame[name] - start
     if "complete_ns" in frame:
         frame["complete_ns"] = frame["complete_ns"] - start
         frame.insert(frame.columns.get_loc("complete_ns") + 1, "latency_ns",
