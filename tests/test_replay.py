@@ -221,3 +221,24 @@ def test_timing_and_shift_values_parse_or_are_refused_naming_the_flag(text):
 
 def test_shift_units():
     assert (parse_shift("4096"), parse_shift("-4k"), parse_shift("1GiB")) == (4096, -4096, 1 << 30)
+
+
+def test_a_replay_of_a_synthetic_trace_labels_its_own_trace_and_windows(tmp_path):
+    # Regression: the replay's --trace and --windows files did not say the replayed trace was synthetic, so a
+    # measured trace of a generated workload read back as a captured one.
+    from ftlscope.traces.stats import trace_stats
+
+    synth = tmp_path / "db.parquet"
+    assert main(["trace", "synth", "db", "--duration", "200ms", "--seed", "3", "--out", str(synth)]) == 0
+    windows = tmp_path / "w.csv"
+    _, _ = _replay(tmp_path, synth, "--timing", "afap", "--windows", str(windows), "--destructive", SIM)
+    back = read_trace(tmp_path / "r.parquet", sort=True)
+    meta = back.attrs["ftlscope"]
+    assert meta["synthetic"] is True and meta["workload"] == "db" and meta["seed"] == 3
+    assert meta["replay_of"] == {"trace": str(synth), "format": "synthetic"}
+    assert trace_stats(back)["synthetic"] is True
+    assert pd.read_csv(windows)["synthetic_trace"].all()
+    # A captured trace's replay says the opposite, in the same places.
+    _replay(tmp_path, FIX / "msr.csv", "--windows", str(windows), name="m")
+    assert read_trace(tmp_path / "m.parquet", sort=True).attrs["ftlscope"]["synthetic"] is False
+    assert not pd.read_csv(windows)["synthetic_trace"].any()

@@ -50,6 +50,8 @@ TRACE_COLUMNS = ("op", OFFSET_BYTES, "size", "queue", "submit_ns", "complete_ns"
 # The engine's windows table (``RunResult.windows``; ``ftlscope run --windows FILE``).
 WINDOW_COLUMNS = ((WINDOW_INDEX, "op", "start_ns", "duration_ns", "ops", "bytes", "iops", "bw_bytes",
                    "ops_over_1ms") + tuple(latency_column(key, "ns") for key in LATENCY_KEYS))
+# A replay's windows table adds: whether the replayed trace was generated (trace synth), not captured.
+SYNTHETIC_TRACE = "synthetic_trace"
 
 # summaries.parquet of ``ftlscope export``: one row per engine run and operation.
 SUMMARY_COLUMNS = (("run_id", "experiment", "seq", "repetition", "label", "stop", "device_ns", "wall_ns", "op",

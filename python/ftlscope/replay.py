@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunError, UsageError
+from .metrics import SYNTHETIC_TRACE
 from .traces.names import FORMATS
 
 MAX_QD = 65536
@@ -311,9 +312,16 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
             notify(f"left out {n:,} {what}")
     if notes["wrapped"] and notify:
         notify(f"folded {notes['wrapped']:,} requests beyond the target into it (--wrap)")
-    result = run(device or target, workload, label="replaying", replay={**columns, "timing": timing, "mode": mode},
-                 **run_kwargs)
     meta = frame.attrs.get("ftlscope", {})
+    # The replay's own trace says what was replayed: a synthetic trace's label and recipe carry over, so every
+    # reader of the measured trace (trace info, a report) still calls it synthetic.
+    labels = {**{k: v for k, v in meta.items() if k not in ("format", "converted_from")},
+              "synthetic": bool(meta.get("synthetic")),
+              "replay_of": {"trace": trace_name, "format": meta.get("converted_from") or meta.get("format")}}
+    result = run(device or target, workload, label="replaying", replay={**columns, "timing": timing, "mode": mode},
+                 trace_metadata=labels, **run_kwargs)
+    # The time-window table too (a CSV has no metadata): one column, the same on every row.
+    result.windows[SYNTHETIC_TRACE] = labels["synthetic"]
     result.summary["replay"] = {
         "trace": trace_name, "format": meta.get("format"), "synthetic": bool(meta.get("synthetic")),
         "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": len(frame),

@@ -90,6 +90,8 @@ class RunResult:
     sim_device: Any = field(default=None, repr=False)
     # The trace written to a file while the run went (``trace_file``), as ``ftlscope.trace_stream`` left it.
     streamed_trace: Any = None
+    # What the trace is, written into its Parquet metadata (see ``ftlscope.run``'s ``trace_metadata``).
+    trace_metadata: dict[str, Any] | None = None
 
     @property
     def ops(self) -> dict[str, dict[str, Any]]:
@@ -125,7 +127,17 @@ class RunResult:
             return self.streamed_trace.save_to(path)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.trace.to_parquet(path, compression="zstd", index=False)
+        if not self.trace_metadata:
+            self.trace.to_parquet(path, compression="zstd", index=False)
+            return path
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from .trace_stream import with_trace_metadata
+
+        table = pa.Table.from_pandas(self.trace, preserve_index=False)
+        pq.write_table(table.replace_schema_metadata(with_trace_metadata(table.schema, self.trace_metadata).metadata),
+                       path, compression="zstd")
         return path
 
     def save_windows(self, path: str | Path) -> Path:

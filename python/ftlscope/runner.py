@@ -457,6 +457,7 @@ def run(
     precondition: bool | None = None,
     show_serial: bool = False,
     replay: dict[str, Any] | None = None,
+    trace_metadata: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
@@ -471,7 +472,9 @@ def run(
 
     ``trace=True`` keeps the per-request trace in memory (``result.trace``, up to ``trace_limit`` requests);
     ``trace_file`` writes it to that Parquet file while the run goes, in flat memory whatever its length (row
-    groups of ``trace_chunk_rows`` requests, default :data:`ftlscope.trace_stream.CHUNK_ROWS`).
+    groups of ``trace_chunk_rows`` requests, default :data:`ftlscope.trace_stream.CHUNK_ROWS`). ``trace_metadata``
+    goes into the saved trace's Parquet metadata under the key ``ftlscope``, as trace readers take it (a replay
+    of a synthetic trace says so there).
     """
     if engine not in ENGINES:
         raise UsageError(f"--engine: unknown engine '{engine}'; use {', '.join(ENGINES)}")
@@ -526,7 +529,8 @@ def run(
         handle = _start(prepared.path, workload, options, writable=workload.writes, direct=direct, replay=replay)
     writer = None
     if trace_file is not None:
-        writer = TraceWriter(handle, trace_file, optional=("issue_lag_ns",) if replay is not None else ())
+        writer = TraceWriter(handle, trace_file, optional=("issue_lag_ns",) if replay is not None else (),
+                             metadata=trace_metadata)
     raw = None
     try:
         if writer is not None:
@@ -565,6 +569,7 @@ def run(
         write_record=raw.get("write_record"),
         sim_device=device,
         streamed_trace=streamed if writer is not None else None,
+        trace_metadata=trace_metadata,
     )
 
 

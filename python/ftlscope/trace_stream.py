@@ -15,6 +15,7 @@ is still whole; :func:`ftlscope.cli_checks.save_run_outputs` then keeps the othe
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -32,12 +33,22 @@ from .workload import OPS
 CHUNK_ROWS = 1 << 16
 
 
-def trace_schema(optional: tuple[str, ...] = ()) -> Any:
+def trace_schema(optional: tuple[str, ...] = (), metadata: dict[str, Any] | None = None) -> Any:
     """The Parquet schema of a run's trace (with the ``optional`` columns named, e.g. a replay's issue lag): that
-    of the in-memory trace frame written with ``to_parquet``."""
+    of the in-memory trace frame written with ``to_parquet``, plus ``metadata`` under the traces' key."""
     import pyarrow as pa
 
-    return pa.Schema.from_pandas(trace_frame(empty_trace_columns(optional)), preserve_index=False)
+    schema = pa.Schema.from_pandas(trace_frame(empty_trace_columns(optional)), preserve_index=False)
+    return with_trace_metadata(schema, metadata)
+
+
+def with_trace_metadata(schema: Any, metadata: dict[str, Any] | None) -> Any:
+    """``schema`` carrying ``metadata`` as JSON under :data:`ftlscope.traces.schema.METADATA_KEY`."""
+    if not metadata:
+        return schema
+    from .traces.schema import METADATA_KEY
+
+    return schema.with_metadata({**(schema.metadata or {}), METADATA_KEY: json.dumps(metadata, default=str)})
 
 
 def chunk_table(columns: dict[str, Any], schema: Any) -> Any:
@@ -151,9 +162,11 @@ class StreamedTrace:
 class TraceWriter:
     """Drains a running ``RunHandle``'s trace chunks into ``path`` on its own thread."""
 
-    def __init__(self, handle: Any, path: str | Path, optional: tuple[str, ...] = ()) -> None:
+    def __init__(self, handle: Any, path: str | Path, optional: tuple[str, ...] = (),
+                 metadata: dict[str, Any] | None = None) -> None:
         self._handle = handle
         self._optional = optional  # optional columns the run keeps (a replay's issue lag)
+        self._metadata = metadata  # what the trace is, for its readers (a replay of a synthetic trace)
         self._asked = Path(path)
         self._asked.parent.mkdir(parents=True, exist_ok=True)
         self._rows = 0
@@ -173,7 +186,7 @@ class TraceWriter:
             # already): before the run it would delay the start, and a Ctrl-C then finds nothing to keep.
             import pyarrow.parquet as pq
 
-            schema = trace_schema(self._optional)
+            schema = trace_schema(self._optional, self._metadata)
             self._sink = _FailoverFile(self._asked)
             with pq.ParquetWriter(self._sink, schema, compression="zstd") as writer:
                 while (chunk := self._handle.next_trace_chunk()) is not None:
