@@ -2,7 +2,8 @@
 """Peak memory of a per-request trace: ``ftlscope run sim:... --trace FILE`` streaming it to Parquet while the run
 goes, beside the same run without a trace, the in-memory trace it replaced (every record kept, written at the
 end: ``ftlscope.run(..., trace=True)`` then ``save_trace``), and fio's latency log for the same number of I/Os
-(``fio --write_lat_log`` on the null engine, which keeps every sample in memory until the end).
+(``fio --write_lat_log`` on the null engine, which keeps every sample in memory until the end); then the peak
+of ``ftlscope replay`` of that trace, streamed in batches, beside a replay that reads the trace whole.
 
 Every figure is the peak RSS of one fresh process (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` in a wrapper that
 runs only it); "per request" is (peak - the no-trace run's peak) / requests. The workload: 4 KiB random reads
@@ -42,6 +43,21 @@ result = run("{preset}", from_flags(rw="randread", size="{size}", qd={qd}, ops=n
              precondition=True)
 result.save_trace(out)
 """
+
+
+# A replay that reads its Parquet trace whole (what `ftlscope replay` did before it streamed): read_trace, then
+# the engine's columns.
+_WHOLE_REPLAY = """
+import sys
+from ftlscope.replay import replay
+from ftlscope.traces import read_trace
+replay("{preset}", read_trace(sys.argv[1], sort=True), timing="afap", qd={qd}, size="{size}")
+"""
+
+
+def ftlscope_replay(trace: Path) -> list[str]:
+    return [sys.executable, "-m", "ftlscope.cli", "replay", PRESET, str(trace), "--timing", "afap", "--qd", str(QD),
+            "--size", SIZE, "--quiet"]
 
 
 def peak_rss(argv: list[str]) -> tuple[int, float]:
@@ -85,12 +101,22 @@ def main() -> None:
     for col in ("requests", "no trace", "--trace (streamed)", "streamed B/req", "in memory (before)",
                 "in memory B/req", "fio --write_lat_log", "fio B/req", "streamed wall"):
         table.add_column(col, justify="right")
+    replays = Table(title=f"Peak RSS of `ftlscope replay` of that trace (afap, QD {QD}): streamed in batches, and "
+                          "read whole as before; B/req over the run without a trace")
+    for col in ("requests", "replay (streamed)", "streamed B/req", "read whole (before)", "whole B/req",
+                "streamed wall"):
+        replays.add_column(col, justify="right")
     console = Console(width=max(Console().width, 160))  # the table stays whole when the output is a file
     for n in counts:
         with tempfile.TemporaryDirectory(prefix="ftlscope-trace-memory-") as tmp:
             tmp = Path(tmp)
             base, _ = peak_rss(ftlscope_run(n, None))
             streamed, wall = peak_rss(ftlscope_run(n, tmp / "t.parquet"))
+            replayed, replay_wall = peak_rss(ftlscope_replay(tmp / "t.parquet"))
+            whole = None
+            if n <= args.old_max:
+                whole, _ = peak_rss([sys.executable, "-c", _WHOLE_REPLAY.format(preset=PRESET, size=SIZE, qd=QD),
+                                     str(tmp / "t.parquet")])
             (tmp / "t.parquet").unlink()
             old = None
             if n <= args.old_max:
@@ -105,8 +131,11 @@ def main() -> None:
             fio_base, _ = peak_rss([a for a in fio_run(n, Path(".")) if not a.startswith("--write_lat_log")])
         table.add_row(f"{n:,}", mib(base), mib(streamed), per_request(streamed, base, n), mib(old),
                       per_request(old, base, n), mib(fio), per_request(fio, fio_base, n), f"{wall:.0f} s")
+        replays.add_row(f"{n:,}", mib(replayed), per_request(replayed, base, n), mib(whole),
+                        per_request(whole, base, n), f"{replay_wall:.0f} s")
         console.print(f"[dim]{n:,} requests measured[/dim]")
     console.print(table)
+    console.print(replays)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ from .metrics import SYNTHETIC_TRACE
 from .traces.names import FORMATS
 
 MAX_QD = 65536
+# Requests per batch of a streamed replay (pyarrow record batches; about 3 MiB of columns each, a few in flight:
+# 64 Ki rows peak 40 MiB lower than 256 Ki, and run no slower).
+STREAM_BATCH_ROWS = 1 << 16
 # Offsets are int64 while the trace is prepared: a shift stays well inside, so no sum can overflow.
 MAX_SHIFT = 1 << 62
 # The engine adds due times to clock readings, and keeps them below 2^62 ns (146 years) too.
@@ -149,16 +152,29 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
              flag_target: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The trace's requests as the engine's columns, and what was done to them (left out, shifted, folded).
     Refuses (UsageError) requests beyond the target unless ``wrap``, and requests not aligned to the target."""
+    columns, notes = batch_requests(frame["op"].cat.codes.to_numpy(), frame["offset_bytes"].to_numpy(),
+                                    frame["size"].to_numpy(), frame["submit_ns"].to_numpy(), first_row=0,
+                                    reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
+                                    target_size=target_size, alignment=alignment, flag_target=flag_target)
+    return columns, finish_notes(notes, flag_target)
+
+
+def batch_requests(op, offset, size, arrival, *, first_row: int, reads_only: bool, offset_shift: int, wrap: bool,
+                   target_size: int, alignment: int, flag_target: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One batch of a trace (columns: op codes, offsets, sizes, arrival ns; its first request is number
+    ``first_row + 1`` of the trace) as the engine's columns, and its notes (:func:`merge_notes` adds batches
+    up; :func:`finish_notes` checks the sum)."""
     import numpy as np
 
     from .workload import OPS
 
-    op = frame["op"].cat.codes.to_numpy().astype(np.uint8)
-    offset = frame["offset_bytes"].to_numpy().astype(np.int64)
-    size = frame["size"].to_numpy().astype(np.int64)
-    arrival = frame["submit_ns"].to_numpy().astype(np.uint64)
+    op = np.asarray(op).astype(np.uint8)
+    offset = np.asarray(offset).astype(np.int64)
+    size = np.asarray(size).astype(np.int64)
+    arrival = np.asarray(arrival).astype(np.uint64)
+    rows = len(op)
     ranged = op != OPS.index("flush")
-    keep = np.ones(len(op), dtype=bool)
+    keep = np.ones(rows, dtype=bool)
     left_out: dict[str, int] = {}
     if reads_only:
         keep &= op == OPS.index("read")
@@ -171,9 +187,7 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
     if empty.any():
         left_out["zero-length requests"] = int(empty.sum())
         keep &= ~empty
-    if not keep.any():
-        raise UsageError(f"{flag_target}: nothing to replay: every request of the trace was left out "
-                         f"({', '.join(f'{v:,} {k}' for k, v in left_out.items())})")
+    all_arrivals = (int(arrival[0]), int(arrival[-1])) if rows else None
     kept = None
     if not keep.all():  # (copies of the columns only when something is left out)
         kept = np.flatnonzero(keep)
@@ -181,7 +195,7 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
 
     def number(i: int) -> int:
         """Request i's number in the trace as read (1-based), whatever was left out before it."""
-        return int(kept[i]) + 1 if kept is not None else i + 1
+        return first_row + (int(kept[i]) if kept is not None else i) + 1
 
     offset = np.where(ranged, offset + offset_shift, 0)
     size = np.where(ranged, size, 0)  # a flush moves no data, whatever length a trace gives it
@@ -199,8 +213,8 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
         if not wrap:
             i = int(np.argmax(beyond))
             raise UsageError(f"{flag_target}: request {number(i)} ends at byte {offset[i] + size[i]:,}, beyond the "
-                             f"{target_size:,} B target ({int(beyond.sum()):,} requests do); pass --wrap to fold "
-                             "offsets into the target, or --offset-shift to move them")
+                             f"{target_size:,} B target; pass --wrap to fold offsets into the target, or "
+                             "--offset-shift to move them")
         folded = int(beyond.sum())
         offset = np.where(beyond, offset % target_size, offset)
         offset = np.where(ranged & (offset + size > target_size), 0, offset)
@@ -214,11 +228,43 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
         "arrival": arrival.astype("<u8").tobytes(), "op": op.tobytes(), "offset": offset.astype("<u8").tobytes(),
         "size": size.astype("<u4").tobytes(),
     }
-    notes = {"left_out": left_out, "wrapped": folded, "requests": int(len(op)),
+    notes = {"left_out": left_out, "wrapped": folded, "requests": int(len(op)), "rows": rows,
              "ops": {name: int((op == code).sum()) for code, name in enumerate(OPS) if (op == code).any()},
-             "max_size": int(size.max()), "extent": _extent(offset[ranged], size[ranged]),
-             "span_ns": int(arrival[-1] - arrival[0])}
+             "max_size": int(size.max()) if len(size) else 0,
+             "extent": _extent(offset[ranged], size[ranged]) if ranged.any() else None,
+             "arrivals": (int(arrival[0]), int(arrival[-1])) if len(arrival) else None,
+             "all_arrivals": all_arrivals}
     return columns, notes
+
+
+def merge_notes(total: dict[str, Any] | None, part: dict[str, Any]) -> dict[str, Any]:
+    """The notes of two consecutive batches as one (counts added, extents and spans joined)."""
+    if total is None:
+        return part
+
+    def joined(a, b):
+        return b if a is None else a if b is None else (min(a[0], b[0]), max(a[1], b[1]))
+
+    left_out = dict(total["left_out"])
+    for what, n in part["left_out"].items():
+        left_out[what] = left_out.get(what, 0) + n
+    ops = dict(total["ops"])
+    for name, n in part["ops"].items():
+        ops[name] = ops.get(name, 0) + n
+    return {"left_out": left_out, "wrapped": total["wrapped"] + part["wrapped"],
+            "requests": total["requests"] + part["requests"], "rows": total["rows"] + part["rows"], "ops": ops,
+            "max_size": max(total["max_size"], part["max_size"]), "extent": joined(total["extent"], part["extent"]),
+            "arrivals": joined(total["arrivals"], part["arrivals"]),
+            "all_arrivals": joined(total["all_arrivals"], part["all_arrivals"])}
+
+
+def finish_notes(notes: dict[str, Any], flag_target: str) -> dict[str, Any]:
+    """Refuse a trace with nothing left to replay; the span of what is replayed and the extent it touches."""
+    if notes["requests"] == 0:
+        raise UsageError(f"{flag_target}: nothing to replay: every request of the trace was left out "
+                         f"({', '.join(f'{v:,} {k}' for k, v in notes['left_out'].items())})")
+    first, last = notes["arrivals"]
+    return {**notes, "extent": notes["extent"] or (0, 0), "span_ns": last - first}
 
 
 def _extent(offset, size) -> tuple[int, int]:
@@ -253,13 +299,16 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
 
 
 def _read(args: argparse.Namespace) -> tuple[Any, bool]:
-    """The trace as replay reads it, and whether it was sorted by arrival (asked, or a run trace)."""
+    """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace
+    stays a path, replayed while it is read in batches (flat memory), unless the report needs it whole (its
+    inter-arrival figure); other formats are read whole."""
     from .traces import read_trace, sniff
 
     fmt = args.format
     sort = args.sort
     path = Path(args.trace)
-    if path.is_file() and (fmt or sniff(path)) == "parquet" and not sort:
+    parquet = path.is_file() and (fmt or sniff(path)) == "parquet"
+    if parquet and not sort:
         import pyarrow.parquet as pq
 
         try:
@@ -268,6 +317,8 @@ def _read(args: argparse.Namespace) -> tuple[Any, bool]:
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
+    if parquet and not args.report:
+        return path, sort
     return read_trace(path, fmt, sort=sort), sort
 
 
@@ -282,12 +333,15 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
-           trace_name: str = "TRACE", notify: Any = None, **run_kwargs: Any):
-    """Replay a trace table (:func:`ftlscope.traces.read_trace`'s) on ``target`` (a path, ``sim:PRESET`` or a
-    :class:`SimDevice`) and return run's :class:`RunResult`, with ``summary["replay"]`` and the issue lag in
-    ``summary["run"]["issue_lag_ns"]``. ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size,
-    precondition, trace, progress, ...); ``notify(text)`` hears what was left out or folded."""
-    from .runner import run
+           trace_name: str = "TRACE", notify: Any = None, sort: bool = False, **run_kwargs: Any):
+    """Replay a trace on ``target`` (a path, ``sim:PRESET`` or a :class:`SimDevice`) and return run's
+    :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
+
+    ``frame`` is a trace table (:func:`ftlscope.traces.read_trace`'s), or the path of a Parquet trace: that one is
+    checked in a first pass and replayed while it is read again in batches, so memory stays flat whatever its
+    length (``sort`` orders it by arrival as it streams; one too disordered for that is read whole).
+    ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size, precondition, trace, progress, ...);
+    ``notify(text)`` hears what was left out or folded."""
     from .sim import SimDevice
 
     timing = parse_timing(timing)
@@ -298,9 +352,28 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     if device is None and target.startswith("sim:"):
         device = SimDevice.open(target)
     size = run_kwargs.get("size")
+    if isinstance(size, str):  # as run takes it ("64GiB"); the CLI hands an int
+        from .units import parse_size
+
+        size = parse_size(size, "--size")
     target_size, alignment = _target_geometry(target, size, run_kwargs.get("direct", True), device)
-    columns, notes = requests(frame, reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
-                              target_size=target_size, alignment=alignment, flag_target=trace_name)
+    prepare = {"reads_only": reads_only, "offset_shift": offset_shift, "wrap": wrap, "target_size": target_size,
+               "alignment": alignment, "flag_target": trace_name}
+    streamed = None
+    if isinstance(frame, (str, Path)):
+        from .traces.batched import Unsorted, parquet_meta
+
+        try:
+            notes = _first_pass(frame, sort, prepare)
+            streamed = frame
+            meta = parquet_meta(frame)[2]
+        except Unsorted:
+            from .traces import read_trace
+
+            frame = read_trace(frame, "parquet", sort=True)
+    if streamed is None:
+        columns, notes = requests(frame, **prepare)
+        meta = frame.attrs.get("ftlscope", {})
     factor = float(timing.removeprefix("scaled:")) if timing.startswith("scaled:") else 1.0
     if timing != "afap" and notes["span_ns"] / factor >= MAX_SPAN_NS:
         # The engine refuses it too, but only once it starts: a file target would have been created by then.
@@ -312,23 +385,92 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
             notify(f"left out {n:,} {what}")
     if notes["wrapped"] and notify:
         notify(f"folded {notes['wrapped']:,} requests beyond the target into it (--wrap)")
-    meta = frame.attrs.get("ftlscope", {})
     # The replay's own trace says what was replayed: a synthetic trace's label and recipe carry over, so every
     # reader of the measured trace (trace info, a report) still calls it synthetic.
     labels = {**{k: v for k, v in meta.items() if k not in ("format", "converted_from")},
               "synthetic": bool(meta.get("synthetic")),
               "replay_of": {"trace": trace_name, "format": meta.get("converted_from") or meta.get("format")}}
-    result = run(device or target, workload, label="replaying", replay={**columns, "timing": timing, "mode": mode},
-                 trace_metadata=labels, **run_kwargs)
+    engine_replay = {"timing": timing, "mode": mode}
+    if streamed is None:
+        result = _run_replay(device or target, workload, {**columns, **engine_replay}, labels, run_kwargs)
+    else:
+        result = _run_streamed(device or target, workload, engine_replay, labels, run_kwargs, streamed, sort,
+                               prepare, notes)
     # The time-window table too (a CSV has no metadata): one column, the same on every row.
     result.windows[SYNTHETIC_TRACE] = labels["synthetic"]
+    first, last = notes["all_arrivals"]
     result.summary["replay"] = {
         "trace": trace_name, "format": meta.get("format"), "synthetic": bool(meta.get("synthetic")),
-        "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": len(frame),
+        "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": notes["rows"],
         "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
-        "offset_shift": offset_shift, "trace_span_ns": int(frame["submit_ns"].iloc[-1]),
+        "offset_shift": offset_shift, "trace_span_ns": last - first, "streamed": streamed is not None,
         "issue_lag_ns": result.summary["run"].get("issue_lag_ns"),
     }
+    return result
+
+
+def _run_replay(target: Any, workload, engine_replay: dict[str, Any], labels: dict[str, Any],
+                run_kwargs: dict[str, Any]):
+    from .runner import run
+
+    return run(target, workload, label="replaying", replay=engine_replay, trace_metadata=labels, **run_kwargs)
+
+
+def _first_pass(path: str | Path, sort: bool, prepare: dict[str, Any]) -> dict[str, Any]:
+    """A streamed trace's notes, every request checked as a whole trace's are (nothing is kept)."""
+    from .traces.batched import parquet_batches
+
+    notes, row = None, 0
+    for op, offset, size, submit, *_ in parquet_batches(path, sort=sort, extra=(), batch_rows=STREAM_BATCH_ROWS):
+        _, part = batch_requests(op, offset, size, submit, first_row=row, **prepare)
+        notes = merge_notes(notes, part)
+        row += len(op)
+    return finish_notes(notes, prepare["flag_target"])
+
+
+def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: dict[str, Any],
+                  run_kwargs: dict[str, Any], path: str | Path, sort: bool, prepare: dict[str, Any],
+                  notes: dict[str, Any]):
+    """Replay ``path`` while a thread reads it again batch by batch and pushes each into the engine's feed."""
+    import threading
+
+    import numpy as np
+
+    from . import _native
+    from .traces.batched import parquet_batches
+    from .workload import OPS
+
+    codes = bytes(OPS.index(name) for name in notes["ops"])
+    feed = _native.ReplayFeed(notes["requests"], notes["max_size"], codes, prepare["target_size"],
+                              prepare["alignment"], engine_replay["timing"], engine_replay["mode"])
+    failure: list[BaseException] = []
+    pushed = [0]
+
+    def push_all() -> None:
+        row = 0
+        try:
+            for op, offset, size, submit, *_ in parquet_batches(path, sort=sort, extra=(),
+                                                                batch_rows=STREAM_BATCH_ROWS):
+                columns, _ = batch_requests(op, offset, size, np.asarray(submit), first_row=row, **prepare)
+                row += len(op)
+                if not feed.push(columns["arrival"], columns["op"], columns["offset"], columns["size"]):
+                    return  # the replay stopped early (Ctrl-C, an error, a time limit): nothing more to read
+                pushed[0] = row
+        except BaseException as exc:  # noqa: BLE001 - reported with the result below: the replay ends where it got
+            failure.append(exc)
+        finally:
+            feed.close()
+
+    feeder = threading.Thread(target=push_all, name="ftlscope-replay-feed", daemon=True)
+    feeder.start()
+    try:
+        result = _run_replay(target, workload, {**engine_replay, "feed": feed}, labels, run_kwargs)
+    finally:
+        feed.abandon()  # a run that never started leaves the feeder waiting for room: let it go
+        feeder.join()
+    if failure:
+        result.notices.append(f"the trace could not be read on after request {pushed[0]:,} "
+                              f"({failure[0]}); the replay ended there")
     return result
 
 
@@ -371,8 +513,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _check_outputs(args)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     # The figures and the report need every request's latency: the trace is kept in memory for them.
-    result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,
-                    offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
+    result = replay(args.target, frame, sort=sort, timing=args.timing, mode=args.mode, qd=args.qd,
+                    reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,
+                    trace_name=str(args.trace),
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
                     trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
                     precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))

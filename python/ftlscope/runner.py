@@ -270,6 +270,9 @@ def _workload_error(exc: Exception, workload_json: str = "") -> UsageError:
 
 
 def _replay_args(replay: dict[str, Any]) -> tuple:
+    """The engine's replay arguments: the trace's columns, or (a streamed trace) empty ones and its ``feed``."""
+    if "feed" in replay:
+        return (b"", b"", b"", b"", replay["timing"], replay["mode"], replay["feed"])
     return tuple(replay[k] for k in ("arrival", "op", "offset", "size", "timing", "mode"))
 
 

@@ -623,7 +623,7 @@ fn check_replay(workload: &Workload, replay: &Replay, info: &TargetInfo) -> Resu
             replay.max_len()
         )));
     }
-    if let Some(op) = Op::ALL.into_iter().find(|&op| replay.op.contains(&op) && workload.mix.weight(op) == 0) {
+    if let Some(op) = Op::ALL.into_iter().find(|&op| replay.has(op) && workload.mix.weight(op) == 0) {
         return Err(invalid(format!("the trace has {} requests, which the workload's mix leaves out", op.name())));
     }
     replay.validate(info.size_bytes, info.logical_block_size)?;

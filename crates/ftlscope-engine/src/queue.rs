@@ -12,7 +12,7 @@ use crate::backend::{Backend, Event, Request};
 use crate::buffers::IoBuffers;
 use crate::engine::{OnError, QueueReport, StopReason};
 use crate::pattern::OffsetGenerator;
-use crate::replay::{Mode, Replay};
+use crate::replay::{Cursor, Mode, Replay};
 use crate::stats::Record;
 use crate::workload::{Op, Workload};
 
@@ -173,6 +173,8 @@ pub(crate) struct QueueLoop<'a> {
     /// Replays: the next request of the trace to plan; the previous issue's time and due time (closed mode
     /// counts the next gap from it); a flush in flight that holds back what follows (closed mode).
     replay_cursor: usize,
+    /// A streamed replay's requests (the trace arrives in chunks while the queue runs).
+    replay_stream: Option<Cursor>,
     replay_last: Option<(u64, u64)>,
     replay_barrier: bool,
 }
@@ -242,6 +244,7 @@ impl<'a> QueueLoop<'a> {
             paced_ops: [0; 3],
             pace_wait_ns: 0,
             replay_cursor: 0,
+            replay_stream: ctx.replay.as_deref().and_then(Replay::take_cursor),
             replay_last: None,
             replay_barrier: false,
         };
@@ -254,6 +257,12 @@ impl<'a> QueueLoop<'a> {
     /// The next request of the workload: its operation, size and offset, drawn in that order.
     #[inline]
     fn choose(&mut self) -> Planned {
+        if let Some(stream) = self.replay_stream.as_mut() {
+            return match stream.next() {
+                Some((op, offset, len, due_ns)) => Planned { op, size: len as u64, offset, due_ns, end: false },
+                None => Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: true },
+            };
+        }
         if let Some(replay) = self.ctx.replay.as_deref() {
             let i = self.replay_cursor;
             if i >= replay.len() {

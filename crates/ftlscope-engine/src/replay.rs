@@ -4,6 +4,14 @@
 //! never builds one object per request. The queue loop takes the requests from here instead of drawing them
 //! from a workload, and paces them the way a rate limit is paced: a request not yet due is held back and the
 //! loop waits (in virtual time on a simulated device) until it is.
+//!
+//! A trace too long to hold arrives while it runs instead ([`Replay::streamed`]): the caller reads it in batches
+//! and pushes each through a [`Feeder`] into one of a few recycled chunks, which the queue takes in order through
+//! a [`Cursor`]. Memory stays flat in the trace's length; the checks a whole trace gets up front are made on each
+//! chunk as it is pushed (the caller has checked the whole trace in a first pass, so they do not fail there).
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
 
 use thiserror::Error;
 
@@ -38,8 +46,8 @@ pub enum ReplayError {
     Invalid(String),
 }
 
-/// A trace to replay: one entry per request, in issue order.
-#[derive(Clone, Debug)]
+/// A trace to replay: one entry per request, in issue order (all of them here, or arriving through `stream`).
+#[derive(Debug)]
 pub struct Replay {
     /// When each request is due, in ns from the first one, already scaled by the timing (all 0 for `afap`).
     pub due_ns: Vec<u64>,
@@ -47,6 +55,214 @@ pub struct Replay {
     pub offset: Vec<u64>,
     pub len: Vec<u32>,
     pub mode: Mode,
+    /// A streamed replay: the columns above stay empty.
+    pub stream: Option<Stream>,
+}
+
+/// What is known of a streamed trace before it runs (from the caller's first pass), and the queue's end of
+/// the chunk channels until the queue takes it.
+#[derive(Debug)]
+pub struct Stream {
+    requests: u64,
+    max_len: u64,
+    ops: [bool; Op::ALL.len()],
+    /// The target the caller checked the requests against (size, alignment): the engine checks it has that.
+    target: (u64, u64),
+    ends: Mutex<Option<Cursor>>,
+}
+
+/// Up to this many chunks wait filled for the queue (plus the one it reads and the one being filled).
+const CHUNKS_AHEAD: usize = 2;
+
+/// One batch of a streamed trace, as the queue reads it (the storage is recycled between batches).
+#[derive(Debug, Default)]
+struct Chunk {
+    due_ns: Vec<u64>,
+    op: Vec<Op>,
+    offset: Vec<u64>,
+    len: Vec<u32>,
+}
+
+/// The queue's end of a streamed trace: the requests in order, chunk after chunk.
+#[derive(Debug)]
+pub struct Cursor {
+    current: Chunk,
+    pos: usize,
+    full: Receiver<Chunk>,
+    empty: SyncSender<Chunk>,
+}
+
+/// The requests (operation, offset, length, due time) in order, each waiting for its chunk if the feeder is
+/// behind; None at the trace's end (the feeder finished, or gave up).
+impl Iterator for Cursor {
+    type Item = (Op, u64, u32, u64);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos == self.current.op.len() {
+            let next = self.full.recv().ok()?;
+            let done = std::mem::replace(&mut self.current, next);
+            // Back to the feeder for reuse; a feeder that is gone needs it no more.
+            let _ = self.empty.try_send(done);
+            self.pos = 0;
+            if self.current.op.is_empty() {
+                return None;
+            }
+        }
+        let i = self.pos;
+        self.pos += 1;
+        Some((self.current.op[i], self.current.offset[i], self.current.len[i], self.current.due_ns[i]))
+    }
+}
+
+/// The caller's end of a streamed trace (see [`Replay::streamed`]).
+#[derive(Debug)]
+pub struct Feeder {
+    full: SyncSender<Chunk>,
+    empty: Receiver<Chunk>,
+    /// A chunk taken for a batch that was refused: the next batch uses it (chunks are few and never made anew).
+    spare: Option<Chunk>,
+    timing: Timing,
+    first: u64,
+    last: u64,
+    pushed: u64,
+    requests: u64,
+    ops: [bool; Op::ALL.len()],
+    max_len: u64,
+    target: (u64, u64),
+}
+
+/// Little-endian values from column bytes (numpy's `tobytes()` on the machines ftlscope runs on).
+fn le_values<'a, const N: usize>(
+    name: &str,
+    bytes: &'a [u8],
+) -> Result<impl Iterator<Item = [u8; N]> + 'a, ReplayError> {
+    if !bytes.len().is_multiple_of(N) {
+        return Err(ReplayError::Invalid(format!(
+            "column {name}: {} bytes is not a whole number of values",
+            bytes.len()
+        )));
+    }
+    Ok(bytes.chunks_exact(N).map(|c| c.try_into().expect("N bytes")))
+}
+
+impl Feeder {
+    /// Push the next batch of requests (columns as little-endian bytes: arrival u64 ns, op u8, offset u64,
+    /// length u32), waiting for a free chunk. Ok(false) when the replay has ended and takes no more (stopped
+    /// early); an error names the first request that breaks what the first pass promised.
+    pub fn push(&mut self, arrival: &[u8], op: &[u8], offset: &[u8], len: &[u8]) -> Result<bool, ReplayError> {
+        let n = op.len();
+        if n == 0 {
+            return Ok(true); // (an empty chunk would read as the trace's end)
+        }
+        if arrival.len() != n * 8 || offset.len() != n * 8 || len.len() != n * 4 {
+            return Err(ReplayError::Invalid(format!(
+                "a batch's columns differ in length (arrival {} B, op {n} B, offset {} B, length {} B)",
+                arrival.len(),
+                offset.len(),
+                len.len()
+            )));
+        }
+        if self.pushed + n as u64 > self.requests {
+            return Err(ReplayError::Invalid(format!("more requests than the {} announced", self.requests)));
+        }
+        let mut chunk = match self.spare.take() {
+            Some(chunk) => chunk,
+            None => match self.empty.recv() {
+                Ok(chunk) => chunk,
+                Err(_) => return Ok(false),
+            },
+        };
+        let filled = self.fill(&mut chunk, arrival, op, offset, len);
+        if let Err(e) = filled {
+            self.spare = Some(chunk);
+            return Err(e);
+        }
+        self.pushed += n as u64;
+        Ok(self.full.send(chunk).is_ok())
+    }
+
+    /// Fill `chunk` with a batch, checking each request; on an error the feeder's state is as before the batch.
+    fn fill(
+        &mut self,
+        chunk: &mut Chunk,
+        arrival: &[u8],
+        op: &[u8],
+        offset: &[u8],
+        len: &[u8],
+    ) -> Result<(), ReplayError> {
+        let (first, last) = (self.first, self.last);
+        let result = self.fill_checked(chunk, arrival, op, offset, len);
+        if result.is_err() {
+            (self.first, self.last) = (first, last);
+        }
+        result
+    }
+
+    fn fill_checked(
+        &mut self,
+        chunk: &mut Chunk,
+        arrival: &[u8],
+        op: &[u8],
+        offset: &[u8],
+        len: &[u8],
+    ) -> Result<(), ReplayError> {
+        chunk.due_ns.clear();
+        chunk.op.clear();
+        chunk.offset.clear();
+        chunk.len.clear();
+        let (size, alignment) = self.target;
+        let values = le_values::<8>("arrival", arrival)?
+            .zip(op)
+            .zip(le_values::<8>("offset", offset)?)
+            .zip(le_values::<4>("length", len)?);
+        for (k, (((t, &code), off), l)) in values.enumerate() {
+            let (t, off, l) = (u64::from_le_bytes(t), u64::from_le_bytes(off), u32::from_le_bytes(l));
+            let request = self.pushed + k as u64 + 1;
+            let bad = |problem: String| Err(ReplayError::Invalid(format!("request {request}: {problem}")));
+            if code as usize >= Op::ALL.len() || !self.ops[code as usize] {
+                return bad(format!("operation code {code} was not announced"));
+            }
+            if self.pushed + (k as u64) == 0 {
+                self.first = t;
+                self.last = t;
+            }
+            if t < self.last {
+                return bad("arrival time goes backwards".into());
+            }
+            self.last = t;
+            let op = Op::from_index(code);
+            if op.has_range() {
+                let end = off.checked_add(l as u64);
+                if l as u64 > self.max_len || end.is_none_or(|e| e > size) {
+                    return bad(format!("{} of {l} B at byte {off} does not fit the announced trace", op.name()));
+                }
+                if alignment > 1 && (!off.is_multiple_of(alignment) || !(l as u64).is_multiple_of(alignment)) {
+                    return bad(format!("{} of {l} B at byte {off} is not aligned to {alignment} B", op.name()));
+                }
+            }
+            chunk.due_ns.push(due(self.timing, t - self.first));
+            chunk.op.push(op);
+            chunk.offset.push(off);
+            chunk.len.push(l);
+        }
+        Ok(())
+    }
+
+    /// Requests pushed so far.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
+    }
+}
+
+/// A request's due time from its arrival since the trace's first, by the timing.
+fn due(timing: Timing, since_first: u64) -> u64 {
+    match timing {
+        Timing::Faithful => since_first,
+        // Rounded to the nearest ns; f64 holds every gap below 104 days exactly.
+        Timing::Scaled(factor) => (since_first as f64 / factor).round() as u64,
+        Timing::Afap => 0,
+    }
 }
 
 impl Replay {
@@ -95,45 +311,126 @@ impl Replay {
                 scaled_span / 1e9
             )));
         }
-        let due_ns = arrival_ns
-            .iter()
-            .map(|&t| match timing {
-                Timing::Faithful => t - first,
-                // Rounded to the nearest ns; f64 holds every gap below 104 days exactly.
-                Timing::Scaled(factor) => ((t - first) as f64 / factor).round() as u64,
-                Timing::Afap => 0,
-            })
-            .collect();
+        let due_ns = arrival_ns.iter().map(|&t| due(timing, t - first)).collect();
         Ok(Replay {
             due_ns,
             op: op.iter().map(|&o| Op::from_index(o)).collect(),
             offset: offset.to_vec(),
             len: len.to_vec(),
             mode,
+            stream: None,
         })
     }
 
+    /// A replay whose requests are pushed through the returned [`Feeder`] while it runs. The caller has read
+    /// the whole trace once and announces what it found: `requests` in all, the largest length, the operation
+    /// codes present, and the target (size, alignment) every request was checked to fit. A trace's span is
+    /// checked by the caller too (see [`Replay::new`]'s limit).
+    pub fn streamed(
+        requests: u64,
+        max_len: u64,
+        ops: &[u8],
+        target: (u64, u64),
+        timing: Timing,
+        mode: Mode,
+    ) -> Result<(Replay, Feeder), ReplayError> {
+        if requests == 0 {
+            return Err(ReplayError::Invalid("the trace holds no requests".into()));
+        }
+        if let Timing::Scaled(factor) = timing {
+            if !(factor > 0.0 && factor.is_finite()) {
+                return Err(ReplayError::Invalid(format!("the time scale must be a positive number, not {factor}")));
+            }
+        }
+        let mut present = [false; Op::ALL.len()];
+        for &code in ops {
+            let Some(slot) = present.get_mut(code as usize) else {
+                return Err(ReplayError::Invalid(format!("operation code {code}")));
+            };
+            *slot = true;
+        }
+        let (full_tx, full_rx) = sync_channel(CHUNKS_AHEAD);
+        let (empty_tx, empty_rx) = sync_channel(CHUNKS_AHEAD + 2);
+        for _ in 0..CHUNKS_AHEAD + 1 {
+            empty_tx.try_send(Chunk::default()).expect("room for the first chunks");
+        }
+        let cursor = Cursor { current: Chunk::default(), pos: 0, full: full_rx, empty: empty_tx };
+        let feeder = Feeder {
+            full: full_tx,
+            empty: empty_rx,
+            spare: None,
+            timing,
+            first: 0,
+            last: 0,
+            pushed: 0,
+            requests,
+            ops: present,
+            max_len,
+            target,
+        };
+        let stream = Stream { requests, max_len, ops: present, target, ends: Mutex::new(Some(cursor)) };
+        let replay = Replay {
+            due_ns: Vec::new(),
+            op: Vec::new(),
+            offset: Vec::new(),
+            len: Vec::new(),
+            mode,
+            stream: Some(stream),
+        };
+        Ok((replay, feeder))
+    }
+
+    /// The queue's end of a streamed replay (None for a whole one, or once taken).
+    pub fn take_cursor(&self) -> Option<Cursor> {
+        self.stream.as_ref().and_then(|s| s.ends.lock().expect("replay stream lock").take())
+    }
+
     pub fn len(&self) -> usize {
-        self.op.len()
+        match &self.stream {
+            Some(s) => s.requests as usize,
+            None => self.op.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.op.is_empty()
+        self.len() == 0
     }
 
     /// The largest request, in bytes (what the I/O buffers must hold).
     pub fn max_len(&self) -> u64 {
-        self.len.iter().copied().max().unwrap_or(0) as u64
+        match &self.stream {
+            Some(s) => s.max_len,
+            None => self.len.iter().copied().max().unwrap_or(0) as u64,
+        }
+    }
+
+    /// Whether the trace has requests of `op`.
+    pub fn has(&self, op: Op) -> bool {
+        match &self.stream {
+            Some(s) => s.ops[op as usize],
+            None => self.op.contains(&op),
+        }
     }
 
     /// Whether the trace changes what the target holds.
     pub fn writes(&self) -> bool {
-        self.op.iter().any(|op| op.modifies_data())
+        Op::ALL.into_iter().any(|op| op.modifies_data() && self.has(op))
     }
 
     /// Check every request against a target of `target_size` bytes whose I/O must be aligned to `alignment`;
-    /// the error names the first request that does not fit.
+    /// the error names the first request that does not fit. A streamed trace was checked against the target it
+    /// announced: that must be this one (or a larger one with a coarser alignment).
     pub fn validate(&self, target_size: u64, alignment: u64) -> Result<(), ReplayError> {
+        if let Some(s) = &self.stream {
+            let (size, aligned_to) = s.target;
+            if size > target_size || (alignment > 1 && !aligned_to.is_multiple_of(alignment)) {
+                return Err(ReplayError::Invalid(format!(
+                    "the trace was checked for a {size} B target aligned to {aligned_to} B, not this {target_size} B \
+                     one aligned to {alignment} B"
+                )));
+            }
+            return Ok(());
+        }
         for i in 0..self.len() {
             let (op, offset, len) = (self.op[i], self.offset[i], self.len[i] as u64);
             if !op.has_range() {
@@ -217,5 +514,78 @@ mod tests {
         // Offsets near u64::MAX do not overflow (the debug build would panic).
         let r = Replay::new(&[0], &[0], &[u64::MAX - 10], &[4096], Timing::Afap, Mode::Closed).unwrap();
         assert!(r.validate(1 << 20, 1).unwrap_err().to_string().contains("ends past"));
+    }
+
+    fn le<T: Copy, const N: usize>(values: &[T], to: fn(T) -> [u8; N]) -> Vec<u8> {
+        values.iter().flat_map(|&v| to(v)).collect()
+    }
+
+    fn push(feeder: &mut Feeder, t: &[u64], op: &[u8], off: &[u64], len: &[u32]) -> Result<bool, ReplayError> {
+        feeder.push(&le(t, u64::to_le_bytes), op, &le(off, u64::to_le_bytes), &le(len, u32::to_le_bytes))
+    }
+
+    #[test]
+    fn a_streamed_trace_arrives_in_order_across_chunks_with_its_due_times() {
+        let (replay, mut feeder) =
+            Replay::streamed(5, 8192, &[0, 1], (1 << 20, 512), Timing::Scaled(2.0), Mode::Open).unwrap();
+        assert_eq!((replay.len(), replay.max_len(), replay.writes()), (5, 8192, true));
+        assert!(replay.has(Op::Read) && !replay.has(Op::Flush));
+        let mut cursor = replay.take_cursor().unwrap();
+        assert!(replay.take_cursor().is_none(), "one queue takes it");
+        assert!(push(&mut feeder, &[1_000, 1_000], &[0, 1], &[0, 4096], &[4096, 8192]).unwrap());
+        assert!(push(&mut feeder, &[], &[], &[], &[]).unwrap(), "an empty batch is no end");
+        assert!(push(&mut feeder, &[5_000, 11_000, 11_000], &[0, 0, 1], &[0, 8192, 0], &[4096, 4096, 512]).unwrap());
+        drop(feeder); // the end of the trace
+        let got: Vec<_> = std::iter::from_fn(|| cursor.next()).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Op::Read, 0, 4096, 0),
+                (Op::Write, 4096, 8192, 0),
+                (Op::Read, 0, 4096, 2_000),
+                (Op::Read, 8192, 4096, 5_000),
+                (Op::Write, 0, 512, 5_000)
+            ]
+        );
+        assert!(cursor.next().is_none());
+    }
+
+    #[test]
+    fn a_streamed_batch_that_breaks_what_was_announced_is_refused_with_the_request() {
+        let (_replay, mut feeder) =
+            Replay::streamed(10, 4096, &[0], (1 << 20, 512), Timing::Faithful, Mode::Open).unwrap();
+        let err = push(&mut feeder, &[0, 1], &[0, 1], &[0, 0], &[4096, 4096]).unwrap_err();
+        assert!(err.to_string().contains("request 2: operation code 1"), "{err}");
+        let (_replay, mut feeder) =
+            Replay::streamed(10, 4096, &[0], (1 << 20, 512), Timing::Faithful, Mode::Open).unwrap();
+        assert!(push(&mut feeder, &[10], &[0], &[0], &[4096]).unwrap());
+        let err = push(&mut feeder, &[9], &[0], &[0], &[4096]).unwrap_err();
+        assert!(err.to_string().contains("request 2: arrival time goes backwards"), "{err}");
+        let err = push(&mut feeder, &[20], &[0], &[1 << 20], &[4096]).unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+        let err = push(&mut feeder, &[20], &[0], &[100], &[4096]).unwrap_err();
+        assert!(err.to_string().contains("not aligned"), "{err}");
+        let err = push(&mut feeder, &[20; 10], &[0; 10], &[0; 10], &[4096; 10]).unwrap_err();
+        assert!(err.to_string().contains("more requests than the 10 announced"), "{err}");
+        // Refused batches gave their chunk back: a good one still goes (it would wait forever otherwise).
+        assert!(push(&mut feeder, &[30], &[0], &[0], &[4096]).unwrap());
+        assert_eq!(feeder.pushed(), 2);
+        // A streamed trace checked for another target is refused before the run.
+        let (replay, _) = Replay::streamed(1, 4096, &[0], (1 << 20, 512), Timing::Afap, Mode::Closed).unwrap();
+        assert!(replay.validate(1 << 20, 512).is_ok() && replay.validate(1 << 30, 512).is_ok());
+        assert!(replay.validate(1 << 19, 512).unwrap_err().to_string().contains("checked for"));
+        assert!(replay.validate(1 << 20, 4096).is_err());
+    }
+
+    #[test]
+    fn a_feeder_whose_replay_is_gone_hears_so_instead_of_waiting() {
+        let (replay, mut feeder) =
+            Replay::streamed(100, 4096, &[0], (1 << 20, 512), Timing::Afap, Mode::Closed).unwrap();
+        drop(replay); // never started (or ended early): nobody will read
+        let mut answers = Vec::new();
+        for k in 0..10u64 {
+            answers.push(push(&mut feeder, &[k], &[0], &[0], &[4096]).unwrap());
+        }
+        assert!(answers.iter().all(|&a| !a), "{answers:?}");
     }
 }

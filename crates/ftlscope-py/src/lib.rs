@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
 use ftlscope_engine::health::open_health_source;
-use ftlscope_engine::replay::{Mode, Replay, Timing};
+use ftlscope_engine::replay::{Feeder, Mode, Replay, Timing};
 use ftlscope_engine::stats::{Trace, TraceChunks};
 use ftlscope_engine::target::{Target, TargetError};
 use ftlscope_engine::workload::Workload;
@@ -260,6 +260,17 @@ fn replay_from_columns(
     timing: &str,
     mode: &str,
 ) -> PyResult<Arc<Replay>> {
+    let (timing, mode) = replay_timing(timing, mode)?;
+    let arrival = column("arrival", arrival, u64::from_le_bytes)?;
+    let offset = column("offset", offset, u64::from_le_bytes)?;
+    let size = column("size", size, u32::from_le_bytes)?;
+    Replay::new(&arrival, op, &offset, &size, timing, mode)
+        .map(Arc::new)
+        .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+}
+
+/// `timing` "faithful", "afap" or "scaled:F"; `mode` "open" or "closed".
+fn replay_timing(timing: &str, mode: &str) -> PyResult<(Timing, Mode)> {
     let timing = match timing {
         "faithful" => Timing::Faithful,
         "afap" => Timing::Afap,
@@ -277,12 +288,83 @@ fn replay_from_columns(
         "closed" => Mode::Closed,
         other => return Err(WorkloadInvalid::new_err(format!("replay mode `{other}`: use open or closed"))),
     };
-    let arrival = column("arrival", arrival, u64::from_le_bytes)?;
-    let offset = column("offset", offset, u64::from_le_bytes)?;
-    let size = column("size", size, u32::from_le_bytes)?;
-    Replay::new(&arrival, op, &offset, &size, timing, mode)
-        .map(Arc::new)
-        .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+    Ok((timing, mode))
+}
+
+/// The replay a run takes: the trace's columns, or a streamed trace's feed (the columns then are empty).
+fn replay_of(
+    feed: Option<PyRef<'_, ReplayFeed>>,
+    arrival: &[u8],
+    op: &[u8],
+    offset: &[u8],
+    size: &[u8],
+    timing: &str,
+    mode: &str,
+) -> PyResult<Arc<Replay>> {
+    match feed {
+        Some(feed) => feed
+            .replay
+            .lock()
+            .expect("replay feed lock")
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this replay feed has been used by a run already")),
+        None => replay_from_columns(arrival, op, offset, size, timing, mode),
+    }
+}
+
+/// A trace replayed while it is read (``ftlscope.replay`` reads a long Parquet trace in batches): made from what
+/// a first pass over the trace found, handed to a replay run in place of the columns, then fed batch by batch
+/// from another thread with ``push`` (which waits for room: a few batches are held at most).
+#[pyclass(module = "ftlscope._native")]
+struct ReplayFeed {
+    replay: Mutex<Option<Arc<Replay>>>,
+    feeder: Mutex<Option<Feeder>>,
+}
+
+#[pymethods]
+impl ReplayFeed {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (requests, max_len, ops, target_size, alignment, timing, mode))]
+    fn new(
+        requests: u64,
+        max_len: u64,
+        ops: &[u8],
+        target_size: u64,
+        alignment: u64,
+        timing: &str,
+        mode: &str,
+    ) -> PyResult<Self> {
+        let (timing, mode) = replay_timing(timing, mode)?;
+        let (replay, feeder) = Replay::streamed(requests, max_len, ops, (target_size, alignment), timing, mode)
+            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        Ok(ReplayFeed { replay: Mutex::new(Some(Arc::new(replay))), feeder: Mutex::new(Some(feeder)) })
+    }
+
+    /// Push the next batch (the columns as bytes, as for a whole replay), waiting without the GIL for room.
+    /// False when the replay takes no more (it stopped early, or the feed was closed).
+    fn push(&self, py: Python<'_>, arrival: &[u8], op: &[u8], offset: &[u8], size: &[u8]) -> PyResult<bool> {
+        let mut guard = self.feeder.lock().expect("replay feeder lock");
+        let Some(feeder) = guard.as_mut() else {
+            return Ok(false);
+        };
+        py.allow_threads(|| feeder.push(arrival, op, offset, size)).map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+    }
+
+    /// The trace's end: the replay finishes once it has issued what was pushed.
+    fn close(&self) {
+        self.feeder.lock().expect("replay feeder lock").take();
+    }
+
+    /// Give up a feed no run took (the run failed to start): a ``push`` waiting for room returns False.
+    fn abandon(&self) {
+        self.replay.lock().expect("replay feed lock").take();
+    }
+
+    /// Requests pushed so far.
+    fn pushed(&self) -> u64 {
+        self.feeder.lock().expect("replay feeder lock").as_ref().map_or(0, Feeder::pushed)
+    }
 }
 
 fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyBytes> {
@@ -340,7 +422,7 @@ impl RunHandle {
     /// depth, the data written and the mix (which operations the trace holds).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, workload_json, options_json, writable, direct, arrival, op, offset, size, timing, mode))]
+    #[pyo3(signature = (path, workload_json, options_json, writable, direct, arrival, op, offset, size, timing, mode, feed=None))]
     fn replay(
         py: Python<'_>,
         path: &str,
@@ -354,9 +436,10 @@ impl RunHandle {
         size: &[u8],
         timing: &str,
         mode: &str,
+        feed: Option<PyRef<'_, ReplayFeed>>,
     ) -> PyResult<Self> {
         let (workload, options) = run_inputs(workload_json, options_json)?;
-        let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
+        let replay = replay_of(feed, arrival, op, offset, size, timing, mode)?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
         let run =
             py.allow_threads(|| Run::start_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
@@ -366,7 +449,7 @@ impl RunHandle {
     /// Replay a trace on a simulated device (see `replay`).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (device, workload_json, options_json, arrival, op, offset, size, timing, mode))]
+    #[pyo3(signature = (device, workload_json, options_json, arrival, op, offset, size, timing, mode, feed=None))]
     fn sim_replay(
         py: Python<'_>,
         device: &SimDevice,
@@ -378,9 +461,10 @@ impl RunHandle {
         size: &[u8],
         timing: &str,
         mode: &str,
+        feed: Option<PyRef<'_, ReplayFeed>>,
     ) -> PyResult<Self> {
         let (workload, options) = run_inputs(workload_json, options_json)?;
-        let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
+        let replay = replay_of(feed, arrival, op, offset, size, timing, mode)?;
         let target = Arc::clone(&device.target);
         let run =
             py.allow_threads(|| Run::start_sim_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
@@ -541,6 +625,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_show, m)?)?;
     m.add_class::<SimDevice>()?;
     m.add_class::<RunHandle>()?;
+    m.add_class::<ReplayFeed>()?;
     m.add_class::<attach::AttachedDrive>()?;
     Ok(())
 }

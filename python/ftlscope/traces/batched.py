@@ -303,9 +303,9 @@ def _columns(batch: pa.RecordBatch, offset_column: str, path: Path, row: int) ->
     return op, offset, size, submit, latency
 
 
-def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
-    """``trace_stats(read_trace(path, "parquet", sort=sort))``, read in batches of ``batch_rows`` requests.
-    Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole then)."""
+def parquet_meta(path: str | Path) -> tuple[Any, str, dict[str, Any]]:
+    """(the open ``ParquetFile``, its offset column's name, what the trace is as ``read_trace`` puts it in
+    ``frame.attrs["ftlscope"]``); a damaged file or one without the trace's columns is one TraceError."""
     path = Path(path)
     try:
         # pre_buffer (pyarrow's default) keeps every column chunk read so far until the file is closed:
@@ -323,24 +323,38 @@ def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int
     source = meta.pop("format", None)
     if source and source != "parquet":
         meta["converted_from"] = source
-    meta = {"format": "parquet", "synthetic": False, **meta}
-    wanted = ["op", offset_column, "size", "submit_ns"] + [c for c in ("complete_ns", "process") if c in names]
-    stats = _Stats(latency="complete_ns" in names)
+    return pf, offset_column, {"format": "parquet", "synthetic": False, **meta}
+
+
+def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS,
+                    extra: tuple[str, ...] = ("complete_ns", "process")):
+    """The trace's requests batch by batch, checked as ``read_trace`` checks them: tuples (op codes, offset,
+    size, submit_ns, latency_ns[, process]) of numpy arrays, in arrival order with ``sort`` (else a timestamp
+    going backwards is one TraceError). ``extra=()`` reads only the four columns a replay needs (the latency is
+    then NaN). Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole
+    then), and TraceError for an empty trace (after the last batch)."""
+    path = Path(path)
+    pf, offset_column, _ = parquet_meta(path)
+    names = pf.schema_arrow.names
+    wanted = ["op", offset_column, "size", "submit_ns"] + [c for c in extra if c in names]
     held: tuple[np.ndarray, ...] | None = None  # --sort: rows held back until later rows cannot precede them
     emitted_up_to: int | None = None
+    last_submit: int | None = None
     row = 0
     try:
         for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
             cols = _columns(batch, offset_column, path, row)
             submit = cols[3]
             if not sort:
-                back = np.flatnonzero(np.diff(np.r_[stats.last_submit if row else submit[:1], submit]) < 0)
+                back = np.flatnonzero(np.diff(np.r_[submit[:1] if last_submit is None else last_submit, submit]) < 0)
                 if len(back):
                     i = int(back[0])
-                    before = submit[i - 1] if i else stats.last_submit
+                    before = submit[i - 1] if i else last_submit
                     raise TraceError(f"{path}: timestamps go backwards at request {row + i + 1} ({submit[i]} ns "
                                      f"after {before} ns); pass --sort to order the requests by arrival time")
-                stats.add(*cols)
+                if len(submit):
+                    last_submit = int(submit[-1])
+                    yield cols
             else:
                 if emitted_up_to is not None and len(submit) and submit.min() < emitted_up_to:
                     raise Unsorted(path)
@@ -349,14 +363,23 @@ def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int
                 merged = tuple(c[order] for c in merged)
                 ready = max(len(order) - batch_rows, 0)  # the rest is held back for later, earlier arrivals
                 if ready:
-                    stats.add(*(c[:ready] for c in merged))
+                    yield tuple(c[:ready] for c in merged)
                     emitted_up_to = int(merged[3][ready - 1])
                 held = tuple(c[ready:] for c in merged)
             row += batch.num_rows
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
-    if held is not None:
-        stats.add(*held)
-    if stats.requests == 0:
+    if held is not None and len(held[3]):
+        yield held
+    if row == 0:
         raise TraceError(f"{path}: the trace holds no requests")
+
+
+def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
+    """``trace_stats(read_trace(path, "parquet", sort=sort))``, read in batches of ``batch_rows`` requests.
+    Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole then)."""
+    pf, _, meta = parquet_meta(path)
+    stats = _Stats(latency="complete_ns" in pf.schema_arrow.names)
+    for cols in parquet_batches(path, sort=sort, batch_rows=batch_rows):
+        stats.add(*cols)
     return stats.result(meta)
