@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import RunError, UsageError
 from .metrics import SYNTHETIC_TRACE
 from .traces.names import FORMATS
+
+if TYPE_CHECKING:
+    from .newt.shim import ShimSettings
 
 MAX_QD = 65536
 # Requests per batch of a streamed replay (pyarrow record batches; about 3 MiB of columns each, a few in flight:
@@ -33,7 +36,7 @@ MAX_SPAN_NS = 1 << 62
 
 
 def add_replay_parser(sub: Any) -> None:
-    from .cli import _add_run_flags
+    from .cli import _add_run_flags, add_output_flags, add_shim_flags
 
     p = sub.add_parser("replay", help="replay a block trace (any format 'trace info' reads) on a target, timed "
                                       "request by request as 'run'")
@@ -68,21 +71,15 @@ def add_replay_parser(sub: Any) -> None:
                    help="on a simulated drive, read as it is: by default a trace with reads first has the range "
                         "it touches written once, since never-written pages are answered without touching flash")
     _add_run_flags(p)
-    o = p.add_argument_group("output (as run)")
-    o.add_argument("--json", help="write the summary JSON here (run's shape, plus 'replay' and run.issue_lag_ns)")
-    o.add_argument("--trace", dest="trace_out", metavar="FILE",
-                   help="write the per-request trace (Parquet) here, with an issue_lag_ns column")
-    o.add_argument("--windows", help="write the time-window table (CSV) here")
-    o.add_argument("--plots", metavar="DIR",
-                   help="write run's figures here, per operation: latency histogram, latency CDF, IOPS and latency "
-                        "over time (PNG)")
+    add_shim_flags(p)
+    o = add_output_flags(p, "output (as run)",
+                         json_help="write the summary JSON here (run's shape, plus 'replay' and run.issue_lag_ns)",
+                         trace_help="write the per-request trace (Parquet) here, with an issue_lag_ns column",
+                         trace_dest="trace_out")
     o.add_argument("--report", metavar="DIR",
                    help="write a report here (report.html, self-contained, and report.md with figures/): the "
                         "conditions, latency per operation, IOPS and latency over time, issue lag, and the trace's "
                         "own statistics (as 'trace info')")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
-    o.add_argument("--show-serial", action="store_true",
-                   help="write the drive's serial number as it is (default: a hash)")
     p.set_defaults(func=cmd_replay)
 
 
@@ -333,7 +330,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
-           trace_name: str = "TRACE", notify: Any = None, sort: bool = False, **run_kwargs: Any):
+           trace_name: str = "TRACE", notify: Any = None, sort: bool = False,
+           rate_limit_writes: ShimSettings | None = None, **run_kwargs: Any):
     """Replay a trace on ``target`` (a path, ``sim:PRESET`` or a :class:`SimDevice`) and return run's
     :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
 
@@ -341,7 +339,8 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     checked in a first pass and replayed while it is read again in batches, so memory stays flat whatever its
     length (``sort`` orders it by arrival as it streams; one too disordered for that is read whole).
     ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size, precondition, trace, progress, ...);
-    ``notify(text)`` hears what was left out or folded."""
+    ``notify(text)`` hears what was left out or folded. ``rate_limit_writes``
+    (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine."""
     from .sim import SimDevice
 
     timing = parse_timing(timing)
@@ -390,7 +389,8 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     labels = {**{k: v for k, v in meta.items() if k not in ("format", "converted_from")},
               "synthetic": bool(meta.get("synthetic")),
               "replay_of": {"trace": trace_name, "format": meta.get("converted_from") or meta.get("format")}}
-    engine_replay = {"timing": timing, "mode": mode}
+    engine_replay = {"timing": timing, "mode": mode, "feed": None}
+    run_kwargs = {**run_kwargs, "rate_limit_writes": rate_limit_writes}
     if streamed is None:
         result = _run_replay(device or target, workload, {**columns, **engine_replay}, labels, run_kwargs)
     else:
@@ -464,7 +464,8 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
     feeder = threading.Thread(target=push_all, name="ftlscope-replay-feed", daemon=True)
     feeder.start()
     try:
-        result = _run_replay(target, workload, {**engine_replay, "feed": feed}, labels, run_kwargs)
+        empty = dict.fromkeys(("arrival", "op", "offset", "size"), b"")  # the feed takes their place
+        result = _run_replay(target, workload, {**engine_replay, **empty, "feed": feed}, labels, run_kwargs)
     finally:
         feed.abandon()  # a run that never started leaves the feeder waiting for room: let it go
         feeder.join()
@@ -499,7 +500,7 @@ def _write_report(result, frame, target: str, directory: str, args: argparse.Nam
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .cli import _run_kwargs, console, end_of_run, err_console, summary_tables
+    from .cli import _run_kwargs, console, end_of_run, err_console, print_shim, shim_settings, summary_tables
     from .units import format_ns
 
     # The flags first: a wrong one is refused before the trace is read.
@@ -510,6 +511,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise UsageError("--data verify: a replay reads nothing back to check; use zeros, ones, 0xaa, lba or random "
                          "(run --verify checks a target)")
     shift = parse_shift(args.offset_shift)
+    shim = shim_settings(args)
     _check_outputs(args)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     # The figures and the report need every request's latency: the trace is kept in memory for them.
@@ -518,7 +520,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     trace_name=str(args.trace),
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
                     trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
-                    precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))
+                    precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
+                    **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
@@ -537,4 +540,5 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if lag:
         console.print(f"issue lag: p50 {format_ns(lag['p50'])}, p99 {format_ns(lag['p99'])}, "
                       f"max {format_ns(lag['max'])}")
+    print_shim(result.summary)
     return end_of_run(result, saved, unsaved)

@@ -232,6 +232,10 @@ fn summary_json(result: &RunResult) -> Value {
     for (op, s) in &result.stats.per_op {
         summary[*op] = serde_json::to_value(s).expect("summary serialises");
     }
+    if let Some(shim) = &result.write_shim {
+        summary["write_shim"] = serde_json::to_value(shim).expect("summary serialises");
+        summary["write_shim"]["mean_delay_ns"] = json!(shim.mean_delay_ns());
+    }
     if let Some(lag) = &result.stats.issue_lag_ns {
         summary["run"]["issue_lag_ns"] = serde_json::to_value(lag).expect("summary serialises");
     }
@@ -249,24 +253,41 @@ fn column<T, const N: usize>(name: &str, bytes: &[u8], from: fn([u8; N]) -> T) -
     Ok(bytes.chunks_exact(N).map(|c| from(c.try_into().expect("N bytes"))).collect())
 }
 
-/// A trace to replay from its columns: arrival times (u64 ns), operations (u8 indices of ftlscope's
-/// operations), offsets (u64), lengths (u32); `timing` "faithful", "afap" or "scaled:F"; `mode` "open" or
-/// "closed".
-fn replay_from_columns(
-    arrival: &[u8],
-    op: &[u8],
-    offset: &[u8],
-    size: &[u8],
-    timing: &str,
-    mode: &str,
-) -> PyResult<Arc<Replay>> {
-    let (timing, mode) = replay_timing(timing, mode)?;
-    let arrival = column("arrival", arrival, u64::from_le_bytes)?;
-    let offset = column("offset", offset, u64::from_le_bytes)?;
-    let size = column("size", size, u32::from_le_bytes)?;
-    Replay::new(&arrival, op, &offset, &size, timing, mode)
-        .map(Arc::new)
-        .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+/// A trace to replay, as one dict: its columns as bytes, arrival times (`arrival`, u64 ns), operations (`op`, u8
+/// indices of ftlscope's operations), offsets (`offset`, u64), lengths (`size`, u32); `timing` "faithful", "afap"
+/// or "scaled:F"; `mode` "open" or "closed"; `feed` a streamed trace's [`ReplayFeed`] (or None), which takes the
+/// place of the columns (empty then). Parsed once, for the file and the simulated replay alike.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct TraceColumns<'py> {
+    arrival: Bound<'py, PyBytes>,
+    op: Bound<'py, PyBytes>,
+    offset: Bound<'py, PyBytes>,
+    size: Bound<'py, PyBytes>,
+    timing: String,
+    mode: String,
+    feed: Option<Bound<'py, ReplayFeed>>,
+}
+
+impl TraceColumns<'_> {
+    fn replay(&self) -> PyResult<Arc<Replay>> {
+        if let Some(feed) = &self.feed {
+            return feed
+                .borrow()
+                .replay
+                .lock()
+                .expect("replay feed lock")
+                .take()
+                .ok_or_else(|| PyValueError::new_err("this replay feed has been used by a run already"));
+        }
+        let (timing, mode) = replay_timing(&self.timing, &self.mode)?;
+        let arrival = column("arrival", self.arrival.as_bytes(), u64::from_le_bytes)?;
+        let offset = column("offset", self.offset.as_bytes(), u64::from_le_bytes)?;
+        let size = column("size", self.size.as_bytes(), u32::from_le_bytes)?;
+        Replay::new(&arrival, self.op.as_bytes(), &offset, &size, timing, mode)
+            .map(Arc::new)
+            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+    }
 }
 
 /// `timing` "faithful", "afap" or "scaled:F"; `mode` "open" or "closed".
@@ -289,27 +310,6 @@ fn replay_timing(timing: &str, mode: &str) -> PyResult<(Timing, Mode)> {
         other => return Err(WorkloadInvalid::new_err(format!("replay mode `{other}`: use open or closed"))),
     };
     Ok((timing, mode))
-}
-
-/// The replay a run takes: the trace's columns, or a streamed trace's feed (the columns then are empty).
-fn replay_of(
-    feed: Option<PyRef<'_, ReplayFeed>>,
-    arrival: &[u8],
-    op: &[u8],
-    offset: &[u8],
-    size: &[u8],
-    timing: &str,
-    mode: &str,
-) -> PyResult<Arc<Replay>> {
-    match feed {
-        Some(feed) => feed
-            .replay
-            .lock()
-            .expect("replay feed lock")
-            .take()
-            .ok_or_else(|| PyValueError::new_err("this replay feed has been used by a run already")),
-        None => replay_from_columns(arrival, op, offset, size, timing, mode),
-    }
 }
 
 /// A trace replayed while it is read (``ftlscope.replay`` reads a long Parquet trace in batches): made from what
@@ -418,11 +418,10 @@ impl RunHandle {
         Ok(RunHandle::started(run))
     }
 
-    /// Replay a trace on `path`: the columns as bytes (see `replay_from_columns`); the workload gives the queue
-    /// depth, the data written and the mix (which operations the trace holds).
+    /// Replay a trace on `path` (see `TraceColumns`); the workload gives the queue depth, the data written and
+    /// the mix (which operations the trace holds); the options are a run's (the write shim among them).
     #[staticmethod]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, workload_json, options_json, writable, direct, arrival, op, offset, size, timing, mode, feed=None))]
+    #[pyo3(signature = (path, workload_json, options_json, writable, direct, trace))]
     fn replay(
         py: Python<'_>,
         path: &str,
@@ -430,16 +429,10 @@ impl RunHandle {
         options_json: &str,
         writable: bool,
         direct: bool,
-        arrival: &[u8],
-        op: &[u8],
-        offset: &[u8],
-        size: &[u8],
-        timing: &str,
-        mode: &str,
-        feed: Option<PyRef<'_, ReplayFeed>>,
+        trace: TraceColumns<'_>,
     ) -> PyResult<Self> {
         let (workload, options) = run_inputs(workload_json, options_json)?;
-        let replay = replay_of(feed, arrival, op, offset, size, timing, mode)?;
+        let replay = trace.replay()?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
         let run =
             py.allow_threads(|| Run::start_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
@@ -448,23 +441,16 @@ impl RunHandle {
 
     /// Replay a trace on a simulated device (see `replay`).
     #[staticmethod]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (device, workload_json, options_json, arrival, op, offset, size, timing, mode, feed=None))]
+    #[pyo3(signature = (device, workload_json, options_json, trace))]
     fn sim_replay(
         py: Python<'_>,
         device: &SimDevice,
         workload_json: &str,
         options_json: &str,
-        arrival: &[u8],
-        op: &[u8],
-        offset: &[u8],
-        size: &[u8],
-        timing: &str,
-        mode: &str,
-        feed: Option<PyRef<'_, ReplayFeed>>,
+        trace: TraceColumns<'_>,
     ) -> PyResult<Self> {
         let (workload, options) = run_inputs(workload_json, options_json)?;
-        let replay = replay_of(feed, arrival, op, offset, size, timing, mode)?;
+        let replay = trace.replay()?;
         let target = Arc::clone(&device.target);
         let run =
             py.allow_threads(|| Run::start_sim_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
