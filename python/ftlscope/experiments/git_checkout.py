@@ -52,6 +52,7 @@ DEFAULT_ATTACH = 4 * GiB
 QUANTILES = (("p10", 0.10), ("p25", 0.25), ("p50", 0.50), ("p75", 0.75), ("p90", 0.90), ("p99", 0.99))
 TRACE_WINDOWS = 50
 CAPTURE_READY_S = 30.0
+SETTLE_S = 3.0
 
 
 def shape_of(p: dict[str, Any]) -> TreeShape:
@@ -103,10 +104,12 @@ def measure(ctx: Context, p: dict[str, Any]):
             time.sleep(1.1)
             git(repo, "status", "--porcelain")
             fss.timed_sync(point)
+            time.sleep(SETTLE_S)  # the drive's write cache drained before the series, as after preconditioning
             if ctx.repetition == 0:
                 ctx.notes.append(f"{NAME}: {fss.conditions(p, shape.describe(), where)}; repository made in "
                                  f"{time.monotonic() - began:.1f} s (git fast-import, {format_size(imported)} of "
-                                 f"file versions), {tag_name(0)} checked out and written back before the series")
+                                 f"file versions), {tag_name(0)} checked out, written back and {SETTLE_S:g} s idle "
+                                 "before the series")
             cumulative = 0.0
             traces: list[dict[str, Any]] = []
             for index in range(1, shape.tags + 1):
@@ -238,7 +241,7 @@ def _part(table: pd.DataFrame, kind: str) -> pd.DataFrame:
 def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     findings: dict[str, Any] = {}
     checkouts = _part(table, "checkout")
-    findings["checkouts"] = finding(len(checkouts), "count", "results.csv: checkout rows measured")
+    findings["checkouts"] = finding(len(checkouts), "checkouts", "results.csv: checkout rows measured")
     if checkouts.empty:
         return findings
     total = checkouts["total_s"]
@@ -253,7 +256,7 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
                                              f"checkout {int(slowest['index'])} ({slowest['tag']}), "
                                              f"{int(slowest['files_changed'])} files changed")
     findings["writeback_share"] = finding(checkouts["sync_s"].sum() / total.sum() if total.sum() else np.nan,
-                                          "ratio", "sum of sync_s / sum of total_s: the share of the time spent "
+                                          "share", "sum of sync_s / sum of total_s: the share of the time spent "
                                                    "writing the checkouts' changes back")
     trace = _part(table, "trace").set_index("op")
     for op in ("read", "write"):
@@ -261,7 +264,7 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
             findings[f"trace_{op}_q2c_mean_ms"] = finding(
                 trace.loc[op, "q2c_mean_ms"], "ms", f"traced checkout: mean queue-to-complete time of its "
                 f"{int(trace.loc[op, 'requests'])} {op} requests (Table 4.3)")
-            findings[f"trace_{op}_requests"] = finding(trace.loc[op, "requests"], "count",
+            findings[f"trace_{op}_requests"] = finding(trace.loc[op, "requests"], "requests",
                                                        f"traced checkout: {op} requests")
     return findings
 
