@@ -148,6 +148,22 @@ def test_without_git_it_is_skipped_with_the_reason(make_loop, tmp_path, monkeypa
     assert outcome.figures == []
 
 
+def test_without_a_capture_the_checkouts_run_untraced(make_loop, tmp_path, monkeypatch):
+    _need_git()
+    device, _ = make_loop(128 * MiB)
+    monkeypatch.setattr(git_checkout, "capture_command",
+                        lambda device, out: ["sh", "-c", "echo 'tracefs: not mounted' >&2"])
+    outcome = run_experiment(get("git-checkout"), device, out=tmp_path,
+                             params={**SMALL, "tags": "1", "trace_checkout": "1", "span": "0"}, destructive=device)
+    assert outcome.completed, outcome.error
+    table = outcome.table
+    assert list(table["kind"]) == ["checkout"] and not table["traced"].any()
+    assert any("no block trace: ftlscope capture did not start (tracefs: not mounted)" in n
+               for n in outcome.conditions["notes"])
+    assert [p.name for p in outcome.figures] == ["git_checkout.png"]
+    assert _mounts_of(device) == ""
+
+
 def test_on_an_attached_simulated_disk(losetup, tmp_path):
     _need_git()
     if not os.path.exists("/dev/fuse"):

@@ -24,6 +24,7 @@ so. A ``sim:PRESET`` target is attached for the run (``span``, default 4 GiB) an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -114,14 +115,15 @@ def measure(ctx: Context, p: dict[str, Any]):
             traces: list[dict[str, Any]] = []
             for index in range(1, shape.tags + 1):
                 fss.cold(point)
-                traced = index == p["trace_checkout"]
                 trace_file = ctx.raw_dir / f"rep{ctx.repetition}" / f"checkout-{index:04d}.trace.parquet"
-                with _captured(ctx, device, trace_file) if traced else _nothing():
+                capture = _captured(ctx, device, trace_file) if index == p["trace_checkout"] else None
+                with capture or contextlib.nullcontext():
                     began = time.monotonic()
                     git(repo, "checkout", "--quiet", tag_name(index))
                     checkout_s = time.monotonic() - began
                     sync_s = fss.timed_sync(point)
                 cumulative += checkout_s + sync_s
+                traced = capture is not None and capture.proc is not None
                 yield {"kind": "checkout", "index": index, "op": "all", "status": "measured", "reason": "",
                        "tag": tag_name(index), "files_changed": changes[index], "checkout_s": checkout_s,
                        "sync_s": sync_s, "total_s": checkout_s + sync_s, "cumulative_s": cumulative,
@@ -135,18 +137,17 @@ def measure(ctx: Context, p: dict[str, Any]):
         yield _skipped(str(skip))
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+def capture_command(device: str, out: Path) -> list[str]:
+    """``ftlscope capture`` of this very ftlscope (installed or a source tree), without a command: it records
+    until SIGTERM."""
+    return [sys.executable, "-m", "ftlscope.cli", "capture", device, "--out", str(out), "--buffer-size", "32MiB"]
 
 
 class _captured:
     """``ftlscope capture DEVICE --out FILE`` running (in its own process, so that reading the trace costs the
     measured program no CPU time of this one) while the block runs; stopped with SIGTERM after it, which makes
-    capture write the trace."""
+    capture write the trace. If capture cannot start (no tracefs here), the checkout runs untraced and a note
+    says why."""
 
     def __init__(self, ctx: Context, device: str, out: Path):
         self.ctx, self.device, self.out = ctx, device, out
@@ -155,9 +156,8 @@ class _captured:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.unlink(missing_ok=True)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ftlscope.cli", "capture", self.device, "--out", str(self.out),
-             "--buffer-size", "32MiB"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        self.proc: subprocess.Popen | None = subprocess.Popen(
+            capture_command(self.device, self.out), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, env=env)
         assert self.proc.stderr is not None
         deadline = time.monotonic() + CAPTURE_READY_S
@@ -172,9 +172,13 @@ class _captured:
                 return
         self.proc.kill()
         self.proc.wait()
-        raise fss.Skip(f"ftlscope capture did not start: {' '.join(self.err)[-300:] or 'no output'}")
+        self.proc = None
+        self.ctx.notes.append(f"{NAME}: no block trace: ftlscope capture did not start "
+                              f"({' '.join(self.err)[-300:] or 'no output'})")
 
     def __exit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
         self.proc.send_signal(signal.SIGTERM)
         try:
             rest = self.proc.communicate(timeout=120)[1]
