@@ -132,6 +132,7 @@ def test_checkouts_on_a_loop_device(make_loop, tmp_path):
     assert "accumulated" in plots.caption_of(outcome.figures[0])
     notes = " ".join(outcome.conditions["notes"])
     assert "ext4" in notes and "dropped before each timed step" in notes and "200 files in 20 directories" in notes
+    assert "the thesis's kernel tree: almost 29,000 files" in notes  # the conditions say how it compares
     # nothing left: no mount, no file system signature
     assert _mounts_of(device) == ""
     assert subprocess.run(["wipefs", "--noheadings", device], capture_output=True, text=True).stdout == ""

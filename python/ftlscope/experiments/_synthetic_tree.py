@@ -64,7 +64,8 @@ class TreeShape:
         text = f"{self.files:,} files in {self.dirs:,} directories"
         if self.tags:
             text += f", {self.tags} tags after the first, {self.change_share:.1%} of the files changed per tag"
-        return f"{text} (seed {self.seed})"
+        return f"{text} (seed {self.seed}; the thesis's kernel tree: almost 29,000 files in just under 1,800 " \
+               f"directories{', 160 tags' if self.tags else ''})"
 
 
 @dataclass
