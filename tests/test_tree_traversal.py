@@ -65,7 +65,7 @@ def test_three_orders_on_a_loop_device(make_loop, tmp_path):
     device, _ = make_loop(256 * MiB)
     outcome = run_experiment(get("tree-traversal"), device, out=tmp_path, params=SMALL, destructive=device)
     assert outcome.completed, outcome.error
-    table = pd.read_csv(outcome.directory / "results.csv").set_index("order")
+    table = pd.read_csv(outcome.directory / "results.csv").set_index("read_order")
     assert list(table.index) == ["directory", "inode", "physical"] and (table["status"] == "measured").all()
     assert (table["files"] == 300).all() and table["bytes"].nunique() == 1 and (table["seconds"] > 0).all()
     assert table.loc["directory", "scan_s"] == 0 and table.loc["physical", "scan_s"] > 0
@@ -118,7 +118,7 @@ def test_inode_order_is_faster_on_an_attached_disk(losetup, tmp_path):
     outcome = run_experiment(get("tree-traversal"), "sim:hdd-7200-consumer", out=tmp_path, size=1 << 30,
                              params={"files": "400", "dirs": "40", "orders": "directory,inode", "span": "512MiB"})
     assert outcome.completed, outcome.error
-    table = outcome.table.set_index("order")
+    table = outcome.table.set_index("read_order")
     assert table.loc["inode", "seconds"] < table.loc["directory", "seconds"]
     (note,) = [n for n in outcome.conditions["notes"] if "sim:hdd-7200-consumer attached as /dev/loop" in n]
     device = note.split(" attached as ")[1].split()[0]

@@ -164,12 +164,12 @@ def measure(ctx: Context, p: dict[str, Any]):
                                  f"{time.monotonic() - began:.1f} s, synced, {SETTLE_S:g} s idle before the traversals")
             for order in p["orders"]:
                 fss.cold(point)
-                yield {"order": order, "status": "measured", "reason": "", **traverse(top, order)}
+                yield {"read_order": order, "status": "measured", "reason": "", **traverse(top, order)}
     except fss.Skip as skip:
         if ctx.repetition == 0:
             ctx.notes.append(f"{NAME} skipped: {skip}")
         for order in p["orders"]:
-            yield {"order": order, "status": "skipped", "reason": str(skip), "seconds": np.nan}
+            yield {"read_order": order, "status": "skipped", "reason": str(skip), "seconds": np.nan}
 
 
 def _measured(table: pd.DataFrame) -> pd.DataFrame:
@@ -178,7 +178,7 @@ def _measured(table: pd.DataFrame) -> pd.DataFrame:
 
 def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     findings: dict[str, Any] = {}
-    rows = _measured(table).set_index("order")
+    rows = _measured(table).set_index("read_order")
     for order in rows.index:
         findings[f"{order}_s"] = finding(rows.loc[order, "seconds"], "s",
                                          f"results.csv: reading every file in {order} order, cold cache")
@@ -205,7 +205,7 @@ def figures(table: pd.DataFrame, findings: dict[str, Any], p: dict[str, Any], di
     ax.bar(x, rows["scan_s"].to_numpy(), 0.6, color="C7", label="walk (and FIEMAP)")
     ax.bar(x, rows["read_s"].to_numpy(), 0.6, bottom=rows["scan_s"].to_numpy(), yerr=err, capsize=3,
            color="C0", label="reading the files")
-    ax.set_xticks(x, [f"{o}\n{mb:.1f} MB/s" for o, mb in zip(rows["order"], rows["mb_s"], strict=True)])
+    ax.set_xticks(x, [f"{o}\n{mb:.1f} MB/s" for o, mb in zip(rows["read_order"], rows["mb_s"], strict=True)])
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return [plots.save(fig, directory, "tree_traversal",
@@ -231,7 +231,7 @@ EXPERIMENTS = [
             Param("span", "size", 0, "size of the file system: the first span bytes of the device (0: all of it; a "
                   "sim: target is attached at span, or at 2GiB for 0)", "0 (all; 2GiB on sim:)"),
         ),
-        keys=("order",),
+        keys=("read_order",),
         check=check,
         measure=measure,
         analyse=analyse,
