@@ -41,6 +41,14 @@ def test_same_seed_same_tree(tmp_path):
     assert _digest(tmp_path / "c") != a
 
 
+def test_a_tree_whose_first_file_is_in_its_root_is_written(tmp_path):
+    # Regression: write_tree made only the files' parent directories, so a root-level file written first
+    # (seed 1, 40 files in 4 directories) found no root directory.
+    shape = TreeShape(files=40, dirs=4, seed=1)
+    files, _ = write_tree(tmp_path / "tree", shape)
+    assert files == 40 and len(_digest(tmp_path / "tree")) == 40
+
+
 def test_every_order_reads_every_file(tmp_path):
     shape = TreeShape(files=80, dirs=8, seed=1)
     files, size = write_tree(tmp_path, shape)
@@ -125,3 +133,17 @@ def test_inode_order_is_faster_on_an_attached_disk(losetup, tmp_path):
     assert _mounts_of(device) == ""
     out = subprocess.run([losetup, "--list", "--noheadings"], capture_output=True, text=True).stdout
     assert not [line for line in out.splitlines() if f"-{os.getpid()}-" in line]
+
+
+def test_span_0_on_a_large_device_stops_at_the_cap(make_loop, tmp_path, monkeypatch):
+    """span=0 makes the file system over the whole device only up to DEFAULT_MAX_FS (64 GiB; here lowered to
+    64 MiB): mkfs initialises the inode tables, which on a whole multi-terabyte disk would take hours."""
+    from ftlscope.experiments import _fs_session
+
+    device, _ = make_loop(160 * MiB)
+    monkeypatch.setattr(_fs_session, "DEFAULT_MAX_FS", 64 * MiB)
+    outcome = run_experiment(get("tree-traversal"), device, out=tmp_path, destructive=device,
+                             params={"files": "40", "dirs": "4", "orders": "inode", "span": "0"})
+    assert outcome.completed, outcome.error
+    assert any("ext4 made with its defaults on the first 64 MiB of" in n for n in outcome.conditions["notes"])
+    assert _mounts_of(device) == ""

@@ -25,6 +25,9 @@ GiB = 1 << 30
 FILESYSTEMS = tuple(_MKFS_YES)
 # ext2/3/4 would otherwise zero their inode tables and journal in the background after the mount
 # (ext4lazyinit), writing under the measurement for minutes on a disk; done at mkfs time instead.
+# With span=0 on a large block device, the file system covers its first 64 GiB: initialising the inode tables
+# of a whole multi-terabyte disk at mkfs time would take it hours (1 GiB of them for 64 GiB).
+DEFAULT_MAX_FS = 64 * GiB
 _MKFS_EXTRA = {fs: ["-E", "lazy_itable_init=0,lazy_journal_init=0"] for fs in ("ext2", "ext3", "ext4")}
 
 
@@ -92,8 +95,8 @@ def _size_args(fs: str, size: int) -> list[str]:
 @contextlib.contextmanager
 def file_system(ctx: Context, name: str, p: dict[str, Any], default_attach: int) -> Iterator[tuple[str, str, Path]]:
     """(device, where: the device and the part of it, mount point) of a fresh ``p["fs"]`` over the first
-    ``p["span"]`` bytes of the target (0: all of it; a ``sim:`` target is attached at ``span``, or
-    ``default_attach`` for 0); everything undone on leaving.
+    ``p["span"]`` bytes of the target (0: all of it, at most DEFAULT_MAX_FS; a ``sim:`` target is attached at
+    ``span``, or ``default_attach`` for 0); everything undone on leaving.
     Raises Skip when mkfs is missing or the kernel will not mount it."""
     fs = p["fs"]
     attached = ctx.kind == "simulated"
@@ -102,13 +105,14 @@ def file_system(ctx: Context, name: str, p: dict[str, Any], default_attach: int)
             tool = shutil.which(f"mkfs.{fs}")
             if tool is None:
                 raise Skip(f"mkfs.{fs} is not installed")
-            partial = 0 < p["span"] < capacity and not attached
-            size_args = _size_args(fs, p["span"] // MiB * MiB) if partial else []
+            size = (p["span"] or min(capacity, DEFAULT_MAX_FS)) // MiB * MiB
+            partial = size < capacity and not attached
+            size_args = _size_args(fs, size) if partial else []
             before, after = ([], size_args) if fs in ("ext2", "ext3", "ext4") else (size_args, [])
             done = _run(tool, *_MKFS_YES[fs], *_MKFS_EXTRA.get(fs, []), *before, device, *after)
             if done.returncode != 0:
                 raise Skip(f"mkfs.{fs} failed ({_first_line(done)})")
-            where = f"the first {format_size(p['span'] // MiB * MiB)} of {device}" if partial else device
+            where = f"the first {format_size(size)} of {device}" if partial else device
             try:
                 with mounted(device, fs) as point:
                     yield device, where, point

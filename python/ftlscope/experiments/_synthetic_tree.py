@@ -254,6 +254,7 @@ def write_tree(root: Path, shape: TreeShape) -> tuple[int, int]:
     order = _rng(shape, _STREAM["order"]).permutation(len(files))
     ids = list(files)
     total = 0
+    root.mkdir(parents=True, exist_ok=True)  # files live in the root too, and one may come first
     made: set[str] = set()
     for i in order.tolist():
         file_id = ids[i]

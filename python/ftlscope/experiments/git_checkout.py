@@ -351,8 +351,8 @@ EXPERIMENTS = [
             Param("seed", "int", 1, "seed of the tree and its history (same seed, same repository)"),
             Param("fs", "str", "ext4", "file system made on the device (the thesis: ext4)"),
             Param("trace_checkout", "int", 1, "which checkout ftlscope capture traces (0: none)"),
-            Param("span", "size", 0, "size of the file system: the first span bytes of the device (0: all of it; a "
-                  "sim: target is attached at span, or at 4GiB for 0)", "0 (all; 4GiB on sim:)"),
+            Param("span", "size", 0, "size of the file system: the first span bytes of the device (0: all of it, "
+                  "at most 64 GiB; a sim: target is attached at span, or at 4GiB for 0)", "0 (all; 4GiB on sim:)"),
         ),
         keys=("kind", "index", "op"),
         check=check,

@@ -228,8 +228,8 @@ EXPERIMENTS = [
             Param("seed", "int", 1, "seed of the tree (same seed, same tree; git-checkout's first tag)"),
             Param("orders", "strs", list(ORDERS), "orders to read the files in", ",".join(ORDERS)),
             Param("fs", "str", "ext4", "file system made on the device (the thesis: ext4)"),
-            Param("span", "size", 0, "size of the file system: the first span bytes of the device (0: all of it; a "
-                  "sim: target is attached at span, or at 2GiB for 0)", "0 (all; 2GiB on sim:)"),
+            Param("span", "size", 0, "size of the file system: the first span bytes of the device (0: all of it, "
+                  "at most 64 GiB; a sim: target is attached at span, or at 2GiB for 0)", "0 (all; 2GiB on sim:)"),
         ),
         keys=("read_order",),
         check=check,
