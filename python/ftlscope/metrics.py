@@ -108,6 +108,11 @@ FINDINGS: dict[str, tuple[str, ...]] = {
     "interleaved-vs-grouped": ("interleaved_throughput_ratio_qd1", "interleaved_throughput_ratio_qd32"),
     "less-load-latency": ("lone_read_lat_mean_us", "first_returned_lat_mean_us", "less_load_penalty_pct",
                           "order_statistic_gap_pct", "less_load_higher_latency", "faster_than_independent_share"),
+    "git-checkout": ("checkouts", "total_s", "mean_checkout_s", "checkout_std_s", "slowest_checkout_s",
+                     "writeback_share", "trace_read_q2c_mean_ms", "trace_write_q2c_mean_ms", "trace_read_requests",
+                     "trace_write_requests"),
+    "tree-traversal": ("directory_s", "inode_s", "physical_s", "inode_speedup", "physical_speedup",
+                       "inode_time_saved_share", "physical_time_saved_share"),
 }
 
 # Words PostgreSQL and DuckDB (the engines people point at Parquet) reserve: a column so named must be quoted

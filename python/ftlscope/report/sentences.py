@@ -136,6 +136,19 @@ TEMPLATES: dict[str, tuple[Template, ...]] = {
         "Interleaving reads and writes gives {interleaved_throughput_ratio_qd1} the throughput of grouping them "
         "at QD 1 and {interleaved_throughput_ratio_qd32} at QD 32.",
     ),
+    "git-checkout": (
+        "{checkouts} of tag after tag with a cold cache took {total_s} ({mean_checkout_s} each on average, the "
+        "slowest {slowest_checkout_s}), {writeback_share} of it writing the changes back; in the traced checkout a "
+        "read took {trace_read_q2c_mean_ms} from queue to completion on average and a write "
+        "{trace_write_q2c_mean_ms}.",
+        "{checkouts} of tag after tag with a cold cache took {total_s} ({mean_checkout_s} each on average).",
+    ),
+    "tree-traversal": (
+        ("Reading the whole tree in inode order took {inode_s} against {directory_s} in directory order (as tar "
+         "does), {inode_time_saved_share} less; in the data's physical order {physical_s}.",
+         lambda v: v["inode_s"] < v["directory_s"]),
+        "Reading the whole tree took {directory_s} in directory order (as tar does) and {inode_s} in inode order.",
+    ),
 }
 
 
