@@ -191,21 +191,21 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     if first_missed is not None:
         served = served[served.index < first_missed]
     findings["rate_mb_s"] = finding(rate, "MB/s", "the rate each client streams at (--param rate)")
-    findings["most_clients_measured"] = finding(int(steps.index.max()), "count", "results.csv: the largest step")
+    findings["most_clients_measured"] = finding(int(steps.index.max()), "clients", "results.csv: the largest step")
     if not served.empty:
         n = int(served.index.max())
         findings["max_clients_served"] = finding(
-            n, "count", f"results.csv: the largest number of clients at which {KEEP:.0%} of them kept {KEEP:.0%} "
+            n, "clients", f"results.csv: the largest number of clients at which {KEEP:.0%} of them kept {KEEP:.0%} "
                         f"of {rate:g} MB/s" + ("" if first_missed is not None else
                                                  " (every step measured was served: the limit lies beyond)"))
         findings["served_mb_s"] = finding(steps.loc[n, "total_mb_s"], "MB/s",
                                           f"results.csv: the clients' rates summed at {n} clients")
     elif first_missed is not None:
-        findings["max_clients_served"] = finding(0, "count", f"results.csv: even {first_missed} clients, the "
+        findings["max_clients_served"] = finding(0, "clients", f"results.csv: even {first_missed} clients, the "
                                                              "fewest measured, were not served")
     if first_missed is not None:
         row = steps.loc[first_missed]
-        findings["first_clients_missed"] = finding(first_missed, "count", f"results.csv: the first step at which "
+        findings["first_clients_missed"] = finding(first_missed, "clients", f"results.csv: the first step at which "
                                                                           f"fewer than {KEEP:.0%} kept their rate")
         findings["missed_kept_share"] = finding(row["kept_share"], "share",
                                                 f"results.csv: clients keeping their rate at {first_missed} clients")

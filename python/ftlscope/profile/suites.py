@@ -102,12 +102,17 @@ STANDARD = Suite(
 
 # The experiments that put a file system between ftlscope and the drive ("Performance comparison of SSDs and
 # HDDs"): they make file systems on the device, so they run in their own suite, not in "full".
-SYSTEM_EXPERIMENTS = ("zoning", "fs-impact")
+SYSTEM_EXPERIMENTS = (
+    "zoning",
+    "fs-impact",
+    "scheduler-impact",
+    "video-streaming",
+)
 
 SYSTEM = Suite(
     "system",
-    "SSD or hard disk through the whole stack: the zoning of the drive and iozone's four operations under each "
-    "file system the kernel mounts (needs root; makes file systems)",
+    "SSD or hard disk through the whole stack: the zoning of the drive, then file systems, I/O schedulers and "
+    "applications between the programs and the drive (needs root; makes file systems)",
     probes=False,
     steps=tuple(Step(name) for name in SYSTEM_EXPERIMENTS),
 )
