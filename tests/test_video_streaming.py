@@ -155,3 +155,28 @@ def test_the_ssd_serves_more_clients_than_the_hard_disk(losetup, tmp_path):
     assert len(devices) == 2 and not any(_still_ours(d) for d in devices)
     assert not any(subprocess.run(["findmnt", "--source", d], capture_output=True).returncode == 0 for d in devices)
     assert not glob.glob(os.path.join(tempfile.gettempdir(), "ftlscope-video-streaming-store-*"))
+
+
+def test_an_interrupted_run_unmounts_and_wipes(make_loop, tmp_path, monkeypatch):
+    from ftlscope.experiments.context import Context
+
+    _need_ext4()
+    device, _ = make_loop(64 * MiB)
+    before = _mount_points()
+    real_run = Context.run
+    calls = []
+
+    def run_then_interrupt(self, workload, label, **kwargs):
+        calls.append(label)
+        if len(calls) == 2:
+            assert subprocess.run(["findmnt", "--source", device], capture_output=True).returncode == 0
+            raise KeyboardInterrupt
+        return real_run(self, workload, label, **kwargs)
+
+    monkeypatch.setattr(Context, "run", run_then_interrupt)
+    params = {"clients": "2,4", "span": "8MiB", "request_size": "64KiB", "runtime": "300ms", "warmup": "100ms"}
+    outcome = run_experiment(get("video-streaming"), device, out=tmp_path, params=params, destructive=device)
+    assert not outcome.completed and "interrupted" in outcome.error.message
+    assert subprocess.run(["findmnt", "--source", device], capture_output=True).returncode != 0
+    assert _mount_points() <= before
+    assert subprocess.run(["wipefs", "--noheadings", device], capture_output=True, text=True).stdout.strip() == ""
