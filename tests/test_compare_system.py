@@ -25,7 +25,7 @@ def _finding(value, unit):
 
 def _record(name: str, *, fs: dict[str, float] | None = None, zoning: float | None = None,
             video: tuple[int, int | None, float | None] | None = None, spread: float | None = None,
-            price: str | None = None) -> dict:
+            price: str | None = None, rotational: bool = False) -> dict:
     experiments = []
     if fs is not None:
         experiments.append({"name": "fs-impact", "params": {"random_size": 4096}, "figures": [],
@@ -44,7 +44,7 @@ def _record(name: str, *, fs: dict[str, float] | None = None, zoning: float | No
     if spread is not None:
         experiments.append({"name": "scheduler-impact", "params": {}, "figures": [], "findings": {
             "scheduler_spread_max": _finding(spread, "ratio")}})
-    record = {"target": {"name": name, "size_bytes": 500 * GB}, "experiments": experiments}
+    record = {"target": {"name": name, "size_bytes": 500 * GB, "rotational": rotational}, "experiments": experiments}
     record["price"] = price_of(record, price, None) if price else None
     return record
 
@@ -77,14 +77,17 @@ def test_a_premise_that_fails_keeps_the_sentence_silent():
     assert "schedulers" not in rules  # the scheduler changed little on either drive
     assert "cost" not in rules  # no price given
     assert "video-overload" not in rules
+    # a flash drive whose reads vary across the range (unwritten space) is not a zoned disk
+    rules = _rules(_record("ssd", zoning=0.2), _record("disk", zoning=1.02, rotational=True))
+    assert "zoning" not in rules
 
 
 def test_zoning_streaming_and_cost_rules():
     rules = _rules(_record("ssd", fs={"random_read": 200.0, "sequential_read": 500.0}, zoning=0.99,
                            video=(256, None, None), price="100EUR"),
                    _record("disk", fs={"random_read": 0.5, "sequential_read": 150.0}, zoning=0.55,
-                           video=(48, 64, 0.3), price="50EUR"))
-    assert rules["zoning"]["text"].startswith("Where data lies matters on DISK and not on SSD")
+                           video=(48, 64, 0.3), price="50EUR", rotational=True))
+    assert rules["zoning"]["text"].startswith("Where data lies matters on the hard disk DISK and not on SSD")
     video = rules["video-clients"]
     assert video["text"].startswith("SSD suits serving many streams: at least 256 clients")
     cost = rules["cost"]

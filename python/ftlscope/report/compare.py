@@ -6,6 +6,7 @@ workload (:mod:`.compare_guidance`). It reads stored records and result files on
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ def run_label(record: dict[str, Any]) -> str:
     """A short column heading: the model (or target) and the date of the run."""
     target = record.get("target") or {}
     name = target.get("model") or target.get("name") or record.get("run_id", "run")
-    return f"{name.removeprefix('simulated ')} ({(record.get('created_at') or '')[:10]})"
+    # A drive served by ftlscope sim attach: its preset says what it is, the loop device's model does not.
+    attached = re.fullmatch(r"ftlscope simulated drive \((sim:[^)]+)\)", name)
+    name = f"{attached.group(1)}, attached" if attached else name.removeprefix("simulated ")
+    return f"{name} ({(record.get('created_at') or '')[:10]})"
 
 
 def render_compare(runs: list[tuple[dict[str, Any], Path]], out: Path) -> list[Path]:

@@ -124,18 +124,21 @@ sequential_writes_alike = _alike_rule("sequential-writes-alike", "Sequential wri
 
 
 def zoning(a: Run, b: Run) -> Advice | None:
-    """The zoned drive (outer at least ZONED times inner) against a flat one (within FLAT)."""
+    """A zoned hard disk (rotational, outer at least ZONED times inner) against a flat flash drive (within FLAT).
+    A flash drive whose reads vary across the range is not zoned (its unwritten space reads at another speed
+    than its written data), and a disk measured over its outer zone alone reads flat: both keep the rule silent."""
     pairs = [(run, run.facts.finding("zoning", "inner_to_outer_ratio"), run.facts.finding("zoning", "outer_mb_s"),
               run.facts.finding("zoning", "inner_mb_s")) for run in (a, b)]
     if any(None in p[1:] for p in pairs):
         return None
-    zoned = [p for p in pairs if p[1].value > 0 and 1 / p[1].value >= ZONED]
-    flat = [p for p in pairs if abs(1 - p[1].value) <= FLAT]
+    zoned = [p for p in pairs if p[0].facts.rotational and p[1].value > 0 and 1 / p[1].value >= ZONED]
+    flat = [p for p in pairs if not p[0].facts.rotational and abs(1 - p[1].value) <= FLAT]
     if len(zoned) != 1 or len(flat) != 1:
         return None
     (z, zr, zo, zi), (f, fr, _, _) = zoned[0], flat[0]
-    text = (f"Where data lies matters on {z.label} and not on {f.label}: {z.label} reads {zo.display} at the start "
-            f"of the drive (the outer zone) and {zi.display} at its end ({zr.display} of the outer rate), while "
+    text = (f"Where data lies matters on the hard disk {z.label} and not on {f.label}: {z.label} reads "
+            f"{zo.display} at the start of the drive (the outer zone) and {zi.display} at its end ({zr.display} of "
+            f"the outer rate), while "
             f"{f.label} reads flat ({fr.display}). On {z.label} put what must stream fastest in the first "
             f"partition ({THESIS}, zoning).")
     return Advice("zoning", "Data placement", text, (Cited(z.label, zo), Cited(z.label, zi), Cited(z.label, zr),
