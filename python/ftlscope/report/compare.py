@@ -188,17 +188,17 @@ def _system_figures(runs, labels, out: Path) -> list[tuple[Path, str] | None]:
 
 
 def _grouped_bars(ax, tables: list[tuple[str, pd.DataFrame]], category: str, categories: list[str],
-                  value: str = "mb_s") -> None:
-    """One group per category, one bar per run in it (with the std over repetitions where there is one)."""
+                  value: str = "mb_s", legend: bool = False) -> None:
+    """One group per category, one bar per run in it (with the std over repetitions where there is one); the
+    runs named in this panel's legend only when ``legend`` (one legend per figure: the colours are the same)."""
     x = np.arange(len(categories))
     width = 0.8 / max(len(tables), 1)
     for i, (label, table) in enumerate(tables):
         rows = table.drop_duplicates(category).set_index(category).reindex(categories)
         err = rows[f"{value}_std"].fillna(0.0).to_numpy() if f"{value}_std" in rows else None
         ax.bar(x - 0.4 + width * (i + 0.5), rows[value].to_numpy(), width, yerr=err, capsize=2, color=f"C{i}",
-               label=label)
-    ax.set_xticks(x, categories, fontsize=8)
-    ax.set_ylim(bottom=0)
+               label=label if legend else None)
+    ax.set_xticks(x, categories, fontsize=8, rotation=20)
 
 
 def _operations_figure(tables, category: str, title: str, name: str, out: Path, caption: str,
@@ -207,15 +207,17 @@ def _operations_figure(tables, category: str, title: str, name: str, out: Path, 
     categories = list(dict.fromkeys(pd.concat([t[category] for _, t in tables])))
     fig, axes = plots.panels(title, 2, 3 if extra else 2, size=(max(12.0, 1.6 * len(categories) * len(tables) + 4),
                                                                  7.0))
-    for ax, operation in zip(axes, operations, strict=False):
-        _grouped_bars(ax, [(label, t[t["operation"] == operation]) for label, t in tables], category, categories)
+    for i, (ax, operation) in enumerate(zip(axes, operations, strict=False)):
+        _grouped_bars(ax, [(label, t[t["operation"] == operation]) for label, t in tables], category, categories,
+                      legend=i == 0)
         ax.set_title(operation.replace("_", " "), fontsize=10)
         ax.set_ylabel("MB/s")
         # A hard disk's 4 KiB random MB/s are a hundredth of an SSD's: a log scale shows both.
         values = pd.concat([t.loc[t["operation"] == operation, "mb_s"] for _, t in tables]).dropna()
         if plots.spread_axis(ax, values):
             ax.set_ylabel("MB/s (log scale)")
-    axes[0].legend(fontsize=8)
+        else:
+            ax.set_ylim(bottom=0)
     if extra:
         extra(axes[4:], categories)
     return plots.save(fig, out, name), caption
