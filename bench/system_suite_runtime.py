@@ -5,7 +5,7 @@
 The profiles are kept in ``--out`` (with a store, runs.sqlite) for ``ftlscope compare``.
 
     sudo python bench/system_suite_runtime.py [--presets consumer-tlc-dram hdd-7200-consumer] [--size 16GiB]
-        [--out DIR]
+        [--out DIR] [--only scheduler-impact ...]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from rich.table import Table
 
 from ftlscope import attach
 from ftlscope.profile.runner import finish, profile
+from ftlscope.profile.suites import Suite, get_suite
 
 GOAL_S = 20 * 60
 
@@ -30,6 +31,7 @@ def main() -> int:
     parser.add_argument("--presets", nargs="*", default=["consumer-tlc-dram", "hdd-7200-consumer"])
     parser.add_argument("--size", default="16GiB")
     parser.add_argument("--out", help="keep the profiles here (default: a temporary directory)")
+    parser.add_argument("--only", nargs="*", help="run just these experiments of the suite")
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 150)
     root = Path(args.out or tempfile.mkdtemp(prefix="ftlscope-system-bench-"))
@@ -38,12 +40,16 @@ def main() -> int:
     for col in ("preset", "experiment", "wall s", "completed"):
         table.add_column(col, justify="right" if col == "wall s" else "left")
     total = 0.0
+    suite = get_suite("system")
+    if args.only:
+        steps = tuple(step for step in suite.steps if step.experiment in args.only)
+        suite = Suite(suite.name, suite.summary, suite.probes, steps)
     for preset in args.presets:
         started = time.monotonic()
         store = root / "store" / preset
         record = attach.attach(preset, args.size, str(store))
         try:
-            outcome = profile(record.device, suite="system", out=root / preset, destructive=record.device)
+            outcome = profile(record.device, suite=suite, out=root / preset, destructive=record.device)
             finish(outcome, db=root / "runs.sqlite")
         finally:
             attach.detach(record.device)

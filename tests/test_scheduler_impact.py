@@ -35,8 +35,19 @@ def _offering(device: str, *names: str) -> str:
     return active
 
 
-def _set(device: str, name: str) -> None:
-    scheduler_file(device).write_text(name)
+@pytest.fixture
+def scheduler_of():
+    """``scheduler_of(device, name)`` sets a loop device's scheduler for the test and puts the one it had back
+    after (the kernel keeps a loop device's queue, and its scheduler, from one attach to the next)."""
+    changed: list[tuple[str, str]] = []
+
+    def set_it(device: str, name: str) -> None:
+        changed.append((device, read_schedulers(scheduler_file(device))[1]))
+        scheduler_file(device).write_text(name)
+
+    yield set_it
+    for device, name in reversed(changed):
+        scheduler_file(device).write_text(name)
 
 
 def _attached_devices(notes: list[str]) -> list[str]:
@@ -61,10 +72,10 @@ def _mounts(device: str) -> str:
     return subprocess.run(["findmnt", "--source", device], capture_output=True, text=True).stdout
 
 
-def test_two_schedulers_on_a_loop_device_and_the_original_restored(make_loop, tmp_path):
+def test_two_schedulers_on_a_loop_device_and_the_original_restored(make_loop, tmp_path, scheduler_of):
     device, _ = make_loop(64 * MiB)
     _offering(device, "none", "mq-deadline", "kyber")
-    _set(device, "kyber")  # neither of the two measured: the run must put it back
+    scheduler_of(device, "kyber")  # neither of the two measured: the run must put it back
     outcome = run_experiment(get("scheduler-impact"), device, out=tmp_path, params=TINY, destructive=device)
     assert outcome.completed, outcome.error
     table = pd.read_csv(outcome.directory / "results.csv")
@@ -88,16 +99,17 @@ def test_two_schedulers_on_a_loop_device_and_the_original_restored(make_loop, tm
 
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, RuntimeError])
-def test_the_scheduler_is_restored_after_ctrl_c_and_an_error(make_loop, tmp_path, monkeypatch, failure):
+def test_the_scheduler_is_restored_after_ctrl_c_and_an_error(make_loop, tmp_path, monkeypatch, failure,
+                                                              scheduler_of):
     device, _ = make_loop(64 * MiB)
     _offering(device, "none", "mq-deadline", "bfq")
-    _set(device, "bfq")
+    scheduler_of(device, "bfq")
     real_run = Context.run
     calls = []
 
     def run_then_fail(self, workload, label, **kwargs):
         calls.append(label)
-        if len(calls) == 3:  # the fill, then one operation under mq-deadline, then this
+        if len(calls) == 3:  # the fill, then the sequential write under mq-deadline, then this
             assert read_schedulers(scheduler_file(device))[1] == "mq-deadline"
             raise failure("stop here")
         return real_run(self, workload, label, **kwargs)

@@ -15,7 +15,10 @@ On the raw block device, not on a file: the scheduler orders the requests of wha
 raw device its effect is not mixed with a file system's (fs-impact measures that). Reads go to the first half of
 the range (written once first, so they read data), writes to the second half, so the pair's reader and writer
 never touch the same blocks. At QD ``qd`` > 1 each run keeps a queue the scheduler can reorder and merge; at QD 1
-it would only add its own cost. A ``sim:PRESET`` target is attached as a loop device for the run
+it would only add its own cost. After every run that writes, the device's write cache is flushed and waited
+for (``sync DEVICE``), so no run pays for the write-back of the one before; the random write stops after
+``random_write_bytes`` (4 MiB), since a disk's cache takes random writes at cache speed and then needs about
+10 ms of seeking per write to put them back. A ``sim:PRESET`` target is attached as a loop device for the run
 (``attach_size``) and the loop device's scheduler is the one switched. Needs root and ``--destructive DEVICE``.
 
 Findings: per operation the best and worst scheduler's MB/s and the spread (best / worst); per scheduler the
@@ -26,7 +29,9 @@ largest spread over the four operations (how much the choice matters on this dri
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +106,31 @@ def _chosen(p: dict[str, Any], offered: list[str], device: str) -> list[str]:
 def _workload(p: dict[str, Any], operation: str, half: int, seed: int):
     _, op, pattern, size_param = next(o for o in OPERATIONS if o[0] == operation)
     start = 0 if op == "read" else half
+    if operation == "random_write":
+        # A disk's write cache takes small random writes at cache speed and then needs about 10 ms of seeking
+        # per write to put them back: bounded in bytes, with no warm-up to add more, the write-back after it
+        # takes seconds, not minutes (an SSD still writes thousands of requests in it).
+        return workload(op, size=p[size_param], pattern=pattern, qd=p["qd"], span=half, start=start,
+                        runtime_ns=p["runtime"], total_bytes=p["random_write_bytes"], seed=seed)
     return workload(op, size=p[size_param], pattern=pattern, qd=p["qd"], span=half, start=start,
                     runtime_ns=p["runtime"], warmup_ns=p["warmup"], seed=seed)
+
+
+class _WriteBack:
+    """Waits until the device has written back what its write cache holds (``sync DEVICE``: a flush, waited for
+    without the engine's 30 s I/O time-out, since a disk's cache of random writes can take longer), so no run
+    pays for the write-back of the one before it."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.longest_s = 0.0
+
+    def wait(self) -> None:
+        started = time.monotonic()
+        done = subprocess.run(["sync", self.device], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise TargetError(f"scheduler-impact: sync {self.device} failed ({done.stderr.strip()})")
+        self.longest_s = max(self.longest_s, time.monotonic() - started)
 
 
 def _run_pair(ctx: Context, p: dict[str, Any], scheduler: str, half: int) -> list[dict[str, Any]]:
@@ -153,6 +181,7 @@ def measure(ctx: Context, p: dict[str, Any]):
         if half < max(p["seq_size"], p["random_size"]):
             raise UsageError(f"--param span: {format_size(span)} leaves less than one request per half; give more")
         ctx.precondition("sequential-fill", half)  # the reads read data, on every kind of drive
+        write_back = _WriteBack(device)
         if ctx.repetition == 0:
             ctx.notes.append(f"scheduler-impact: {device} offers {', '.join(offered)} (active: {original}); reads "
                              f"in the first {format_size(half)}, writes in the next {format_size(half)}")
@@ -163,8 +192,14 @@ def measure(ctx: Context, p: dict[str, Any]):
                     result = ctx.run(_workload(p, operation, half, 1 + ctx.repetition),
                                      f"{scheduler} {operation.replace('_', ' ')} {format_size(p[size_param])}")
                     yield {"scheduler": scheduler, "operation": operation, **op_metrics(result, op)}
+                    if op == "write":
+                        write_back.wait()
                 yield from _run_pair(ctx, p, scheduler, half)
+                write_back.wait()
         finally:
+            if ctx.repetition == 0 and write_back.longest_s > 0:
+                ctx.notes.append(f"scheduler-impact: the device's write cache was flushed after every run that "
+                                 f"wrote; the longest write-back took {write_back.longest_s:.1f} s")
             try:
                 set_scheduler(path, original)
             except TargetError as exc:
@@ -277,10 +312,14 @@ EXPERIMENTS = [
             Param("span", "size", 0, "range used (reads in its first half, writes in its second); 0 = the device, "
                                      "at most 2 GiB", "0 (device, ≤ 2GiB)"),
             Param("qd", "int", 8, "queue depth of every run (a queue the scheduler can reorder)", "8"),
-            Param("runtime", "duration", 2 * 10**9, "measured time per run", "2s"),
-            Param("warmup", "duration", 5 * 10**8, "left out at the start of each run", "500ms"),
+            Param("runtime", "duration", 10**9, "measured time per run", "1s"),
+            Param("warmup", "duration", 25 * 10**7, "left out at the start of each run (not the random write)",
+                  "250ms"),
             Param("seq_size", "size", MiB, "request size of the sequential operations", "1MiB"),
             Param("random_size", "size", 4096, "request size of the random operations", "4KiB"),
+            Param("random_write_bytes", "size", 4 * MiB, "the random write stops after this many bytes (or runtime): "
+                                                          "a disk's write-back of cached random writes is slow",
+                  "4MiB"),
             Param("attach_size", "size", 2 * GiB, "on a sim: target, the size it is attached at (sim attach)",
                   "2GiB"),
         ),
