@@ -112,6 +112,7 @@ def system_pair(tmp_path_factory):
         Step("fs-impact", {"filesystems": "ext4", "span": "16MiB", "runtime": "300ms", "warmup": "0",
                            "attach_size": "128MiB"}),
         Step("scheduler-impact", {"schedulers": "none,mq-deadline", "span": "16MiB", "runtime": "200ms",
+                                  "random_write_bytes": "256KiB",
                                   "warmup": "0", "attach_size": "64MiB"}),
         Step("video-streaming", {"clients": "16,128", "span": "256MiB", "runtime": "2s", "warmup": "1s",
                                  "attach_size": "1GiB"}),

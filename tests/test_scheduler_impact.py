@@ -20,7 +20,8 @@ from ftlscope.experiments.context import Context
 from ftlscope.experiments.scheduler_impact import fairness, read_schedulers, scheduler_file
 
 MiB = 1 << 20
-TINY = {"span": "16MiB", "runtime": "100ms", "warmup": "0", "schedulers": "none,mq-deadline"}
+TINY = {"span": "16MiB", "runtime": "100ms", "warmup": "0", "schedulers": "none,mq-deadline",
+        "random_write_bytes": "256KiB"}
 OPERATIONS = {"sequential_write", "sequential_read", "random_read", "random_write", "mixed_read", "mixed_write"}
 
 
