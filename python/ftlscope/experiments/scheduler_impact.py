@@ -249,16 +249,16 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     fair = fairness(table)
     for row in fair.itertuples():
         findings[f"fairness_{_key(row.scheduler)}"] = finding(
-            row.jain, "ratio", f"results.csv: Jain's index over the mixed pair's shares under {row.scheduler} "
-                               f"(reader {row.read_share:.2f}, writer {row.write_share:.2f} of alone)")
+            row.jain, "", f"results.csv: Jain's index over the mixed pair's shares under {row.scheduler} "
+                          f"(reader {row.read_share:.2f}, writer {row.write_share:.2f} of alone)")
     if not fair.empty:
         best, worst = fair.loc[fair["jain"].idxmax()], fair.loc[fair["jain"].idxmin()]
         findings["fairest_scheduler"] = finding(best["scheduler"], "", "results.csv: the scheduler with the highest "
                                                                        "fairness index in the mixed pair")
-        findings["fairest_index"] = finding(best["jain"], "ratio", f"the mixed pair under {best['scheduler']}, the "
-                                                                   "fairest")
-        findings["least_fair_index"] = finding(worst["jain"], "ratio", f"the mixed pair under {worst['scheduler']}, "
-                                                                       "the least fair")
+        findings["fairest_index"] = finding(best["jain"], "", f"the mixed pair under {best['scheduler']}, the "
+                                                              "fairest")
+        findings["least_fair_index"] = finding(worst["jain"], "", f"the mixed pair under {worst['scheduler']}, "
+                                                                  "the least fair")
     return findings
 
 
