@@ -113,14 +113,15 @@ def test_clients_on_a_loop_device_over_tmpfs(make_loop, tmp_path):
     _need_ext4()
     device, _ = make_loop(64 * MiB)
     before = _mount_points()
-    params = {"clients": "2,4", "span": "8MiB", "request_size": "64KiB", "rate": "1MB", "runtime": "300ms",
+    # A request every 0.5 s per client: a busy machine's scheduling delays stay well inside a period.
+    params = {"clients": "2,4", "span": "8MiB", "request_size": "64KiB", "rate": "128KB", "runtime": "1200ms",
               "warmup": "100ms"}
     outcome = run_experiment(get("video-streaming"), device, out=tmp_path, params=params, destructive=device)
     assert outcome.completed, outcome.error
     table = pd.read_csv(outcome.directory / "results.csv")
     assert sorted(set(zip(table["clients"], table["client"], strict=True))) == [
         (2, 0), (2, 1), (4, 0), (4, 1), (4, 2), (4, 3)]
-    assert (table["achieved_mb_s"] == 1.0).all() and (table["kept"] == 1.0).all()  # tmpfs keeps up easily
+    assert (table["achieved_mb_s"] == 0.128).all() and (table["kept"] == 1.0).all()  # tmpfs keeps up easily
     assert outcome.findings["max_clients_served"]["value"] == 4
     (figure,) = outcome.figures
     assert figure.name == "video_streaming.png" and "MB/s" in plots.caption_of(figure)
@@ -168,7 +169,7 @@ def test_an_interrupted_run_unmounts_and_wipes(make_loop, tmp_path, monkeypatch)
 
     def run_then_interrupt(self, workload, label, **kwargs):
         calls.append(label)
-        if len(calls) == 2:
+        if len(calls) == 1:  # the first step's run, on the mounted file system
             assert subprocess.run(["findmnt", "--source", device], capture_output=True).returncode == 0
             raise KeyboardInterrupt
         return real_run(self, workload, label, **kwargs)
