@@ -82,9 +82,10 @@ def test_suites_and_span():
     # The file-system experiments make file systems: their own suite, never in "full".
     assert "fs-impact" not in {s.experiment for s in full.steps}
     system = get_suite("system")
-    assert [s.experiment for s in system.for_target(rotational=False).steps] == [
-        "zoning", "fs-impact", "git-checkout", "tree-traversal"]
-    assert {"git-checkout", "tree-traversal"}.isdisjoint(s.experiment for s in full.steps)
+    names = [s.experiment for s in system.for_target(rotational=False).steps]
+    assert names == ["zoning", "fs-impact", "scheduler-impact", "video-streaming", "git-checkout", "tree-traversal"]
+    assert {"git-checkout", "tree-traversal", "scheduler-impact", "video-streaming"}.isdisjoint(
+        s.experiment for s in full.steps)
     assert not system.probes
     standard = {s.experiment for s in get_suite("standard").steps}
     assert "random-fill" not in standard and "trim-before-overwrite" not in standard

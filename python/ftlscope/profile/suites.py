@@ -105,6 +105,8 @@ STANDARD = Suite(
 SYSTEM_EXPERIMENTS = (
     "zoning",
     "fs-impact",
+    "scheduler-impact",
+    "video-streaming",
     "git-checkout",
     "tree-traversal",
 )
@@ -118,9 +120,10 @@ _SYSTEM_PARAMS["tree-traversal"] = {"files": "3000", "dirs": "180", "span": "2Gi
 
 SYSTEM = Suite(
     "system",
-    "SSD or hard disk through the whole stack: the zoning of the drive and iozone's four operations under each "
-    "file system the kernel mounts, git checkouts of a kernel-like tree and reading it in directory, inode "
-    "and physical order (needs root; makes file systems)",
+    "SSD or hard disk through the whole stack: the zoning of the drive, then file systems, I/O schedulers and "
+    "applications between the programs and the drive (iozone's four operations per file system and per "
+    "scheduler, video streams, git checkouts of a kernel-like tree, reading it in directory, inode and physical "
+    "order; needs root; makes file systems)",
     probes=False,
     steps=tuple(Step(name, _SYSTEM_PARAMS.get(name, {})) for name in SYSTEM_EXPERIMENTS),
 )

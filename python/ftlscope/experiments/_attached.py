@@ -1,0 +1,70 @@
+"""What the system experiments (scheduler-impact, video-streaming) share besides fs-impact's mkfs and mount: the
+target checks, and a simulated target attached as a real block device for the run (``ftlscope sim attach``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import UsageError
+from ..targets import RealTarget
+from ..units import format_size
+from .context import Context
+
+MiB = 1 << 20
+
+
+def check_block_target(ctx: Context, name: str, why: str) -> None:
+    """Refuse a file target and a run without root, before anything is touched."""
+    if ctx.kind not in ("block_device", "simulated"):
+        raise UsageError(f"{name}: {ctx.target} is a file; {why}, so give a block device (a loop device over the "
+                         "file will do: losetup --find --show FILE)")
+    if os.geteuid() != 0:
+        raise UsageError(f"{name}: {why}, which needs root; run it as root")
+
+
+@contextlib.contextmanager
+def block_device(ctx: Context, name: str, attach_size: int) -> Iterator[tuple[str, int]]:
+    """The block device to run on and its size: the target itself, or for a simulated target the same drive
+    attached as a loop device (``attach_size`` bytes, its data in a temporary store), detached after whatever
+    happened (an error, Ctrl-C)."""
+    if ctx.kind != "simulated":
+        yield ctx.target, ctx.capacity
+        return
+    from .. import attach
+
+    spec = ctx.target.removeprefix("sim:")
+    size = min(attach_size, ctx.capacity) // MiB * MiB
+    store = Path(tempfile.mkdtemp(prefix=f"ftlscope-{name}-store-"))
+    try:
+        record = attach.attach(spec, str(size), str(store))
+        try:
+            if ctx.repetition == 0:
+                ctx.notes.append(f"{name}: sim:{spec} attached as {record.device} ({format_size(size)}); "
+                                 f"{attach.overhead_text(record)}")
+            yield record.device, size
+        finally:
+            attach.detach(record.device)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def on_block_device(ctx: Context, device: str) -> Iterator[None]:
+    """Run ``ctx``'s workloads on ``device`` (the attached loop device) instead of the simulated target, so they
+    are timed on the wall clock through the kernel and kept in raw/ like every other run."""
+    if ctx.kind != "simulated":
+        yield
+        return
+    target = ctx.device
+    # A blank attached drive needs no --destructive: it is ftlscope's own (docs/attach.md, safety).
+    ctx.device = RealTarget.open(device, writes=True, destructive=None, force=False, size=None, engine=ctx.engine,
+                                 progress=ctx.progress)
+    try:
+        yield
+    finally:
+        ctx.device = target
