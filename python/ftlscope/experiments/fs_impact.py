@@ -6,11 +6,15 @@ For every file system asked for (``filesystems``), in turn: ``mkfs.X`` with its 
 device, mount it at a private temporary directory, create one file (``span`` bytes; filled by the engine, so
 reads hit written blocks), and run through the engine on that file, at QD 1 like iozone: sequential write
 (``seq_size`` requests, overwriting the file in place), sequential read, random read and random write
-(``random_size`` requests), each for ``runtime``. Every request uses O_DIRECT (the engine's default), so the
-page cache serves nothing; between phases the file system is synced and the kernel's caches are dropped
-(``/proc/sys/vm/drop_caches``), so metadata comes from the device too. Then unmount — always, also on an
-error or Ctrl-C. A file system whose ``mkfs.X`` is missing, that the kernel cannot mount, or that refuses
-O_DIRECT or has no room for the file is skipped with the reason (rows with ``status`` = ``skipped``, and a note).
+(``random_size`` requests), each for ``runtime`` (the random write also stops after ``random_write_bytes``).
+Every request uses O_DIRECT (the engine's default), so the page cache serves nothing; between phases the file
+system is synced and the kernel's caches are dropped (``/proc/sys/vm/drop_caches``), so metadata comes from the
+device too, and after a writing phase the device's own write cache is waited for (``sync DEVICE``, a flush):
+a disk's cache takes small random writes at cache speed and then needs about 10 ms of seeking per write to put
+them back, which would otherwise land on the next phase (or hold one request past the engine's I/O time-out).
+Then unmount — always, also on an error or Ctrl-C. A file system whose ``mkfs.X`` is missing, that the kernel
+cannot mount, or that refuses O_DIRECT or has no room for the file is skipped with the reason (rows with ``status``
+= ``skipped``, and a note).
 
 It makes file systems on the device, so it needs root and ``--destructive DEVICE``, and a block device that
 nothing has mounted (ftlscope's usual write checks, made before anything is touched). A simulated device
@@ -105,6 +109,16 @@ def _first_line(done: subprocess.CompletedProcess) -> str:
     return lines[0] if lines else f"exit status {done.returncode}"
 
 
+def wait_for_write_back(device: str, who: str = "fs-impact") -> float:
+    """Wait until ``device`` has written back what its write cache holds (``sync DEVICE``: a flush, waited for
+    without the engine's 30 s I/O time-out); the seconds it took."""
+    started = time.monotonic()
+    done = _run("sync", device)
+    if done.returncode != 0:
+        raise TargetError(f"{who}: sync {device} failed ({_first_line(done)})")
+    return time.monotonic() - started
+
+
 def drop_caches(point: Path) -> None:
     """Write back the file system's dirty data and metadata, then drop the page cache, dentries and inodes.
     Only this file system is synced (syncfs), not every one on the machine: a global sync waits for other
@@ -182,9 +196,14 @@ def _measure_one(ctx: Context, p: dict[str, Any], device: str, fs: str, size: in
     with mounted(device, fs) as point, _on_file(ctx, point / "fs-impact.data", size):
         for name, op, pattern, size_param in OPERATIONS:
             drop_caches(point)
+            # The random write is bounded in bytes too, with no warm-up adding more (see the module's doc).
+            bounded = {"total_bytes": p["random_write_bytes"]} if name == "random_write" else {
+                "warmup_ns": p["warmup"]}
             wl = workload(op, size=p[size_param], pattern=pattern, qd=1, span=size, runtime_ns=p["runtime"],
-                          warmup_ns=p["warmup"], seed=1 + ctx.repetition)
+                          seed=1 + ctx.repetition, **bounded)
             result = ctx.run(wl, f"{fs} {name.replace('_', ' ')} {format_size(p[size_param])}")
+            if op == "write":
+                wait_for_write_back(device)
             rows.append({"filesystem": fs, "operation": name, "status": "measured", "reason": "",
                          "file_bytes": size, **op_metrics(result, op)})
         drop_caches(point)
@@ -302,6 +321,8 @@ EXPERIMENTS = [
             Param("warmup", "duration", 5 * 10**8, "left out at the start of each operation", "500ms"),
             Param("seq_size", "size", MiB, "request size of the sequential operations", "1MiB"),
             Param("random_size", "size", 4096, "request size of the random operations", "4KiB"),
+            Param("random_write_bytes", "size", 4 * MiB, "the random write stops after this many bytes (or "
+                  "runtime): a disk's write-back of cached random writes is slow", "4MiB"),
             Param("attach_size", "size", 2 * GiB, "on a sim: target, the size it is attached at (sim attach)",
                   "2GiB"),
         ),

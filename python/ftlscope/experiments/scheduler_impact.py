@@ -29,9 +29,7 @@ largest spread over the four operations (how much the choice matters on this dri
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +44,7 @@ from ._attached import block_device, check_block_target, on_block_device
 from ._common import op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context, Interrupted
+from .fs_impact import wait_for_write_back
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -126,11 +125,7 @@ class _WriteBack:
         self.longest_s = 0.0
 
     def wait(self) -> None:
-        started = time.monotonic()
-        done = subprocess.run(["sync", self.device], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise TargetError(f"scheduler-impact: sync {self.device} failed ({done.stderr.strip()})")
-        self.longest_s = max(self.longest_s, time.monotonic() - started)
+        self.longest_s = max(self.longest_s, wait_for_write_back(self.device, "scheduler-impact"))
 
 
 def _run_pair(ctx: Context, p: dict[str, Any], scheduler: str, half: int) -> list[dict[str, Any]]:
