@@ -228,6 +228,12 @@ pub struct Controller {
     pub host_write_rate: Rate,
     /// A limit on both directions together (the controller's data path); 0 = none.
     pub host_total_rate: Rate,
+    // DRAM-less controller (issue 15, the NV2 fit): per-direction command cost, and firmware work per flash read.
+    /// Processor time of one write command (default `command_time`): a DRAM-less write updates its map.
+    pub write_command_time: Nanos,
+    /// Processor time for each NAND sense a host read needs (the flash read command and its ECC decode);
+    /// pages found in a page register, the write buffer or the read buffer need none. 0 = none.
+    pub sense_command_time: Nanos,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -294,6 +294,8 @@ section! {
         command_time: Time = Nanos(0), Any, "processor time of one command (with cores > 0: the command rate is cores / command_time)";
         host_write_rate: RateC = host_rate => "host_rate", MoreThan(0.0), "host link rate for writes (host_rate is then the read rate)";
         host_total_rate: RateC = Rate(0.0), Any, "a limit on reads and writes together (the controller's data path); 0 = none";
+        write_command_time: Time = command_time => "command_time", Any, "processor time of one write command (with cores > 0); a DRAM-less write also updates its map";
+        sense_command_time: Time = Nanos(0), Any, "processor time (with cores > 0) for each NAND sense a host read needs (flash read command, ECC decode); pages in a page register or controller RAM need none";
     }
 }
 

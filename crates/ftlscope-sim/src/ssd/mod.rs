@@ -105,8 +105,8 @@ pub struct SsdDevice {
     /// it was sensed, so that the request's other pages in that group need no sense of their own.
     sensed: Vec<(u64, u64, SimTime)>,
     read_seq: u64,
-    /// When each command processor is free (`controller.cores`; empty = unlimited).
-    cores: Vec<SimTime>,
+    /// The command processors' bookings (`controller.cores`; empty = unlimited).
+    cores: Vec<Calendar>,
     /// Both directions together (`controller.host_total_rate`).
     host_total: Calendar,
 }
@@ -152,7 +152,7 @@ impl SsdDevice {
                 || cfg.nand.program_suspend,
             sensed: vec![(u64::MAX, 0, SimTime::ZERO); cfg.geometry.units() as usize],
             read_seq: 0,
-            cores: vec![SimTime::ZERO; cfg.controller.cores as usize],
+            cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
             host_total: Calendar::default(),
             cfg,
         }
@@ -312,13 +312,21 @@ impl SsdDevice {
     /// are taken in arrival order by the first free core, so a full controller caps the command rate.
     #[inline]
     fn admit(&mut self, now: SimTime) -> SimTime {
+        self.process(now, self.cfg.controller.command_time)
+    }
+
+    /// The first free command processor works `time` on something from `at`: when it is done (`at` without a
+    /// core limit).
+    #[inline]
+    fn process(&mut self, at: SimTime, time: Nanos) -> SimTime {
         if self.cores.is_empty() {
-            return now;
+            return at;
         }
-        let core = (0..self.cores.len()).min_by_key(|&i| self.cores[i]).expect("at least one core");
-        let done = now.max(self.cores[core]) + self.cfg.controller.command_time;
-        self.cores[core] = done;
-        done
+        // Interval-booked: a sense's processing booked ahead of its command's admission (after the command
+        // overhead, a translation read) leaves the processor free for the commands arriving meanwhile.
+        let core =
+            (0..self.cores.len()).min_by_key(|&i| self.cores[i].clone().book(at, time)).expect("at least one core");
+        self.cores[core].book(at, time)
     }
 
     /// `len` bytes cross the host link from `at`, in one direction, and within the limit on both together.
@@ -356,14 +364,27 @@ impl SsdDevice {
         } else if let Some(ready) = self.flash.in_register(unit, group) {
             ready.max(at)
         } else {
+            // The firmware issues the flash read and decodes what it returns (`sense_command_time`).
+            let at = self.sense_processing(at);
             self.flash.sense(unit, page_type, group, at)
         };
         self.sensed[u] = (self.read_seq, group, sensed);
         self.flash.transfer(unit, sensed)
     }
 
+    /// `controller.sense_command_time`: a command processor handles a host read's NAND sense before it is
+    /// issued; returns when the sense may start.
+    #[inline]
+    fn sense_processing(&mut self, at: SimTime) -> SimTime {
+        let time = self.cfg.controller.sense_command_time;
+        if time.0 == 0 {
+            return at;
+        }
+        self.process(at, time)
+    }
+
     fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
-        let admitted = self.admit(now);
+        let admitted = self.process(now, self.cfg.controller.write_command_time);
         let c = &self.cfg.controller;
         let (overhead, insert) = (c.command_overhead, c.buffer_insert_latency);
         let mut transferred = self.host_transfer(true, admitted + overhead, req.len);
@@ -531,6 +552,7 @@ impl SsdDevice {
             let page_ready = if self.grouped_reads {
                 self.read_grouped(unit, page_type, ppn, at)
             } else {
+                let at = self.sense_processing(at);
                 self.flash.read(unit, page_type, at)
             };
             ready = ready.max(page_ready);

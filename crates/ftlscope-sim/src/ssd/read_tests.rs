@@ -119,7 +119,14 @@ fn a_suspending_read_pushes_the_programs_back() {
 
 #[test]
 fn command_processors_cap_the_command_rate() {
-    let mut cfg = grouped(4 * KIB, 1);
+    // Fast senses (5 us), so that 200 reads over 8 units are well under the cores' 1 ms without a core limit
+    // (with 50 us senses the NAND alone takes 25 x 50 us: the comparison below could not hold).
+    let fast = || {
+        let mut cfg = grouped(4 * KIB, 1);
+        cfg.nand.read_latency = PerType { l: us(5), m: us(5), h: us(5) };
+        cfg
+    };
+    let mut cfg = fast();
     cfg.controller.cores = 2;
     cfg.controller.command_time = us(10);
     let mut dev = SsdDevice::new(cfg.clone());
@@ -127,7 +134,7 @@ fn command_processors_cap_the_command_rate() {
     // 200 reads at once over every unit: two cores of 10 us each take 1 ms for them, whatever the NAND does.
     let last = (0..200u64).map(|i| dev.submit(t, &req(SimOp::Read, i * 16 * KIB, 4 * KIB))).max().unwrap();
     assert!((last - t).0 >= 1_000_000, "{:?}", last - t);
-    let mut unlimited = SsdDevice::new(grouped(4 * KIB, 1));
+    let mut unlimited = SsdDevice::new(fast());
     let t = fill_sequentially(&mut unlimited) + ms(100);
     let free = (0..200u64).map(|i| unlimited.submit(t, &req(SimOp::Read, i * 16 * KIB, 4 * KIB))).max().unwrap();
     assert!((free - t).0 < (last - t).0 / 2, "unlimited {:?} against {:?}", free - t, last - t);
@@ -200,4 +207,55 @@ fn cache_read_senses_the_next_page_while_the_last_crosses_a_slow_bus() {
     let (serial, overlapped) = (run(false), run(true));
     assert!(serial.0 >= 32 * (50_000 + 40_000), "sense then transfer, page after page: {serial:?}");
     assert!(overlapped.0 < 32 * 52_000, "senses overlap the transfers: {overlapped:?}");
+}
+
+#[test]
+fn writes_take_their_own_command_time_on_the_shared_processors() {
+    let mut cfg = grouped(4 * KIB, 1);
+    cfg.controller.cores = 1;
+    cfg.controller.command_time = us(2);
+    cfg.controller.write_command_time = us(20);
+    cfg.write_buffer.capacity = 64 * MIB;
+    let mut dev = SsdDevice::new(cfg);
+    // 50 writes at once on one processor of 20 us a write: the last is admitted after 1 ms.
+    let last = (0..50u64).map(|i| dev.submit(SimTime::ZERO, &req(SimOp::Write, i * 4 * KIB, 4 * KIB))).max().unwrap();
+    assert!(last.0 >= 1_000_000 && last.0 < 1_100_000, "{last:?}");
+    // A read arriving then waits for the writes on the processor, then pays its own 2 us.
+    let t = SimTime(10_000);
+    let mut fresh = SsdDevice::new(dev.cfg.clone());
+    let alone = fresh.submit(t, &req(SimOp::Read, 0, 4 * KIB)) - t;
+    let behind = dev.submit(t, &req(SimOp::Read, 0, 4 * KIB)) - t;
+    assert!(behind.0 >= alone.0 + 900_000, "the read queues behind the writes: {behind:?} against {alone:?}");
+}
+
+#[test]
+fn each_sense_a_read_needs_costs_processor_time_and_register_hits_cost_none() {
+    let run = |register_hits: bool, sense_time: u64| {
+        let mut cfg = grouped(16 * KIB, 1);
+        cfg.nand.register_hits = register_hits;
+        cfg.controller.cores = 1;
+        cfg.controller.command_time = us(1);
+        cfg.controller.sense_command_time = us(sense_time);
+        let mut dev = SsdDevice::new(cfg);
+        let t = fill_sequentially(&mut dev) + ms(100);
+        // 64 sequential 4 KiB reads at once: 16 physical pages of four mapping pages each.
+        (0..64u64).map(|i| dev.submit(t, &req(SimOp::Read, i * 4 * KIB, 4 * KIB))).max().unwrap() - t
+    };
+    let (plain, with_senses, hits) = (run(false, 0), run(false, 20), run(true, 20));
+    // Every request senses its page again without register hits: 64 x (1 + 20) us on the one processor.
+    assert!(with_senses.0 >= 64 * 21_000, "{with_senses:?}");
+    assert!(plain.0 < with_senses.0 / 2, "{plain:?} against {with_senses:?}");
+    // With register hits only the first read of each page senses: 16 x 20 us + 64 x 1 us, well under.
+    assert!(hits.0 < with_senses.0 / 2, "{hits:?} against {with_senses:?}");
+    assert!(hits.0 >= 16 * 20_000 + 64 * 1_000, "{hits:?}");
+}
+
+#[test]
+fn the_dram_less_controller_keys_default_to_the_model_without_them() {
+    let base = "[device]\ncapacity = \"1GiB\"\n[controller]\ncores = 2\ncommand_time = \"7us\"\n";
+    let cfg = crate::parse::parse_device(base).unwrap();
+    assert_eq!(cfg.controller.write_command_time, us(7), "a write takes command_time unless told");
+    assert_eq!(cfg.controller.sense_command_time, Nanos(0));
+    let err = crate::parse::parse_device(&format!("{base}sense_command_time = \"-1us\"\n")).unwrap_err();
+    assert!(err.to_string().contains("sense_command_time"), "{err}");
 }
