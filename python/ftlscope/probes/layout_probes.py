@@ -55,6 +55,7 @@ from ..experiments.context import Context
 from ..units import format_size
 from ..workload import Workload
 from . import _layout_analysis as la
+from . import _p5_analysis as p5
 from ._read_common import read_area
 from .base import REFILLED, Answer, Probe, until_stable
 
@@ -98,6 +99,11 @@ STREAM_READS = 4000
 MAX_STREAM_ROUNDS = 4
 SETTLED = 0.97
 STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are tried as well
+# P5's serial-stage check: pairs at unit distances 1 .. ADMISSION_DISTANCES, ADMISSION_RUNS runs of
+# BATCHES_PER_DISTANCE pairs each.
+ADMISSION_DISTANCES = 8
+ADMISSION_RUNS = 4
+PAIRS_ON_NOISE = 0.5  # the most confidence pairs of reads are given on a drive with timing noise
 
 
 # ---- shared ------------------------------------------------------------------------------------------------
@@ -411,6 +417,13 @@ def run_stripe_width(ctx: Context, known: dict[str, Answer], directory: Path) ->
 # ---- P5 channel/chip layout --------------------------------------------------------------------------------
 
 
+def sector_read(ctx: Context) -> int:
+    """P5 reads one logical block of each page: the NAND still senses the page and moves it over the channel bus,
+    but only the block crosses the host link, so a host link slower than a channel (optane-like: 900 MB/s
+    against 1.6 GB/s) no longer hides the bus wait that shows the channels."""
+    return max(int(ctx.logical_block), 512)
+
+
 def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
                  batch: int, label: str) -> pd.DataFrame:
     """Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart: a
@@ -422,7 +435,7 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     batches = min(BATCHES_PER_DISTANCE, period // batch)
     if batches < 1:
         return pd.DataFrame()
-    wl = _reads(start=rows_start, length=chunks * chunk, size=page, ops=batches * batch, batch=batch,
+    wl = _reads(start=rows_start, length=chunks * chunk, size=sector_read(ctx), ops=batches * batch, batch=batch,
                 pattern={"kind": "strided", "stride": distance * chunk})
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
@@ -548,8 +561,8 @@ def stream_cell(ctx: Context, first_row: int, rows: int, stripe: int, chunk: int
     chunks = rows * stripe
     stride = distance + stripe * -(-2 * chunks // (reads * stripe))
     reads = min(reads, chunks // gcd(stride, chunks))
-    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=page, ops=reads, batch=depth,
-                pattern={"kind": "strided", "stride": stride * chunk})
+    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=sector_read(ctx), ops=reads,
+                batch=depth, pattern={"kind": "strided", "stride": stride * chunk})
     wl.batch = None  # a closed loop: the next read goes out as one completes, so ``depth`` stay in flight
     return _trace(ctx, wl, label)["latency_ns"].to_numpy(np.int64)
 
@@ -567,15 +580,17 @@ def cell_table(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["q", "d", "n", "median_ns", "se_ns"])
 
 
-def channel_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+def channel_answer(raw: pd.DataFrame, stripe: int, page: int = 4096, admission_ns: float = 0.0) -> Answer:
     cells = cell_table(raw) if len(raw) else pd.DataFrame(columns=["q", "d", "n", "median_ns", "se_ns"])
-    reading = la.channels_from_streams(cells, stripe)
+    reading = p5.channels_from_streams(cells, stripe, page, admission_ns)
     evidence = (f"{len(raw)} page reads in {len(cells)} streams ({', '.join(str(q) for q in STREAM_DEPTHS)} in "
                 f"flight, units 1-{int(cells['d'].max()) if len(cells) else 0} apart): {reading.note}; chips per "
                 f"channel = stripe width {stripe} / {reading.layout['channels']} channels, rounded up")
     return Answer(reading.layout, reading.confidence, evidence, alternatives=reading.alternatives,
                   extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
-                         "bus_contention_seen": reading.found, "posterior": reading.posterior}, raw=raw)
+                         "bus_contention_seen": reading.found, "posterior": reading.posterior,
+                         "controller_limited": reading.controller_limited,
+                         "serial_stage_us": round(reading.serial_stage_ns / 1e3, 3)}, raw=raw)
 
 
 def channel_figure(answer: Answer, directory: Path) -> Path:
@@ -640,20 +655,33 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
         answer = run_pairs(ctx, page, chunk, stripe)
         answer.figures.append(pair_figure(answer, directory))
         return answer
+    # Does a serial stage (one command processor) space reads issued together? Pairs at a few distances, their
+    # gap in submission order: on a drive that admits commands in parallel its median is ~0 where no bus is
+    # shared, whatever the noise.
+    pairs = [distance_run(ctx, (first_row + run * ROWS_PER_RUN) * row, ROWS_PER_RUN, stripe, chunk, page, d, 2,
+                          f"serial stage check: pairs {d} units apart")
+             for d in range(1, min(stripe - 1, ADMISSION_DISTANCES) + 1) for run in range(ADMISSION_RUNS)]
+    pairs = [p for p in pairs if len(p)]
+    admission = p5.admission_gap(pd.concat(pairs)["distance"], pd.concat(pairs)["gap_ns"]) if pairs else 0.0
     frames: list[pd.DataFrame] = []
     answer: Answer | None = None
     for round_index in range(MAX_STREAM_ROUNDS):
         frames.append(measure(round_index))
-        answer = channel_answer(pd.concat(frames, ignore_index=True), stripe)
+        answer = channel_answer(pd.concat(frames, ignore_index=True), stripe, page, admission)
         answer.rounds = round_index + 1
         if settled(answer):
             break  # the layout is clear: more reads would not change it
     assert answer is not None
-    if (answer.confidence or 0.0) < STREAMS_UNSURE:
+    if (answer.confidence or 0.0) < STREAMS_UNSURE and not answer.extra.get("serial_stage_us"):
         # Streams could not tell (noise too slight to desynchronise them, or too strong): the pairs, exact on a
-        # quiet drive, may; the more confident of the two answers, the other one listed beside it.
+        # quiet drive, may; the more confident of the two answers, the other one listed beside it. Not when the
+        # streams saw a serial stage in front of the buses: it spaces the pairs too. On this noisy drive a
+        # pair's gap is no longer exact (one pair's sensing spread is tens of microseconds): its silhouette
+        # counts for at most PAIRS_ON_NOISE (consumer-tlc-hmb at medium noise with a one-core controller: 11
+        # channels for 4 at 0.57).
         pairs = run_pairs(ctx, page, chunk, stripe)
-        if (pairs.confidence or 0.0) > (answer.confidence or 0.0):
+        pairs.confidence = min(pairs.confidence or 0.0, PAIRS_ON_NOISE)
+        if pairs.confidence > (answer.confidence or 0.0):
             pairs.alternatives = [{"value": answer.value, "confidence": round(answer.confidence or 0.0, 4)}] + [
                 a for a in pairs.alternatives if a["value"] != answer.value]
             pairs.evidence += f" (streams of reads gave {answer.value} at confidence {answer.confidence or 0:.2f})"
