@@ -175,3 +175,13 @@ def test_a_one_core_controller_slower_than_the_bus_is_said_not_guessed(tmp_path)
     answer, truth = probe_p5(device, tmp_path)
     assert answer.extra["controller_limited"] and answer.extra["serial_stage_us"] > 1
     assert answer.confidence <= p5.SERIAL_FOUND_CONFIDENCE
+
+
+def test_pairs_on_a_quiet_drive_say_when_one_command_processor_spaces_them(tmp_path):
+    """Noise-free, one command processor at 8 us: every pair completes 8 us apart at every distance, so "no bus
+    shared" (16 channels x 1) was answered at 0.5; now marked controller-limited at HIDDEN_CONFIDENCE."""
+    device = drive(tmp_path, channels=4, chips=4, stripe=16, read="40us", read_high="60us", bus="800MB/s",
+                   host="3GB/s", cores=1, command="8us")
+    answer, _ = probe_p5(device, tmp_path)
+    assert answer.extra["controller_limited"] and answer.extra["serial_stage_us"] == pytest.approx(8, rel=0.05)
+    assert answer.confidence <= p5.HIDDEN_CONFIDENCE

@@ -23,9 +23,14 @@ one page a few times), streams of page reads with 2, 4 and 8 in flight whose nei
 apart (a strided walk; one stream per (depth, d), d up to the stripe width less one, at most 40): in-flight
 reads on one channel wait for its bus, so the median latency of a stream rises with the in-flight reads that
 share a channel. Each channel count predicts which streams share; the one whose prediction explains the
-streams' medians best (a monotone fit, Akaike's criterion) is the answer, its posterior against the others the
-confidence (capped, see _layout_analysis), and rounds of streams go on until the posterior settles; if the
-streams stay unsure the pairs below are run as well and the more confident answer kept. A single pair's
+streams' medians best (a monotone fit plus a trend in d for the page types in flight, Akaike's criterion on the
+cells' real spread: :mod:`._p5_analysis`) is the answer, its posterior against the others the confidence, and
+rounds of streams go on until the posterior settles; if the streams stay unsure the pairs below are run as well
+and the more confident answer kept (at most 0.5 on a noisy drive). Pairs issued together first check for a
+serial stage in front of the buses (one command processor): one that spaces reads by at least the fastest bus's
+page transfer can hide every bus wait, and the answer then says so (``controller_limited``, low confidence).
+Every P5 read is one logical block of its page: the page still crosses the channel bus, but only the block the
+host link, so a host link slower than a channel (optane-like) no longer hides the buses. A single pair's
 completion gap drowns in such noise: the bus transfer is a few microseconds, the spread of two reads' sensing
 tens. On a drive without noise, pairs of reads of two units of one stripe row, at the same page
 of both chunks (the same place in both units' write order, so the same page type and the same sensing time),
@@ -458,7 +463,7 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     return pd.DataFrame(out)
 
 
-def pair_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+def pair_answer(raw: pd.DataFrame, stripe: int, page: int = 4096) -> Answer:
     if raw.empty:
         return Answer(None, None, f"no pair of reads of two units of one stripe row could be formed (stripe width "
                                   f"{stripe})", extra={"abnormal_distances": [], "bus_contention_seen": False},
@@ -469,9 +474,19 @@ def pair_answer(raw: pd.DataFrame, stripe: int) -> Answer:
     evidence = (f"{len(raw)} {mode}, two units of one stripe row at distances up to "
                 f"{int(raw['distance'].max()) if len(raw) else 0}: {reading.note}; chips per channel = stripe "
                 f"width {stripe} / {reading.layout['channels']} channels, rounded up")
-    return Answer(reading.layout, reading.confidence, evidence, alternatives=reading.alternatives,
+    # Reads issued together that complete apart where no bus is shared: a serial stage (one command processor)
+    # spaces them, and a bus wait shorter than it cannot show.
+    admission = p5.admission_gap(raw["distance"], raw["gap_ns"], min_pairs=3)
+    limited = p5.hides_buses(admission, page)
+    confidence = reading.confidence
+    if limited:
+        confidence = min(confidence or 0.0, p5.SERIAL_FOUND_CONFIDENCE if reading.found else p5.HIDDEN_CONFIDENCE)
+        evidence += (f"; where no bus is shared the pair still completes {admission / 1e3:.2f} us apart: a serial "
+                     "stage in front of the buses (a controller admitting one command at a time) may hide them")
+    return Answer(reading.layout, confidence, evidence, alternatives=reading.alternatives,
                   extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
-                         "bus_contention_seen": reading.found}, raw=raw)
+                         "bus_contention_seen": reading.found, "controller_limited": bool(limited),
+                         "serial_stage_us": round(admission / 1e3, 3) if limited else 0.0}, raw=raw)
 
 
 def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
@@ -511,7 +526,7 @@ def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
             frames += [run_distance(d, round_index) for d in distances(measured)]
             measured = state["distance"]
             raw = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-            answer = pair_answer(raw, stripe)
+            answer = pair_answer(raw, stripe, page)
             if raw.empty:
                 return raw
             found = answer.extra["bus_contention_seen"]
@@ -526,7 +541,8 @@ def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
                 return raw
             state["distance"] = min(stripe - 1, 2 * measured)  # the channel period has not shown twice yet
 
-    return until_stable(measure, lambda raw: pair_answer(raw, stripe), min_rounds=2, max_rounds=4, tolerance=0.02)
+    return until_stable(measure, lambda raw: pair_answer(raw, stripe, page), min_rounds=2, max_rounds=4,
+                        tolerance=0.02)
 
 
 
