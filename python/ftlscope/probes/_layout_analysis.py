@@ -8,7 +8,6 @@ Nothing here runs the engine; tests/test_probes_layout.py checks every function 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import gcd
 from typing import Any
 
 import numpy as np
@@ -474,12 +473,9 @@ def channel_load(q: int, distance: int, stripe: int, channels: int) -> int | Non
     """Reads in flight in a stream of reads ``distance`` units apart, ``q`` at a time: the units are
     ``0, d, 2d, ...`` (mod the stripe); one plus the pairs of them on one channel (unit u is on channel u mod
     channels): the wait for a bus grows faster than the reads sharing it. None when two of them are one unit
-    (the unit queue, not the bus, would show), and when the walk never leaves the units in flight (``q`` x
-    ``distance`` a multiple of the stripe: every unit's next read is issued as its last completes, the reads
-    fall into lock-step on their bus and wait longer than the same load spread over more units: kelpie-n500g-s's
-    4 channels read as 8 at posterior 1.0 at medium noise)."""
+    (the unit queue, not the bus, would show)."""
     units = [(j * distance) % stripe for j in range(q)]
-    if len(set(units)) < q or stripe // gcd(distance, stripe) <= q:
+    if len(set(units)) < q:
         return None
     counts = np.bincount(np.asarray(units) % channels)
     return int(np.sum(counts * (counts - 1) // 2)) + 1

@@ -7,6 +7,8 @@ Nothing here runs the engine; tests/test_probes_p5.py checks every function on s
 
 from __future__ import annotations
 
+from math import gcd
+
 import numpy as np
 import pandas as pd
 from scipy.optimize import isotonic_regression
@@ -33,7 +35,16 @@ HIDDEN_CONFIDENCE = 0.3
 SERIAL_FOUND_CONFIDENCE = 0.6
 
 
-def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.ndarray) -> tuple[float, int, float]:
+def lock_step(q: int, distance: int, stripe: int) -> bool:
+    """A stream whose walk never leaves the units in flight (``q`` x ``distance`` a multiple of the stripe):
+    every unit's next read is issued as its last completes, the reads fall into lock-step on their bus and wait
+    longer than the same load spread over more units (kelpie-n500g-s's 4 channels read as 8 at posterior 1.0
+    at medium noise when these cells counted as the others)."""
+    return stripe // gcd(int(distance), stripe) <= q
+
+
+def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.ndarray,
+                       confined: np.ndarray | None = None) -> tuple[float, int, float]:
     """Weighted fit of ``y`` = a level per load value that never falls as the load rises (isotonic regression)
     plus a straight line in the distance ``d``: (chi-square, parameters, how many standard errors the top level
     stands above the first).
@@ -51,6 +62,8 @@ def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.nda
     x = (d - np.sum(w * d) / np.sum(w)) / scale
     basis = np.column_stack([x ** (k + 1) for k in range(TREND_DEGREE)]) if len(np.unique(d)) > TREND_DEGREE \
         else np.zeros((len(d), 0))
+    if confined is not None and confined.any() and not confined.all():
+        basis = np.column_stack([basis, confined.astype(float)])  # lock-step streams: an offset of their own
     basis = basis - np.sum(w[:, None] * basis, axis=0) / np.sum(w)
     trend = np.zeros(len(y))
     fitted = np.zeros(len(values))
@@ -71,13 +84,14 @@ def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.nda
     return chi2, params, float(rise)
 
 
-def serial_stage(cells: pd.DataFrame, loads: np.ndarray) -> tuple[bool, float]:
+def serial_stage(cells: pd.DataFrame, loads: np.ndarray, stripe: int) -> tuple[bool, float]:
     """Whether one stage serves the reads one at a time in front of the buses (command processors, host link),
     and its time per read: at the streams no two of whose in-flight reads share a bus (``loads`` == 1), the
     median latency of the deepest depth against the depth below it. With nothing serial they match (each read
     has a unit and a bus of its own); a serial stage makes the deepest stream wait for it: its completions then
     come one per stage time, its median latency / depth."""
-    free = cells[loads == 1]
+    free = cells[(loads == 1) & ~np.array([lock_step(int(a), int(b), stripe) for a, b in
+                                           zip(cells["q"], cells["d"], strict=True)])]
     depths = sorted(free["q"].unique())
     if len(depths) < 2:
         return False, 0.0
@@ -133,13 +147,14 @@ def channels_from_streams(cells: pd.DataFrame, stripe: int, page_bytes: int = 40
     se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
     largest = int(d.max())
     candidates = list(range(2, min(largest, stripe - 1) + 1)) + [stripe]
+    confined = np.array([lock_step(int(a), int(b), stripe) for a, b in zip(q, d, strict=True)])
     fits: dict[int, tuple[float, int, np.ndarray, float]] = {}
     for channels in candidates:
         load = np.array([channel_load(int(a), int(b), stripe, channels) or 1 for a, b in zip(q, d, strict=True)])
         chi2, params, z = 0.0, 0, 0.0
         for depth in np.unique(q):
             at = q == depth
-            c, k, rise = trend_isotonic_fit(load[at], y[at], 1 / se[at] ** 2, d[at])
+            c, k, rise = trend_isotonic_fit(load[at], y[at], 1 / se[at] ** 2, d[at], confined[at])
             chi2, params, z = chi2 + c, params + k, max(z, rise)
         fits[channels] = (chi2, params, load, z)
     aic = {c: f[0] + 2 * f[1] for c, f in fits.items()}
@@ -157,7 +172,7 @@ def channels_from_streams(cells: pd.DataFrame, stripe: int, page_bytes: int = 40
               if weights[c] / total >= 1e-4]
     flat = best == stripe or fits[best][3] == 0
     load = np.ones(len(y), dtype=int) if flat else fits[best][2]
-    limited, stage_ns = serial_stage(cells, load)
+    limited, stage_ns = serial_stage(cells, load, stripe)
     if not limited:
         stage_ns = 0.0
     reading_note = f"dispersion {dispersion:.1f}x the medians' standard errors"
