@@ -188,3 +188,12 @@ def test_pairs_on_a_quiet_drive_say_when_one_command_processor_spaces_them(tmp_p
     answer, _ = probe_p5(device, tmp_path)
     assert answer.extra["controller_limited"] and answer.extra["serial_stage_us"] == pytest.approx(8, rel=0.05)
     assert answer.confidence <= p5.HIDDEN_CONFIDENCE
+
+
+def test_the_layout_is_no_surer_than_the_stripe_it_was_read_over(tmp_path):
+    """At harsh noise P4 read a stripe of 1 at confidence 0.54 and P5 answered "1 ch x 1" at 1.0 from it."""
+    device = SimDevice.open("kelpie-t64g-s")
+    ctx = Context(device, raw_dir=tmp_path, writes=True)
+    answer = lp.run_channel_layout(ctx, {"P1": Answer(16384, 1.0, "t"), "P3": Answer(16384, 0.9, "t"),
+                                         "P4": Answer(1, 0.54, "t")}, tmp_path)
+    assert answer.value == {"channels": 1, "chips_per_channel": 1} and answer.confidence == 0.54

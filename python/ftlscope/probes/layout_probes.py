@@ -630,6 +630,17 @@ def channel_figure(answer: Answer, directory: Path) -> Path:
 
 
 def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    answer = _channel_layout(ctx, known, directory)
+    # The layout is read over P3's chunks and P4's stripe: it is no surer than they are (at harsh noise a stripe
+    # of 1 read at 0.54 gave "1 ch x 1" at 1.0).
+    basis = [known[pid].confidence for pid in ("P3", "P4") if pid in known and known[pid].confidence is not None]
+    if basis and answer.confidence is not None and answer.confidence > min(basis):
+        answer.evidence += f"; confidence at most the chunk's and stripe's ({min(basis):.2f})"
+        answer.confidence = min(basis)
+    return answer
+
+
+def _channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
     page = _page_size(ctx, known)
     chunk = _chunk_size(known, page)
     stripe = _known_value(known, "P4")
