@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from ftlscope import probes
@@ -127,35 +126,6 @@ def test_channels_from_completion_gaps():
     assert reading.found and reading.layout == {"channels": 16, "chips_per_channel": 8}
     flat = la.channels_from_gaps(rng.integers(1, 8, 400), np.full(400, 14.9e3), 8)
     assert not flat.found and flat.layout == {"channels": 8, "chips_per_channel": 1}
-
-
-def stream_cells(stripe: int, channels: int | None, *, wait_ns: float, se_ns: float, seed: int = 2):
-    """Cells of P5's streams: median latency 60 us plus ``wait_ns`` per pair of in-flight reads sharing a
-    channel, measured with standard error ``se_ns``."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for q in (2, 4, 8):
-        for d in range(1, min(stripe - 1, 40) + 1):
-            load = la.channel_load(q, d, stripe, channels or stripe)
-            if load is not None:
-                rows.append({"q": q, "d": d, "n": 4000, "se_ns": se_ns,
-                             "median_ns": 60e3 + wait_ns * (load - 1) + rng.normal(0, se_ns)})
-    return pd.DataFrame(rows)
-
-
-def test_channels_from_streams_of_reads():
-    reading = la.channels_from_streams(stream_cells(124, 16, wait_ns=150, se_ns=100), 124)
-    assert reading.found and reading.layout == {"channels": 16, "chips_per_channel": 8}
-    assert reading.posterior >= 0.97 and reading.confidence == la.STREAM_CONFIDENCE_CAP
-    flat = la.channels_from_streams(stream_cells(8, None, wait_ns=0, se_ns=100), 8)
-    assert not flat.found and flat.layout == {"channels": 8, "chips_per_channel": 1}
-
-
-def test_channels_from_streams_says_when_it_cannot_tell():
-    # The bus wait far below the medians' standard errors: no channel count explains the cells clearly better
-    # than its neighbours, and the confidence says so instead of naming one.
-    reading = la.channels_from_streams(stream_cells(32, 8, wait_ns=5, se_ns=400), 32)
-    assert reading.posterior < 0.9 and reading.confidence < 0.9
 
 
 # ---- the probes on simulated devices ----------------------------------------------------------------------

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import isotonic_regression
 
 from ..analysis.jenks import classify_series, most_common_intervals, silhouette_1d
 from ..units import format_size
@@ -434,7 +433,11 @@ class ChannelReading:
     abnormal: np.ndarray
     note: str
     found: bool
-    posterior: float | None = None  # P5 from streams: the best layout's posterior before the cap
+    posterior: float | None = None  # P5 from streams: the best layout's posterior
+    # P5 from streams: a serial stage in front of the buses (controller, host link) long enough to hide them,
+    # and its time per read (0 when none was seen).
+    controller_limited: bool = False
+    serial_stage_ns: float = 0.0
 
 
 def channels_from_gaps(distance, gap, stripe: int, *, min_count: int = 3) -> ChannelReading:
@@ -476,98 +479,6 @@ def channel_load(q: int, distance: int, stripe: int, channels: int) -> int | Non
         return None
     counts = np.bincount(np.asarray(units) % channels)
     return int(np.sum(counts * (counts - 1) // 2)) + 1
-
-
-# The extra spread of a cell's median beyond its own standard error (page types of the rows a stream reads,
-# a background operation that landed in one): at least this share of the median latency.
-CELL_SPREAD_FLOOR = 0.002
-STREAM_CONFIDENCE_CAP = 0.85
-
-
-def monotone_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
-    """Weighted isotonic regression of ``y`` on ``load`` (one level per load value, never lower for a
-    higher load): the chi-square plus 2 per level above the first (Akaike's criterion), and how many
-    standard errors the top level stands above the first (0 when flat)."""
-    values = np.unique(load)
-    weight = np.array([w[load == v].sum() for v in values])
-    means = np.array([np.sum(w[load == v] * y[load == v]) for v in values]) / weight
-    fitted = isotonic_regression(means, weights=weight, increasing=True).x
-    per_cell = fitted[np.searchsorted(values, load)]
-    chi2 = float(np.sum(w * (y - per_cell) ** 2))
-    levels = len(np.unique(np.round(fitted, 6)))
-    if levels == 1:
-        return chi2, 0.0
-    low, high = fitted == fitted.min(), fitted == fitted.max()
-    rise = (fitted.max() - fitted.min()) / np.sqrt(1 / weight[low].sum() + 1 / weight[high].sum())
-    return chi2 + 2 * (levels - 1), float(rise)
-
-
-def channels_from_streams(cells: pd.DataFrame, stripe: int) -> ChannelReading:
-    """P5 from streams of page reads, ``q`` in flight, ``d`` units apart: ``cells`` has one row per (q, d)
-    with the median latency (``median_ns``), its standard error (``se_ns``) and the reads (``n``).
-
-    Reads of units on one channel share its bus: the more in-flight reads wait for one channel's bus, the
-    longer a read takes, which raises the median latency of the whole stream (a median over thousands of
-    reads, so the NAND time's spread, host jitter, retries and stalls average out, where a single pair's
-    completion gap drowns in them). Every channel count C from 2 up to the largest distance measured, and
-    "no two units share a channel" (C = stripe), predicts each cell's load (:func:`channel_load`, the pairs
-    of in-flight reads on one channel); each is fitted as a median latency that never falls as the load rises
-    (weighted isotonic regression per depth, each cell weighted by its standard error: the bus wait grows
-    with the load in a shape that depends on the drive, so no formula is imposed), scored by the chi-square
-    plus 2 per level above the first (Akaike's criterion; "no channel shared" has one level). The
-    confidence is the best layout's share of exp(-score / 2) over all of them (its posterior probability under
-    equal priors): close to 1 only when every other channel count explains the medians clearly worse.
-    Written here because it is a model selection over this probe's own design, not a library routine."""
-
-    def layout(channels: int) -> dict[str, int]:
-        return {"channels": int(channels), "chips_per_channel": int(-(-stripe // max(channels, 1)))}
-
-    none = np.zeros(0, dtype=int)
-    if cells.empty:
-        return ChannelReading(layout(stripe), None, [], cells, none, "no stream of reads was measured", False)
-    q = cells["q"].to_numpy(int)
-    d = cells["d"].to_numpy(int)
-    y = cells["median_ns"].to_numpy(float)
-    se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
-    largest = int(d.max())
-    candidates = list(range(2, min(largest, stripe - 1) + 1)) + [stripe]
-    fits: dict[int, tuple[float, np.ndarray, float]] = {}
-    for channels in candidates:
-        load = np.array([channel_load(int(a), int(b), stripe, channels) or 1 for a, b in zip(q, d, strict=True)])
-        chi2, z = 0.0, 0.0
-        for depth in np.unique(q):
-            at = q == depth
-            score, rise = monotone_fit(load[at], y[at], 1 / se[at] ** 2)
-            chi2 += score
-            z = max(z, rise)
-        fits[channels] = (chi2, load, z)
-    best_chi2 = min(f[0] for f in fits.values())
-    weights = {c: float(np.exp(-(f[0] - best_chi2) / 2)) for c, f in fits.items()}
-    total = sum(weights.values())
-    ranked = sorted(weights, key=lambda c: (-weights[c], c))
-    best = ranked[0]
-    posterior = weights[best] / total
-    # The posterior assumes the monotone model holds; on simulated drives whose stream medians also depend on
-    # how the stride places the reads (page types in flight), a wrong channel count reached a posterior of 0.99
-    # (kelpie-a800g-p at medium noise: 32 for 16). Until that is modelled, a layout from streams is never
-    # given more than STREAM_CONFIDENCE_CAP.
-    confidence = min(posterior, STREAM_CONFIDENCE_CAP)
-    others = [{"value": layout(c), "confidence": round(weights[c] / total, 4)} for c in ranked[1:4]
-              if weights[c] / total >= 1e-4]
-    if best == stripe or fits[best][2] == 0:
-        # Channel counts larger than the distances measured look like this too: say so.
-        if largest < stripe - 1:
-            confidence = min(confidence, 0.5)
-        return ChannelReading(layout(stripe), confidence, others, cells, none,
-                              f"no two of the {stripe} units share a bus: streams at every distance up to {largest} "
-                              "units read at the same median latency (one chip per channel, or transfers the host "
-                              "link hides)", False, posterior)
-    load = fits[best][1]
-    abnormal = np.unique(d[load > 1])
-    note = (f"the streams' median latency rises with the in-flight reads on one channel if there are {best} "
-            f"channels (shared at distances {_listed(abnormal)}; slope {fits[best][2]:.1f} standard errors); "
-            f"posterior {posterior:.2f} against the other channel counts")
-    return ChannelReading(layout(best), confidence, others, cells, abnormal, note, True, posterior)
 
 
 def _listed(values, limit: int = 6) -> str:

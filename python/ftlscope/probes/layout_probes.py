@@ -23,9 +23,14 @@ one page a few times), streams of page reads with 2, 4 and 8 in flight whose nei
 apart (a strided walk; one stream per (depth, d), d up to the stripe width less one, at most 40): in-flight
 reads on one channel wait for its bus, so the median latency of a stream rises with the in-flight reads that
 share a channel. Each channel count predicts which streams share; the one whose prediction explains the
-streams' medians best (a monotone fit, Akaike's criterion) is the answer, its posterior against the others the
-confidence (capped, see _layout_analysis), and rounds of streams go on until the posterior settles; if the
-streams stay unsure the pairs below are run as well and the more confident answer kept. A single pair's
+streams' medians best (a monotone fit plus a trend in d for the page types in flight, Akaike's criterion on the
+cells' real spread: :mod:`._p5_analysis`) is the answer, its posterior against the others the confidence, and
+rounds of streams go on until the posterior settles; if the streams stay unsure the pairs below are run as well
+and the more confident answer kept (at most 0.5 on a noisy drive). Pairs issued together first check for a
+serial stage in front of the buses (one command processor): one that spaces reads by at least the fastest bus's
+page transfer can hide every bus wait, and the answer then says so (``controller_limited``, low confidence).
+Every P5 read is one logical block of its page: the page still crosses the channel bus, but only the block the
+host link, so a host link slower than a channel (optane-like) no longer hides the buses. A single pair's
 completion gap drowns in such noise: the bus transfer is a few microseconds, the spread of two reads' sensing
 tens. On a drive without noise, pairs of reads of two units of one stripe row, at the same page
 of both chunks (the same place in both units' write order, so the same page type and the same sensing time),
@@ -55,6 +60,7 @@ from ..experiments.context import Context
 from ..units import format_size
 from ..workload import Workload
 from . import _layout_analysis as la
+from . import _p5_analysis as p5
 from ._read_common import read_area
 from .base import REFILLED, Answer, Probe, until_stable
 
@@ -98,6 +104,11 @@ STREAM_READS = 4000
 MAX_STREAM_ROUNDS = 4
 SETTLED = 0.97
 STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are tried as well
+# P5's serial-stage check: pairs at unit distances 1 .. ADMISSION_DISTANCES, ADMISSION_RUNS runs of
+# BATCHES_PER_DISTANCE pairs each.
+ADMISSION_DISTANCES = 8
+ADMISSION_RUNS = 4
+PAIRS_ON_NOISE = 0.5  # the most confidence pairs of reads are given on a drive with timing noise
 
 
 # ---- shared ------------------------------------------------------------------------------------------------
@@ -411,6 +422,13 @@ def run_stripe_width(ctx: Context, known: dict[str, Answer], directory: Path) ->
 # ---- P5 channel/chip layout --------------------------------------------------------------------------------
 
 
+def sector_read(ctx: Context) -> int:
+    """P5 reads one logical block of each page: the NAND still senses the page and moves it over the channel bus,
+    but only the block crosses the host link, so a host link slower than a channel (optane-like: 900 MB/s
+    against 1.6 GB/s) no longer hides the bus wait that shows the channels."""
+    return max(int(ctx.logical_block), 512)
+
+
 def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
                  batch: int, label: str) -> pd.DataFrame:
     """Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart: a
@@ -422,7 +440,7 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     batches = min(BATCHES_PER_DISTANCE, period // batch)
     if batches < 1:
         return pd.DataFrame()
-    wl = _reads(start=rows_start, length=chunks * chunk, size=page, ops=batches * batch, batch=batch,
+    wl = _reads(start=rows_start, length=chunks * chunk, size=sector_read(ctx), ops=batches * batch, batch=batch,
                 pattern={"kind": "strided", "stride": distance * chunk})
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
@@ -445,7 +463,7 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     return pd.DataFrame(out)
 
 
-def pair_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+def pair_answer(raw: pd.DataFrame, stripe: int, page: int = 4096) -> Answer:
     if raw.empty:
         return Answer(None, None, f"no pair of reads of two units of one stripe row could be formed (stripe width "
                                   f"{stripe})", extra={"abnormal_distances": [], "bus_contention_seen": False},
@@ -456,9 +474,19 @@ def pair_answer(raw: pd.DataFrame, stripe: int) -> Answer:
     evidence = (f"{len(raw)} {mode}, two units of one stripe row at distances up to "
                 f"{int(raw['distance'].max()) if len(raw) else 0}: {reading.note}; chips per channel = stripe "
                 f"width {stripe} / {reading.layout['channels']} channels, rounded up")
-    return Answer(reading.layout, reading.confidence, evidence, alternatives=reading.alternatives,
+    # Reads issued together that complete apart where no bus is shared: a serial stage (one command processor)
+    # spaces them, and a bus wait shorter than it cannot show.
+    admission = p5.admission_gap(raw["distance"], raw["gap_ns"], min_pairs=3)
+    limited = p5.hides_buses(admission, page)
+    confidence = reading.confidence
+    if limited:
+        confidence = min(confidence or 0.0, p5.SERIAL_FOUND_CONFIDENCE if reading.found else p5.HIDDEN_CONFIDENCE)
+        evidence += (f"; where no bus is shared the pair still completes {admission / 1e3:.2f} us apart: a serial "
+                     "stage in front of the buses (a controller admitting one command at a time) may hide them")
+    return Answer(reading.layout, confidence, evidence, alternatives=reading.alternatives,
                   extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
-                         "bus_contention_seen": reading.found}, raw=raw)
+                         "bus_contention_seen": reading.found, "controller_limited": bool(limited),
+                         "serial_stage_us": round(admission / 1e3, 3) if limited else 0.0}, raw=raw)
 
 
 def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
@@ -498,7 +526,7 @@ def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
             frames += [run_distance(d, round_index) for d in distances(measured)]
             measured = state["distance"]
             raw = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-            answer = pair_answer(raw, stripe)
+            answer = pair_answer(raw, stripe, page)
             if raw.empty:
                 return raw
             found = answer.extra["bus_contention_seen"]
@@ -513,7 +541,8 @@ def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
                 return raw
             state["distance"] = min(stripe - 1, 2 * measured)  # the channel period has not shown twice yet
 
-    return until_stable(measure, lambda raw: pair_answer(raw, stripe), min_rounds=2, max_rounds=4, tolerance=0.02)
+    return until_stable(measure, lambda raw: pair_answer(raw, stripe, page), min_rounds=2, max_rounds=4,
+                        tolerance=0.02)
 
 
 
@@ -548,8 +577,8 @@ def stream_cell(ctx: Context, first_row: int, rows: int, stripe: int, chunk: int
     chunks = rows * stripe
     stride = distance + stripe * -(-2 * chunks // (reads * stripe))
     reads = min(reads, chunks // gcd(stride, chunks))
-    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=page, ops=reads, batch=depth,
-                pattern={"kind": "strided", "stride": stride * chunk})
+    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=sector_read(ctx), ops=reads,
+                batch=depth, pattern={"kind": "strided", "stride": stride * chunk})
     wl.batch = None  # a closed loop: the next read goes out as one completes, so ``depth`` stay in flight
     return _trace(ctx, wl, label)["latency_ns"].to_numpy(np.int64)
 
@@ -567,15 +596,17 @@ def cell_table(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["q", "d", "n", "median_ns", "se_ns"])
 
 
-def channel_answer(raw: pd.DataFrame, stripe: int) -> Answer:
+def channel_answer(raw: pd.DataFrame, stripe: int, page: int = 4096, admission_ns: float = 0.0) -> Answer:
     cells = cell_table(raw) if len(raw) else pd.DataFrame(columns=["q", "d", "n", "median_ns", "se_ns"])
-    reading = la.channels_from_streams(cells, stripe)
+    reading = p5.channels_from_streams(cells, stripe, page, admission_ns)
     evidence = (f"{len(raw)} page reads in {len(cells)} streams ({', '.join(str(q) for q in STREAM_DEPTHS)} in "
                 f"flight, units 1-{int(cells['d'].max()) if len(cells) else 0} apart): {reading.note}; chips per "
                 f"channel = stripe width {stripe} / {reading.layout['channels']} channels, rounded up")
     return Answer(reading.layout, reading.confidence, evidence, alternatives=reading.alternatives,
                   extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
-                         "bus_contention_seen": reading.found, "posterior": reading.posterior}, raw=raw)
+                         "bus_contention_seen": reading.found, "posterior": reading.posterior,
+                         "controller_limited": reading.controller_limited,
+                         "serial_stage_us": round(reading.serial_stage_ns / 1e3, 3)}, raw=raw)
 
 
 def channel_figure(answer: Answer, directory: Path) -> Path:
@@ -599,6 +630,17 @@ def channel_figure(answer: Answer, directory: Path) -> Path:
 
 
 def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
+    answer = _channel_layout(ctx, known, directory)
+    # The layout is read over P3's chunks and P4's stripe: it is no surer than they are (at harsh noise a stripe
+    # of 1 read at 0.54 gave "1 ch x 1" at 1.0).
+    basis = [known[pid].confidence for pid in ("P3", "P4") if pid in known and known[pid].confidence is not None]
+    if basis and answer.confidence is not None and answer.confidence > min(basis):
+        answer.evidence += f"; confidence at most the chunk's and stripe's ({min(basis):.2f})"
+        answer.confidence = min(basis)
+    return answer
+
+
+def _channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
     page = _page_size(ctx, known)
     chunk = _chunk_size(known, page)
     stripe = _known_value(known, "P4")
@@ -640,20 +682,33 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
         answer = run_pairs(ctx, page, chunk, stripe)
         answer.figures.append(pair_figure(answer, directory))
         return answer
+    # Does a serial stage (one command processor) space reads issued together? Pairs at a few distances, their
+    # gap in submission order: on a drive that admits commands in parallel its median is ~0 where no bus is
+    # shared, whatever the noise.
+    pairs = [distance_run(ctx, (first_row + run * ROWS_PER_RUN) * row, ROWS_PER_RUN, stripe, chunk, page, d, 2,
+                          f"serial stage check: pairs {d} units apart")
+             for d in range(1, min(stripe - 1, ADMISSION_DISTANCES) + 1) for run in range(ADMISSION_RUNS)]
+    pairs = [p for p in pairs if len(p)]
+    admission = p5.admission_gap(pd.concat(pairs)["distance"], pd.concat(pairs)["gap_ns"]) if pairs else 0.0
     frames: list[pd.DataFrame] = []
     answer: Answer | None = None
     for round_index in range(MAX_STREAM_ROUNDS):
         frames.append(measure(round_index))
-        answer = channel_answer(pd.concat(frames, ignore_index=True), stripe)
+        answer = channel_answer(pd.concat(frames, ignore_index=True), stripe, page, admission)
         answer.rounds = round_index + 1
         if settled(answer):
             break  # the layout is clear: more reads would not change it
     assert answer is not None
-    if (answer.confidence or 0.0) < STREAMS_UNSURE:
+    if (answer.confidence or 0.0) < STREAMS_UNSURE and not answer.extra.get("serial_stage_us"):
         # Streams could not tell (noise too slight to desynchronise them, or too strong): the pairs, exact on a
-        # quiet drive, may; the more confident of the two answers, the other one listed beside it.
+        # quiet drive, may; the more confident of the two answers, the other one listed beside it. Not when the
+        # streams saw a serial stage in front of the buses: it spaces the pairs too. On this noisy drive a
+        # pair's gap is no longer exact (one pair's sensing spread is tens of microseconds): its silhouette
+        # counts for at most PAIRS_ON_NOISE (consumer-tlc-hmb at medium noise with a one-core controller: 11
+        # channels for 4 at 0.57).
         pairs = run_pairs(ctx, page, chunk, stripe)
-        if (pairs.confidence or 0.0) > (answer.confidence or 0.0):
+        pairs.confidence = min(pairs.confidence or 0.0, PAIRS_ON_NOISE)
+        if pairs.confidence > (answer.confidence or 0.0):
             pairs.alternatives = [{"value": answer.value, "confidence": round(answer.confidence or 0.0, 4)}] + [
                 a for a in pairs.alternatives if a["value"] != answer.value]
             pairs.evidence += f" (streams of reads gave {answer.value} at confidence {answer.confidence or 0:.2f})"

@@ -2,6 +2,13 @@
 the same instant, each batch meeting an empty queue; the writes of a batch complete in clusters, and the size of
 the first cluster is the parallelism. A device that serialises such batches (§4.4) shows clusters of one; then a
 queue that never drains tells its parallelism from the completion rate (writes per buffer-insert time).
+
+A controller whose command processors are slower than the buffer (``[controller] cores`` x ``command_time``)
+paces every command, reads included: the same batches of reads of never-written blocks (answered by the
+controller without touching the flash) show its clusters. When the writes complete in the reads' clusters, at the
+reads' pace, the clusters are the controller's and the buffer's parallelism is hidden: the answer is then the
+least parallelism that keeps up with the controller (each write's buffer insert, the first write's latency less
+the first read's, spread over the controller's pace), at a low confidence, marked ``controller_limited``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,12 @@ FIRST_BATCH = 16
 MAX_BATCH = 256
 BATCHES = 24
 BOUNDARY_RATIO = 3.0  # the step between two completion clusters against the steps inside one
+# Writes keep the controller's pace when their cluster period is within this share of the reads'.
+PACE_TOLERANCE = 0.2
+# The confidence of a parallelism that is only a lower bound (the controller hides the buffer).
+LOWER_BOUND_CONFIDENCE = 0.4
+# The most confidence a finer cluster inside the controller's clusters is given.
+FINER_CONFIDENCE = 0.8
 
 
 # ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
@@ -133,7 +146,9 @@ def probe_write_parallelism(ctx: Context, known: dict[str, Answer], directory: P
                 break
             state["batch"] = min(batch * 4, MAX_BATCH)  # too few clusters in a batch to read one off
         frame["kind"], frame["depth"] = "batch", batch
-        frames = [frame]
+        reads = batch_series(ctx, region, size, batch, BATCHES, op="read")
+        reads["kind"], reads["depth"] = "read", batch
+        frames = [frame, reads]
         while True:
             depth = max(state["depth"], batch)
             busy = busy_series(ctx, region, size, depth, depth * max(32, depth))
@@ -152,16 +167,18 @@ def probe_write_parallelism(ctx: Context, known: dict[str, Answer], directory: P
     return answer
 
 
-def batch_series(ctx: Context, region: Region, size: int, batch: int, batches: int) -> pd.DataFrame:
+def batch_series(ctx: Context, region: Region, size: int, batch: int, batches: int,
+                 op: str = "write") -> pd.DataFrame:
     """Batches of ``batch`` writes issued at one instant; each batch waits for the previous one to complete,
-    so it meets an empty queue."""
+    so it meets an empty queue. ``op="read"``: the same batches reading erased space the probe never wrote
+    (the controller answers them without the flash or the buffer: only its own pace shows)."""
     length = batch * batches * size
     start = region.take(length)
-    wl = Workload(mix={"write": 100}, sizes=[size], pattern={"kind": "sequential"},
+    wl = Workload(mix={op: 100}, sizes=[size], pattern={"kind": "sequential"},
                   range={"start": start, "length": length}, queue_depth=batch,
                   batch={"size": batch, "idle_ns": 0}, stop={"ops": batch * batches})
-    t = ctx.run(wl, f"{batches} batches of {batch} concurrent {format_size(size)} writes", trace=True).trace
-    t = t[t["op"] == "write"].sort_values(["submit_ns", "offset_bytes"])
+    t = ctx.run(wl, f"{batches} batches of {batch} concurrent {format_size(size)} {op}s", trace=True).trace
+    t = t[t["op"] == op].sort_values(["submit_ns", "offset_bytes"])
     submit = t["submit_ns"].to_numpy(dtype=np.int64)
     return pd.DataFrame({
         "batch": np.unique(submit, return_inverse=True)[1],
@@ -216,9 +233,77 @@ def analyse_write_parallelism(frame: pd.DataFrame) -> Answer:
         elif busy and round(busy) != value:
             evidence += f"; a busy queue gives {busy:.2f} writes per cluster period"
             alternatives.append({"value": int(round(busy)), "confidence": None})
+    confidence = reading.confidence
+    reads = frame[(frame["kind"] == "read") & (frame["depth"] == largest)].copy()
+    reads["batch"] = reads["series"] * 1_000_000 + reads["batch"]
+    limited = None if serialised else controller_paced(reading, batches, reads)
+    finer = _inside_controller_clusters(reading, limited)
+    if finer is not None:
+        value, confidence = finer
+        alternatives = [{"value": limited["cluster"], "confidence": round(reading.confidence, 4)}]
+        evidence = (f"the command processors take {limited['cluster']} writes every "
+                    f"{format_ns(limited['period_ns'])} (reads of never-written blocks batched alike complete so "
+                    f"too); inside each such cluster the writes complete {value} at a time: the buffer's "
+                    "parallelism")
+        limited = None
+    elif limited is not None:
+        value, confidence = limited["bound"], min(confidence, LOWER_BOUND_CONFIDENCE)
+        alternatives = [{"value": value + 1, "confidence": None}]
+        evidence = (f"writes issued at once complete in the controller's clusters: reads of never-written blocks "
+                    f"batched alike complete {limited['cluster']} per {format_ns(limited['period_ns'])} too, so the "
+                    f"command processors, not the buffer, set the pace; a buffer insert takes "
+                    f"{format_ns(limited['insert_ns'])} (first write less first read), so keeping up needs at least "
+                    f"{value} writes in parallel (a lower bound: the buffer may take more)")
     raw = frame.copy()
-    return Answer(value=int(value), confidence=reading.confidence, evidence=evidence, alternatives=alternatives,
-                  extra={"serialized_when_idle": bool(serialised)}, raw=raw)
+    extra: dict[str, Any] = {"serialized_when_idle": bool(serialised), "controller_limited": limited is not None}
+    if limited is not None:
+        extra["controller_pace_ns"] = round(limited["period_ns"] / limited["cluster"], 1)
+    return Answer(value=int(value), confidence=confidence, evidence=evidence, alternatives=alternatives,
+                  extra=extra, raw=raw)
+
+
+def controller_paced(writes: BatchReading, writes_frame: pd.DataFrame,
+                     reads_frame: pd.DataFrame) -> dict[str, Any] | None:
+    """When batches of writes complete as batches of reads of never-written blocks do (the same first cluster,
+    or both one at a time, at the same period within PACE_TOLERANCE), the controller paces both and the
+    buffer's parallelism does not show. Then: the controller's cluster and period, the buffer insert time (the
+    median first write's latency less the median first read's: both paid admission and the command overhead)
+    and the least parallelism that keeps up, ceil(insert x cluster / period). None when the writes show a pace
+    of their own (or there were no read batches). Both frames: ``batch`` (unique per batch) and ``latency_ns``
+    in submission order."""
+    if reads_frame.empty or writes.period_ns <= 0:
+        return None
+    reads = read_batches(reads_frame)
+    if reads.period_ns <= 0:
+        return None  # the reads completed all at once: nothing paces them
+    read_cluster = 1 if reads.serial else reads.parallelism
+    write_cluster = 1 if writes.serial else writes.parallelism
+    if read_cluster is None or write_cluster != read_cluster:
+        return None
+    if abs(writes.period_ns - reads.period_ns) > PACE_TOLERANCE * reads.period_ns:
+        return None
+    insert = _first_latency(writes_frame) - _first_latency(reads_frame)
+    bound = max(1, int(np.ceil(insert * read_cluster / reads.period_ns - 0.05)))
+    return {"cluster": int(read_cluster), "period_ns": float(reads.period_ns), "insert_ns": float(insert),
+            "bound": bound}
+
+
+def _inside_controller_clusters(writes: BatchReading, limited: dict[str, Any] | None) -> tuple[int, float] | None:
+    """When the controller takes several writes at once (its cluster of k), the buffer may still insert them
+    fewer at a time: then the writes' classifications also hold a finer cluster, a divisor of k, which is the
+    buffer's parallelism (given at most FINER_CONFIDENCE: the coarser reading fitted the steps better)."""
+    if limited is None or limited["cluster"] <= 1:
+        return None
+    for alternative in writes.alternatives:
+        value = alternative["value"]
+        if value is not None and 1 <= value < limited["cluster"] and limited["cluster"] % value == 0:
+            return int(value), min(float(alternative["confidence"] or 0.0), FINER_CONFIDENCE)
+    return None
+
+
+def _first_latency(frame: pd.DataFrame) -> float:
+    """The median over the batches of the first-submitted request's latency."""
+    return float(frame.groupby("batch", sort=False)["latency_ns"].first().median())
 
 
 def figure_write_parallelism(raw: pd.DataFrame, directory: Path) -> Path:

@@ -1,0 +1,209 @@
+"""P5 (channel/chip layout) from streams of reads on a noisy drive: which channel count explains the streams'
+median latencies, how sure that is, and whether something serial in front of the flash (the controller's
+command processors, the host link) hides the channel buses.
+
+Nothing here runs the engine; tests/test_probes_p5.py checks every function on synthetic cells.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import isotonic_regression
+
+from ._layout_analysis import ChannelReading, _listed, channel_load
+
+# The extra spread of a cell's median beyond its own standard error (a background operation that landed in one
+# stream): at least this share of the median latency.
+CELL_SPREAD_FLOOR = 0.002
+# Alternating isotonic fit and trend: a few passes settle it (the trend moves < 0.1 % after ~5).
+TREND_PASSES = 8
+# The trend in the distance (page types in flight) is a polynomial of this degree: the share of neighbours
+# crossing a row is linear in d, but a stream's median depends on the types of all its in-flight reads together.
+TREND_DEGREE = 2
+# A stream median counts as slower at the deepest depth than at the one below only beyond this ratio: with no
+# serial stage the in-flight reads sit on distinct units and buses, and the median stays where it was.
+SATURATION_RATIO = 1.15
+# The fastest channel bus of current NAND (ONFI 5 / Toggle 5: 2.4 GT/s, one byte per transfer): a page moves
+# over a bus in at least page / FASTEST_BUS. A serial stage at least this long per read can hide every bus wait.
+FASTEST_BUS = 2.4e9
+# The confidence of "no two units share a bus" when a serial stage long enough to hide a bus wait was seen.
+HIDDEN_CONFIDENCE = 0.3
+# The most confidence a layout seen through such a stage is given.
+SERIAL_FOUND_CONFIDENCE = 0.6
+
+
+def lock_step(q: int, distance: int, stripe: int) -> bool:
+    """A stream whose walk never leaves the units in flight (``q`` x ``distance`` a multiple of the stripe):
+    every unit's next read is issued as its last completes, the reads fall into lock-step on their bus and wait
+    longer than the same load spread over more units (kelpie-n500g-s's 4 channels read as 8 at posterior 1.0
+    at medium noise when these cells counted as the others)."""
+    return stripe // gcd(int(distance), stripe) <= q
+
+
+def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.ndarray,
+                       confined: np.ndarray | None = None) -> tuple[float, int, float]:
+    """Weighted fit of ``y`` = a level per load value that never falls as the load rises (isotonic regression)
+    plus a straight line in the distance ``d``: (chi-square, parameters, how many standard errors the top level
+    stands above the first).
+
+    The line is the page types in flight: a stream's neighbouring reads are ``d`` units plus whole stripe rows
+    apart, and the share of neighbours that also cross into the next row (another place in the units' write
+    order, so another page type and sensing time) is d / stripe, so the mix of page types in flight, and with it
+    the median, drifts in proportion to ``d``. Bus sharing repeats with the channel count instead, which a line
+    cannot follow; without the line a wrong channel count could explain the drift. Fitted by alternating the
+    isotonic levels and the slope (each a weighted least-squares step, so the chi-square never rises)."""
+    values = np.unique(load)
+    index = np.searchsorted(values, load)
+    weight = np.bincount(index, weights=w, minlength=len(values))
+    scale = max(float(np.ptp(d)), 1.0)
+    x = (d - np.sum(w * d) / np.sum(w)) / scale
+    basis = np.column_stack([x ** (k + 1) for k in range(TREND_DEGREE)]) if len(np.unique(d)) > TREND_DEGREE \
+        else np.zeros((len(d), 0))
+    if confined is not None and confined.any() and not confined.all():
+        basis = np.column_stack([basis, confined.astype(float)])  # lock-step streams: an offset of their own
+    basis = basis - np.sum(w[:, None] * basis, axis=0) / np.sum(w)
+    trend = np.zeros(len(y))
+    fitted = np.zeros(len(values))
+    for _ in range(TREND_PASSES):
+        means = np.bincount(index, weights=w * (y - trend), minlength=len(values)) / weight
+        fitted = isotonic_regression(means, weights=weight, increasing=True).x
+        if basis.shape[1]:
+            sw = np.sqrt(w)
+            coef = np.linalg.lstsq(basis * sw[:, None], (y - fitted[index]) * sw, rcond=None)[0]
+            trend = basis @ coef
+    chi2 = float(np.sum(w * (y - fitted[index] - trend) ** 2))
+    levels = len(np.unique(np.round(fitted, 6)))
+    params = levels + basis.shape[1]
+    if levels == 1:
+        return chi2, params, 0.0
+    low, high = fitted == fitted.min(), fitted == fitted.max()
+    rise = (fitted.max() - fitted.min()) / np.sqrt(1 / weight[low].sum() + 1 / weight[high].sum())
+    return chi2, params, float(rise)
+
+
+def serial_stage(cells: pd.DataFrame, loads: np.ndarray, stripe: int) -> tuple[bool, float]:
+    """Whether one stage serves the reads one at a time in front of the buses (command processors, host link),
+    and its time per read: at the streams no two of whose in-flight reads share a bus (``loads`` == 1), the
+    median latency of the deepest depth against the depth below it. With nothing serial they match (each read
+    has a unit and a bus of its own); a serial stage makes the deepest stream wait for it: its completions then
+    come one per stage time, its median latency / depth."""
+    free = cells[(loads == 1) & ~np.array([lock_step(int(a), int(b), stripe) for a, b in
+                                           zip(cells["q"], cells["d"], strict=True)])]
+    depths = sorted(free["q"].unique())
+    if len(depths) < 2:
+        return False, 0.0
+    top, below = depths[-1], depths[-2]
+    top_median = float(free.loc[free["q"] == top, "median_ns"].median())
+    below_median = float(free.loc[free["q"] == below, "median_ns"].median())
+    return top_median > SATURATION_RATIO * below_median, top_median / top
+
+
+def admission_gap(distance, gap_ns, *, min_pairs: int = 8) -> float:
+    """The time a serial stage in front of the buses puts between two reads issued together: per unit distance
+    the median of (second submitted's completion - first's), the least over the distances (those whose units
+    share no bus; a shared bus only adds). Medians, because the host's completion jitter and the two reads'
+    sensing spread are symmetric in the difference. 0 when no distance had ``min_pairs`` pairs."""
+    table = pd.DataFrame({"d": np.asarray(distance), "gap": np.asarray(gap_ns, dtype=float)})
+    per = table.groupby("d")["gap"].agg(["median", "size"])
+    per = per[per["size"] >= min_pairs]
+    return max(float(per["median"].min()), 0.0) if len(per) else 0.0
+
+
+def hides_buses(stage_ns: float, page_bytes: int) -> bool:
+    """A serial stage this long per read can hide every bus wait: at least the fastest bus's page transfer."""
+    return stage_ns >= page_bytes / FASTEST_BUS * 1e9
+
+
+def channels_from_streams(cells: pd.DataFrame, stripe: int, page_bytes: int = 4096,
+                          admission_ns: float = 0.0) -> ChannelReading:
+    """P5 from streams of page reads, ``q`` in flight, ``d`` units apart: ``cells`` has one row per (q, d)
+    with the median latency (``median_ns``), its standard error (``se_ns``) and the reads (``n``).
+
+    Reads of units on one channel share its bus: the more in-flight reads wait for one channel's bus, the
+    longer a read takes, which raises the median latency of the whole stream. Every channel count C from 2 up
+    to the largest distance measured, and "no two units share a channel" (C = stripe), predicts each cell's
+    load (:func:`channel_load`); each is fitted per depth as a median that never falls as the load rises plus a
+    line in ``d`` (:func:`trend_isotonic_fit`: the page types in flight), scored by Akaike's criterion. The
+    chi-squares are first divided by the best fit's chi-square per degree of freedom when that exceeds one
+    (quasi-likelihood: the cells vary more than their standard errors say, and every model is judged against
+    that spread, not against the optimistic one). The confidence is the best layout's posterior under equal
+    priors. When a serial stage in front of the buses (:func:`serial_stage`) is at least as long as the
+    fastest bus's page transfer and no sharing was seen, it may hide the buses: the answer then says so at a
+    low confidence. Written here because it is a model selection over this probe's own design, not a library
+    routine."""
+
+    def layout(channels: int) -> dict[str, int]:
+        return {"channels": int(channels), "chips_per_channel": int(-(-stripe // max(channels, 1)))}
+
+    none = np.zeros(0, dtype=int)
+    if cells.empty:
+        return ChannelReading(layout(stripe), None, [], cells, none, "no stream of reads was measured", False)
+    q = cells["q"].to_numpy(int)
+    d = cells["d"].to_numpy(float)
+    y = cells["median_ns"].to_numpy(float)
+    se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
+    largest = int(d.max())
+    candidates = list(range(2, min(largest, stripe - 1) + 1)) + [stripe]
+    confined = np.array([lock_step(int(a), int(b), stripe) for a, b in zip(q, d, strict=True)])
+    fits: dict[int, tuple[float, int, np.ndarray, float]] = {}
+    for channels in candidates:
+        load = np.array([channel_load(int(a), int(b), stripe, channels) or 1 for a, b in zip(q, d, strict=True)])
+        chi2, params, z = 0.0, 0, 0.0
+        for depth in np.unique(q):
+            at = q == depth
+            c, k, rise = trend_isotonic_fit(load[at], y[at], 1 / se[at] ** 2, d[at], confined[at])
+            chi2, params, z = chi2 + c, params + k, max(z, rise)
+        fits[channels] = (chi2, params, load, z)
+    aic = {c: f[0] + 2 * f[1] for c, f in fits.items()}
+    first = min(aic, key=lambda c: (aic[c], c))
+    dispersion = max(1.0, fits[first][0] / max(len(y) - fits[first][1], 1))
+    score = {c: fits[c][0] / dispersion + 2 * fits[c][1] for c in fits}
+    low = min(score.values())
+    weights = {c: float(np.exp(-(s - low) / 2)) for c, s in score.items()}
+    total = sum(weights.values())
+    ranked = sorted(weights, key=lambda c: (-weights[c], c))
+    best = ranked[0]
+    posterior = weights[best] / total
+    confidence = posterior
+    others = [{"value": layout(c), "confidence": round(weights[c] / total, 4)} for c in ranked[1:4]
+              if weights[c] / total >= 1e-4]
+    flat = best == stripe or fits[best][3] == 0
+    load = np.ones(len(y), dtype=int) if flat else fits[best][2]
+    limited, stage_ns = serial_stage(cells, load, stripe)
+    if not limited:
+        stage_ns = 0.0
+    reading_note = f"dispersion {dispersion:.1f}x the medians' standard errors"
+    if limited:
+        reading_note += (f"; reads are served one at a time in front of the buses: with {int(q.max())} in flight "
+                         f"one completes every {stage_ns / 1e3:.2f} us (a controller or host-link limit)")
+    if hides_buses(admission_ns, page_bytes):
+        reading_note += (f"; two reads issued together complete {admission_ns / 1e3:.2f} us apart on units that "
+                         "share no bus (a controller admitting one command at a time)")
+        stage_ns = max(stage_ns, admission_ns)
+    hides = hides_buses(stage_ns, page_bytes)
+    if hides and not flat:
+        # Sharing seen through a serial stage: the stage spaces the reads, so the loads the fit assumes hold
+        # only in part.
+        confidence = min(confidence, SERIAL_FOUND_CONFIDENCE)
+    if flat:
+        if largest < stripe - 1:
+            confidence = min(confidence, 0.5)  # channel counts beyond the distances measured look like this too
+        if hides:
+            confidence = min(confidence, HIDDEN_CONFIDENCE)
+        note = (f"no two of the {stripe} units share a bus: streams at every distance up to {largest} units read "
+                f"at the same median latency" + (" (a bus wait shorter than the serial stage would not show)"
+                                                  if hides else " (one chip per channel, or transfers the host "
+                                                  "link hides)") + f"; {reading_note}")
+        reading = ChannelReading(layout(stripe), confidence, others, cells, none, note, False, posterior)
+    else:
+        abnormal = np.unique(d[load > 1]).astype(int)
+        note = (f"the streams' median latency rises with the in-flight reads on one channel if there are {best} "
+                f"channels (shared at distances {_listed(abnormal)}; slope {fits[best][3]:.1f} standard errors); "
+                f"posterior {posterior:.2f} against the other channel counts; {reading_note}")
+        reading = ChannelReading(layout(best), confidence, others, cells, abnormal, note, True, posterior)
+    reading.controller_limited = bool(hides)
+    reading.serial_stage_ns = float(stage_ns)
+    return reading
