@@ -962,6 +962,7 @@ mod tests {
             ram_read_latency: Nanos(5_000),
             cores: 0,
             command_time: Nanos(0),
+            read_command_time: Nanos(0),
             host_write_rate: Rate(600e6),
             host_total_rate: Rate(0.0),
         };

@@ -308,15 +308,15 @@ impl SsdDevice {
         done
     }
 
-    /// A command processor takes the command: when it is done with it (`now` without a core limit). Commands
-    /// are taken in arrival order by the first free core, so a full controller caps the command rate.
+    /// A command processor takes the command for `time`: when it is done with it (`now` without a core limit).
+    /// Commands are taken in arrival order by the first free core, so a full controller caps the command rate.
     #[inline]
-    fn admit(&mut self, now: SimTime) -> SimTime {
+    fn admit(&mut self, now: SimTime, time: Nanos) -> SimTime {
         if self.cores.is_empty() {
             return now;
         }
         let core = (0..self.cores.len()).min_by_key(|&i| self.cores[i]).expect("at least one core");
-        let done = now.max(self.cores[core]) + self.cfg.controller.command_time;
+        let done = now.max(self.cores[core]) + time;
         self.cores[core] = done;
         done
     }
@@ -363,7 +363,7 @@ impl SsdDevice {
     }
 
     fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
-        let admitted = self.admit(now);
+        let admitted = self.admit(now, self.cfg.controller.command_time);
         let c = &self.cfg.controller;
         let (overhead, insert) = (c.command_overhead, c.buffer_insert_latency);
         let mut transferred = self.host_transfer(true, admitted + overhead, req.len);
@@ -486,7 +486,7 @@ impl SsdDevice {
     }
 
     fn read(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
-        let admitted = self.admit(now);
+        let admitted = self.admit(now, self.cfg.controller.read_command_time);
         self.read_seq += 1;
         let c = &self.cfg.controller;
         let mut start = admitted + c.command_overhead;
@@ -570,7 +570,7 @@ impl SsdDevice {
         for lpn in first..end {
             self.ftl.unmap(lpn, target, now, &mut self.flash);
         }
-        self.admit(now) + self.cfg.controller.command_overhead
+        self.admit(now, self.cfg.controller.command_time) + self.cfg.controller.command_overhead
     }
 }
 
@@ -608,7 +608,7 @@ impl SimDevice for SsdDevice {
             SimOp::Trim => self.unmap(now, req, UNMAPPED),
             SimOp::WriteZeroes => self.unmap(now, req, ZEROED),
             SimOp::Flush => {
-                let admitted = self.admit(now);
+                let admitted = self.admit(now, self.cfg.controller.command_time);
                 self.flush_all(admitted + self.cfg.controller.command_overhead)
             }
         };

@@ -84,6 +84,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             ram_read_latency: us(3),
             cores: 0,
             command_time: Nanos(0),
+            read_command_time: Nanos(0),
             host_write_rate: Rate(3.5e9),
             host_total_rate: Rate(0.0),
         },
