@@ -37,7 +37,9 @@ def test_a_drive_whose_reads_only_contend_shows_no_effect(tmp_path):
     assert found["less_load_penalty_pct"] > 5
     # ... but no quicker than the quickest of 16 independent lone reads: no less-load effect.
     assert found["less_load_higher_latency"] is False
-    assert abs(found["order_statistic_gap_pct"]) < 5
+    # (Contention can only make the first of 16 later than independent reads would be: the preset's one read
+    # command processor admits them 4.2 us apart, -8.7 % here. A less-load effect would be a positive gap.)
+    assert -15 < found["order_statistic_gap_pct"] < 5
     assert found["faster_than_independent_share"] == 0.0
 
 

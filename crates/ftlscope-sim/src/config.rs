@@ -224,6 +224,8 @@ pub struct Controller {
     pub cores: u32,
     /// Processor time each command takes on one core.
     pub command_time: Nanos,
+    /// Processor time of a read command (mapping lookup, ECC and DMA set-up): command_time unless given.
+    pub read_command_time: Nanos,
     /// Host link rate for writes (host_rate is then the read rate).
     pub host_write_rate: Rate,
     /// A limit on both directions together (the controller's data path); 0 = none.

@@ -964,6 +964,7 @@ mod tests {
             command_time: Nanos(0),
             write_command_time: Nanos(0),
             sense_command_time: Nanos(0),
+            read_command_time: Nanos(0),
             host_write_rate: Rate(600e6),
             host_total_rate: Rate(0.0),
         };

@@ -292,6 +292,7 @@ section! {
         ram_read_latency: Time = Nanos(3_000), Any, "time to serve a page from controller RAM";
         cores: U32 = 0, Any, "command processors, each serving one command at a time for command_time; 0 = unlimited";
         command_time: Time = Nanos(0), Any, "processor time of one command (with cores > 0: the command rate is cores / command_time)";
+        read_command_time: Time = command_time => "command_time", Any, "processor time of one read command (with cores > 0): a read's mapping lookup and decoding cost more than a write the buffer takes, so reads may be capped at a lower rate";
         host_write_rate: RateC = host_rate => "host_rate", MoreThan(0.0), "host link rate for writes (host_rate is then the read rate)";
         host_total_rate: RateC = Rate(0.0), Any, "a limit on reads and writes together (the controller's data path); 0 = none";
         write_command_time: Time = command_time => "command_time", Any, "processor time of one write command (with cores > 0); a DRAM-less write also updates its map";

@@ -308,8 +308,8 @@ impl SsdDevice {
         done
     }
 
-    /// A command processor takes the command: when it is done with it (`now` without a core limit). Commands
-    /// are taken in arrival order by the first free core, so a full controller caps the command rate.
+    /// A command processor takes the command for `time`: when it is done with it (`now` without a core limit).
+    /// Commands are taken in arrival order by the first free core, so a full controller caps the command rate.
     #[inline]
     fn admit(&mut self, now: SimTime) -> SimTime {
         self.process(now, self.cfg.controller.command_time)
@@ -507,7 +507,7 @@ impl SsdDevice {
     }
 
     fn read(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
-        let admitted = self.admit(now);
+        let admitted = self.process(now, self.cfg.controller.read_command_time);
         self.read_seq += 1;
         let c = &self.cfg.controller;
         let mut start = admitted + c.command_overhead;

@@ -129,6 +129,7 @@ fn command_processors_cap_the_command_rate() {
     let mut cfg = fast();
     cfg.controller.cores = 2;
     cfg.controller.command_time = us(10);
+    cfg.controller.read_command_time = us(10);
     let mut dev = SsdDevice::new(cfg.clone());
     let t = fill_sequentially(&mut dev) + ms(100);
     // 200 reads at once over every unit: two cores of 10 us each take 1 ms for them, whatever the NAND does.
@@ -144,6 +145,29 @@ fn command_processors_cap_the_command_rate() {
     let t3 = free + ms(10);
     let lone_free = unlimited.submit(t3, &req(SimOp::Read, 0, 4 * KIB)) - t3;
     assert_eq!(lone.0, lone_free.0 + 10_000);
+}
+
+#[test]
+fn reads_may_cost_the_command_processors_more_than_writes() {
+    let mut cfg = grouped(4 * KIB, 1);
+    cfg.controller.cores = 1;
+    cfg.controller.command_time = Nanos(0);
+    cfg.controller.read_command_time = us(10);
+    cfg.write_buffer.capacity = 64 * MIB;
+    let mut dev = SsdDevice::new(cfg.clone());
+    let t = fill_sequentially(&mut dev) + ms(100);
+    // 100 reads at once: one core at 10 us a read takes 1 ms for them.
+    let last = (0..100u64).map(|i| dev.submit(t, &req(SimOp::Read, i * 16 * KIB, 4 * KIB))).max().unwrap();
+    assert!((last - t).0 >= 1_000_000, "{:?}", last - t);
+    // 100 buffered writes at once cost the core nothing: the same as without a core limit.
+    let t = last + ms(100);
+    let writes = (0..100u64).map(|i| dev.submit(t, &req(SimOp::Write, i * 4 * KIB, 4 * KIB))).max().unwrap() - t;
+    cfg.controller.cores = 0;
+    let mut free = SsdDevice::new(cfg);
+    let t = fill_sequentially(&mut free) + ms(100);
+    let t = (0..100u64).map(|i| free.submit(t, &req(SimOp::Read, i * 16 * KIB, 4 * KIB))).max().unwrap() + ms(100);
+    let free_writes = (0..100u64).map(|i| free.submit(t, &req(SimOp::Write, i * 4 * KIB, 4 * KIB))).max().unwrap() - t;
+    assert_eq!(writes, free_writes);
 }
 
 #[test]
@@ -235,6 +259,7 @@ fn each_sense_a_read_needs_costs_processor_time_and_register_hits_cost_none() {
         cfg.nand.register_hits = register_hits;
         cfg.controller.cores = 1;
         cfg.controller.command_time = us(1);
+        cfg.controller.read_command_time = us(1); // (parsing makes it command_time; a built config says so)
         cfg.controller.sense_command_time = us(sense_time);
         let mut dev = SsdDevice::new(cfg);
         let t = fill_sequentially(&mut dev) + ms(100);

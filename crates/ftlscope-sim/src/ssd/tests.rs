@@ -86,6 +86,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             command_time: Nanos(0),
             write_command_time: Nanos(0),
             sense_command_time: Nanos(0),
+            read_command_time: Nanos(0),
             host_write_rate: Rate(3.5e9),
             host_total_rate: Rate(0.0),
         },
