@@ -28,7 +28,6 @@ pages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +35,7 @@ import pandas as pd
 
 from .. import plots
 from ..units import format_size
+from . import _boundary_levels as bl
 from ._read_common import (
     Evictor,
     MiB,
@@ -55,12 +55,10 @@ MIN_SEPARATION = 0.05
 MIN_SEPARATION_NS = 2_000
 # The largest page looked for: a quarter of a sweep, so every round crosses four of its boundaries.
 MAX_PAGE = SWEEP // 4
-# A boundary level differs from the baseline for sure from Z_SURE standard errors, not at all up to Z_NULL.
-Z_NULL, Z_SURE = 2.0, 6.0
 # Two rounds at least; more while a level is unclear (between Z_NULL and Z_SURE: more reads settle it, the
 # paper's repetitions where the drive is noisy), at most MAX_ROUNDS (a round is 1024 small reads).
 MIN_ROUNDS = 2
-MAX_ROUNDS = 16
+MAX_ROUNDS = 16  # P3 sweeps the regions after the first 16
 
 
 def measure_round(ctx, round_index: int) -> pd.DataFrame:
@@ -100,84 +98,20 @@ def measure_round(ctx, round_index: int) -> pd.DataFrame:
     })
 
 
-def boundary_levels(positions, sector: int, top: int) -> np.ndarray:
-    """For each sweep position x: the level k of the boundary between its two sectors, 2^k the largest power of
-    two dividing ``(x + sector) / sector`` (capped at ``top``): level 0 = the two sectors share every page of
-    two sectors or more (a baseline), level k = a boundary of pages of ``sector * 2^k`` bytes falls between
-    them, not one of ``sector * 2^(k+1)``."""
-    v = np.asarray(positions, dtype=np.int64) // sector + 1
-    return np.minimum(np.log2(v & -v).astype(int), top)
+def _top(sector: int) -> int:
+    return int(np.log2(max(MAX_PAGE // sector, 2)))
 
 
-@dataclass(frozen=True)
-class LevelTest:
-    """One boundary level against the baseline: the page size it stands for, the robust shift of ``extra``
-    (in lone reads), its z-score and how many reads are behind it."""
-
-    size: int
-    shift: float
-    shift_ns: float
-    z: float
-    reads: int
+def level_tests(table: pd.DataFrame, sector: int) -> list[bl.LevelTest]:
+    """Each boundary level of two sectors up to ``MAX_PAGE`` against sectors of one page (level 0), on
+    ``extra`` relative to the position's lone read (:mod:`._boundary_levels`)."""
+    return bl.level_tests(_sectors(table, sector), table["relative"], table["extra_ns"], sector, _top(sector))
 
 
-def level_tests(table: pd.DataFrame, sector: int) -> list[LevelTest]:
-    """Every boundary level from two sectors to ``MAX_PAGE`` against the baseline (level 0): the median of
-    ``extra`` relative to the position's lone read, over every read of the level, against the baseline's, in
-    standard errors of a median (1.2533 x the pooled robust spread / sqrt(reads)). Medians, because a read that
-    met a retry, a background operation or a firmware stall costs tens of times a read on a noisy drive."""
-    top = int(np.log2(MAX_PAGE // sector))
-    levels = boundary_levels(table["position"].to_numpy(np.int64), sector, top)
-    rel = table["relative"].to_numpy(float)
-    extra = table["extra_ns"].to_numpy(float)
-    medians = {k: float(np.median(rel[levels == k])) for k in np.unique(levels)}
-    residual = rel - np.array([medians[k] for k in levels])
-    spread = max(1.4826 * float(np.median(np.abs(residual))), 1e-9)
-    base = levels == 0
-    if not base.any():
-        return []
-    out = []
-    for k in range(1, top + 1):
-        at = levels == k
-        if not at.any():
-            continue
-        se = 1.2533 * spread * np.sqrt(1 / at.sum() + 1 / base.sum())
-        shift = medians[k] - medians[0]
-        out.append(LevelTest(sector << k, shift, float(np.median(extra[at]) - np.median(extra[base])), shift / se,
-                             int(at.sum())))
-    return out
-
-
-def strength(z: float) -> float:
-    """How surely a level differs from the baseline: 0 up to ``Z_NULL`` standard errors, 1 from ``Z_SURE``."""
-    return float(np.clip((abs(z) - Z_NULL) / (Z_SURE - Z_NULL), 0.0, 1.0))
-
-
-def decide(tests: list[LevelTest], floor_rel: float, floor_ns: float) -> tuple[int | None, float, list[dict]]:
-    """The page size: the smallest level from which every larger level differs from the baseline (every
-    multiple of the page is a page boundary), by at least the floors. Its confidence is how surely the weakest
-    of those levels differs times how surely the levels below it do not (a smaller page whose boundaries were
-    missed); candidates whose levels are unclear are the alternatives."""
-    def differs(t: LevelTest) -> float:
-        big = abs(t.shift) >= floor_rel and abs(t.shift_ns) >= floor_ns
-        return strength(t.z) if big else 0.0
-
-    scores = []
-    for i, t in enumerate(tests):
-        above = min(differs(u) for u in tests[i:])
-        below = min((1.0 - differs(u) for u in tests[:i]), default=1.0)
-        scores.append((t.size, above * below))
-    scores.sort(key=lambda s: -s[1])
-    if not scores or scores[0][1] <= 0.0:
-        return None, 0.0, []
-    best, confidence = scores[0]
-    alternatives = [{"value": size, "confidence": round(score, 4)} for size, score in scores[1:] if score > 0.0]
-    return best, confidence, alternatives
-
-
-def unclear(tests: list[LevelTest]) -> bool:
-    """A level between "no difference" and "a sure one": more rounds would settle it."""
-    return any(Z_NULL < abs(t.z) < Z_SURE for t in tests)
+def _sectors(table: pd.DataFrame, sector: int) -> np.ndarray:
+    """The device sector of each read's first sector (boundaries are counted from LBA 0)."""
+    base = table["base"].to_numpy(np.int64) if "base" in table else 0
+    return (base + table["position"].to_numpy(np.int64)) // sector
 
 
 def analyse(raw: pd.DataFrame, sector: int) -> Answer:
@@ -190,9 +124,9 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
     table["relative"] = table["extra_ns"].to_numpy(float) / np.maximum(lone_at, 1.0)
     lone = float(np.median(table["lone_ns"])) if len(table) else 0.0
     tests = level_tests(table, sector)
-    value, confidence, alternatives = decide(tests, MIN_SEPARATION, MIN_SEPARATION_NS)
+    value, confidence, alternatives = bl.decide(tests, MIN_SEPARATION, MIN_SEPARATION_NS)
     table["abnormal"] = False
-    listed = "; ".join(f"{format_size(t.size)} {t.shift_ns / 1e3:+.1f} us (z {t.z:+.1f})" for t in tests)
+    listed = bl.listed(tests, format_size)
     rounds = int(table["round"].nunique()) if "round" in table else 1
     if value is None:
         extra = table.groupby("position")["extra_ns"].median().to_numpy(float)
@@ -204,14 +138,13 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
                                  f"(two sectors read apart against together, by the boundary between them: {listed}): "
                                  "the page is larger, or reads of one page and of two cost the same here",
                       raw=table)
-    top = int(np.log2(MAX_PAGE // sector))
-    table["abnormal"] = boundary_levels(table["position"].to_numpy(np.int64), sector, top) >= int(
+    table["abnormal"] = bl.boundary_levels(_sectors(table, sector), _top(sector)) >= int(
         np.log2(value // sector))
     evidence = (f"{rounds} rounds of two sectors read apart against together: where a boundary of "
                 f"{format_size(value)} (or a multiple) falls between them the difference moves against sectors of "
                 f"one page (median shifts by boundary: {listed}), and no boundary of a smaller size does")
     return Answer(value, unit_interval(confidence), evidence, alternatives=alternatives,
-                  extra={"levels": {int(t.size): round(float(t.z), 2) for t in tests}}, raw=table)
+                  extra={"levels": {int(t.size): round(float(t.z), 2) for t in tests if not t.pooled}}, raw=table)
 
 
 def figure(answer: Answer, directory: Path) -> Path:
@@ -246,7 +179,7 @@ def run(ctx, known, directory: Path) -> Answer:
         raw = pd.concat(frames, ignore_index=True)
         answer = analyse(raw, sector)
         answer.rounds = round_index + 1
-        if round_index + 1 >= MIN_ROUNDS and not unclear(level_tests(answer.raw, sector)):
+        if round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, sector), answer.value):
             break  # every boundary level either differs surely or not at all: more rounds would not change it
     assert answer is not None
     answer.figures.append(figure(answer, directory))
