@@ -7,8 +7,8 @@ falls there). Every multiple of the true size ``S`` is a boundary, so every leve
 differs from level 0 and no level below it does. Each level is tested against level 0 over all its reads
 (trimmed means, Yuen's test): trimmed, because on a noisy drive a read that met a retry, a background operation
 or a firmware stall costs many times a read; levels, because they pool every read of a boundary kind (Jenks
-classes of single positions, the paper's method, split on such outliers). Rounds go on while a level is neither clearly different nor clearly alike (the paper's
-repetitions, as many as the noise needs).
+classes of single positions, the paper's method, split on such outliers). Rounds go on while a level is
+neither clearly different nor clearly alike (the paper's repetitions, as many as the noise needs).
 
 Written here because it is this probe family's own test design; the statistics are scipy's.
 """

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.optimize import isotonic_regression
+from scipy.stats import norm, trim_mean
 
 from ..analysis.jenks import classify_series, most_common_intervals, silhouette_1d
 from ..units import format_size
@@ -393,30 +394,101 @@ class StripeReading:
     readings: list[IntervalReading] = field(default_factory=list)
 
 
+# P4: a stripe width S is read when the increments at odd multiples of S (S, 3S, ...: no multiple of a larger
+# candidate 2S), and at all its multiples, are slower than the increments in general by STRIPE_SPAN standard
+# errors beyond the level that one of all the widths tried reaches by chance (Bonferroni at STRIPE_ALPHA), and by
+# MIN_STRIPE_CONTRAST.
+STRIPE_ALPHA = 0.01
+STRIPE_SPAN = 4.0
+MIN_STRIPE_CONTRAST = 1.15
+TRIM = 0.2  # share cut from each end before a mean
+
+
+def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[tuple[int, float, float, float]]:
+    """For every candidate stripe width S (2 .. the largest increment): (S, how surely its multiples are slow,
+    the z of its odd multiples, their contrast). ``increments`` and ``values`` are per pair. The pairs at the
+    multiples of one width are few against all, so their trimmed mean is set against all pairs' (standard
+    error from the winsorised spread of all pairs: trimmed, because a pair that met a stall or a background
+    operation costs many reads, and a mean, because a median of low- and high-page pairs jumps between them).
+    A width half the true one fails on its odd multiples, and a multiple of the true one comes after it: the
+    smallest width that passes is the stripe."""
+    inc = np.asarray(increments, dtype=np.int64)
+    x = np.asarray(values, dtype=float)
+    if len(x) < 8:
+        return []
+    centre = float(trim_mean(x, TRIM))
+    low, high = np.quantile(x, [TRIM, 1 - TRIM])
+    spread = max(float(np.std(np.clip(x, low, high))) / (1 - 2 * TRIM), 1e-3 * abs(centre), 1e-12)
+    order = np.argsort(inc, kind="stable")
+    keys, starts = np.unique(inc[order], return_index=True)
+    groups = dict(zip(keys.tolist(), np.split(x[order], starts[1:]), strict=True))
+    widths = range(2, int(inc.max()) + 1)
+    threshold = float(norm.isf(STRIPE_ALPHA / max(len(widths), 1)))
+    out = []
+    for width in widths:
+        odd = [groups[k] for k in range(width, int(inc.max()) + 1, 2 * width) if k in groups]
+        even = [groups[k] for k in range(2 * width, int(inc.max()) + 1, 2 * width) if k in groups]
+        if not odd:
+            continue
+        odd_x = np.concatenate(odd)
+        all_x = np.concatenate(odd + even)
+        z_odd = (float(trim_mean(odd_x, TRIM)) - centre) / (spread / np.sqrt(len(odd_x)))
+        z_all = (float(trim_mean(all_x, TRIM)) - centre) / (spread / np.sqrt(len(all_x)))
+        contrast = float(trim_mean(odd_x, TRIM) / max(centre, 1e-12))
+        sure = min(_sureness(z_odd, threshold), _sureness(z_all, threshold)) if contrast >= MIN_STRIPE_CONTRAST else 0.0
+        out.append((width, sure, z_odd, contrast))
+    return out
+
+
+def _sureness(z: float, threshold: float) -> float:
+    """0 up to ``threshold`` standard errors (or a negative z), 1 from ``STRIPE_SPAN`` more."""
+    return float(np.clip((z - threshold) / STRIPE_SPAN, 0.0, 1.0))
+
+
 def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
                       one_unit_ratio: float = 1.6) -> StripeReading:
     """The stripe width from pairs of concurrent reads: ``increment`` = the chunks between the two reads,
     ``latency`` = when the later of them completed, ``first`` = when the earlier did (relative to the
     submission). Two reads of one unit queue (the pair takes about two reads), two reads of different
-    units do not; so the increments where the pair is slow are the multiples of the stripe width."""
+    units do not; so the increments where the pair is slow are the multiples of the stripe width.
+
+    On ``latency / first`` per pair (page types cancel), the stripe is the smallest width whose multiples are
+    surely slower than the other increments (:func:`stripe_scores`), its confidence how surely times how surely
+    no smaller width is (the paper read the interval between the abnormal points of a Jenks classification,
+    which noise scatters)."""
     table = per_increment(increment, latency, min_count=min_count)
-    if table.empty:
+    increment = np.asarray(increment, dtype=np.int64)
+    ratio = np.asarray(latency, dtype=float) / np.maximum(np.asarray(first, dtype=float), 1.0)
+    counted = np.isin(increment, table.index.to_numpy()) & (increment > 0)
+    if table.empty or not counted.any():
         return StripeReading(None, None, [], table, np.zeros(0, dtype=int), "no increment was measured often enough")
-    readings = interval_readings(table.index.to_numpy(), table["median"].to_numpy(), min_contrast=1.15)
-    if readings:
-        best = readings[0]
-        # Confirmed once seen twice (the stripe width and a multiple): one high increment alone may be noise.
-        confirmed = int(np.count_nonzero((best.abnormal > 0) & (best.abnormal % best.value == 0))) >= 2
-        return StripeReading(best.value, best.confidence, alternatives(readings, best.value), table, best.abnormal,
-                             f"{best.n_classes} classes; pairs {best.contrast:.2f}x slower at increments "
-                             f"{_listed(best.abnormal)} chunks; most common interval {best.value} "
-                             f"({best.share:.0%} of the intervals)", confirmed=confirmed, readings=readings)
+    inc = table.index.to_numpy(np.int64)
+    inc = inc[inc > 0]
+    scores = stripe_scores(increment[counted], ratio[counted])
+    ranked = []
+    smaller = 0.0
+    for width, sure, z, contrast in scores:
+        ranked.append((width, sure * (1.0 - smaller), z, contrast))
+        smaller = max(smaller, sure)
+    ranked.sort(key=lambda r: -r[1])
+    if ranked and ranked[0][1] > 0.0:
+        width, confidence, z, contrast = ranked[0]
+        abnormal = inc[inc % width == 0]
+        # Confirmed once seen twice (the stripe width and a multiple): one slow increment alone may be noise.
+        confirmed = len(abnormal) >= 2
+        others = [{"value": int(w), "confidence": round(c, 4)} for w, c, _, _ in ranked[1:4] if c > 0.0]
+        return StripeReading(int(width), float(confidence), others, table, abnormal,
+                             f"pairs at multiples of {width} chunks ({_listed(abnormal)}) {contrast:.2f}x slower "
+                             f"against the pair's first read than at other increments (z {z:.1f} on the odd "
+                             f"multiples, trimmed means); no smaller width explains them",
+                             confirmed=confirmed)
     # No contrast between increments: either every pair queues on one unit (one unit, stripe width 1) or
     # none does within the increments measured.
-    ratio = float(np.median(np.asarray(latency, dtype=float)) / max(np.median(np.asarray(first, dtype=float)), 1.0))
-    if ratio >= one_unit_ratio:
-        return StripeReading(1, float(min(1.0, ratio - 1.0)), [], table, table.index.to_numpy(),
-                             f"every pair queues: the later read completes {ratio:.2f}x after the earlier at "
+    pair_ratio = float(np.median(np.asarray(latency, dtype=float)) /
+                       max(np.median(np.asarray(first, dtype=float)), 1.0))
+    if pair_ratio >= one_unit_ratio:
+        return StripeReading(1, float(min(1.0, pair_ratio - 1.0)), [], table, table.index.to_numpy(),
+                             f"every pair queues: the later read completes {pair_ratio:.2f}x after the earlier at "
                              "every increment (one unit)", confirmed=True)
     return StripeReading(None, None, [], table, np.zeros(0, dtype=int),
                          f"no increment up to {int(table.index.max())} chunks slows a pair down")
