@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.optimize import isotonic_regression
-from scipy.stats import norm, trim_mean
+from scipy.stats import norm
 
 from ..analysis.jenks import classify_series, most_common_intervals, silhouette_1d
 from ..units import format_size
@@ -394,50 +394,75 @@ class StripeReading:
     readings: list[IntervalReading] = field(default_factory=list)
 
 
-# P4: a stripe width S is read when the increments at odd multiples of S (S, 3S, ...: no multiple of a larger
-# candidate 2S), and at all its multiples, are slower than the increments in general by STRIPE_SPAN standard
-# errors beyond the level that one of all the widths tried reaches by chance (Bonferroni at STRIPE_ALPHA), and by
-# MIN_STRIPE_CONTRAST.
+# P4: a candidate stripe width S passes when the pairs at its odd multiples (S, 3S, ...: no multiple of 2S) and
+# at all its multiples are slower than the pairs in general by STRIPE_SPAN standard errors beyond the level one
+# of all the widths tried reaches by chance (Bonferroni at STRIPE_ALPHA), and by MIN_STRIPE_CONTRAST. A pair's
+# latency over its first read is clipped at CLIP_RATIO x the median (a stall is no slower unit).
 STRIPE_ALPHA = 0.01
 STRIPE_SPAN = 4.0
-MIN_STRIPE_CONTRAST = 1.15
-TRIM = 0.2  # share cut from each end before a mean
+MIN_STRIPE_CONTRAST = 1.05
+CLIP_RATIO = 3.0
 
 
-def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[tuple[int, float, float, float]]:
-    """For every candidate stripe width S (2 .. the largest increment): (S, how surely its multiples are slow,
-    the z of its odd multiples, their contrast). ``increments`` and ``values`` are per pair. The pairs at the
-    multiples of one width are few against all, so their trimmed mean is set against all pairs' (standard
-    error from the winsorised spread of all pairs: trimmed, because a pair that met a stall or a background
-    operation costs many reads, and a mean, because a median of low- and high-page pairs jumps between them).
-    A width half the true one fails on its odd multiples, and a multiple of the true one comes after it: the
-    smallest width that passes is the stripe."""
+@dataclass(frozen=True)
+class StripeCandidate:
+    width: int
+    sure: float  # how surely its odd and all multiples are slow (0..1)
+    z: float  # of its odd multiples
+    contrast: float  # their mean over all pairs' mean
+    explained: float  # pairs at its multiples x (their mean - the others' mean)^2: how much of the rise it explains
+    error: float = 0.0  # the standard error of ``contrast``
+
+
+def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[StripeCandidate]:
+    """Every candidate stripe width S (2 .. the largest increment), from ``increments`` and ``values`` per
+    pair. The pairs at the multiples of one width are few against all, so their mean is set against all
+    pairs' (standard error from the spread of all pairs, 1.4826 x MAD). A width half the true one fails on its
+    odd multiples; a multiple of the true one explains less of the rise (``explained``)."""
     inc = np.asarray(increments, dtype=np.int64)
     x = np.asarray(values, dtype=float)
     if len(x) < 8:
         return []
-    centre = float(trim_mean(x, TRIM))
-    low, high = np.quantile(x, [TRIM, 1 - TRIM])
-    spread = max(float(np.std(np.clip(x, low, high))) / (1 - 2 * TRIM), 1e-3 * abs(centre), 1e-12)
+    x = np.minimum(x, CLIP_RATIO * float(np.median(x)))
+    centre = float(np.mean(x))
+    spread = max(1.4826 * float(np.median(np.abs(x - np.median(x)))), 1e-3 * abs(centre), 1e-12)
     order = np.argsort(inc, kind="stable")
     keys, starts = np.unique(inc[order], return_index=True)
     groups = dict(zip(keys.tolist(), np.split(x[order], starts[1:]), strict=True))
-    widths = range(2, int(inc.max()) + 1)
+    top = int(inc.max())
+    widths = range(2, top + 1)
     threshold = float(norm.isf(STRIPE_ALPHA / max(len(widths), 1)))
+    total, count = float(x.sum()), len(x)
     out = []
     for width in widths:
-        odd = [groups[k] for k in range(width, int(inc.max()) + 1, 2 * width) if k in groups]
-        even = [groups[k] for k in range(2 * width, int(inc.max()) + 1, 2 * width) if k in groups]
+        odd = [groups[k] for k in range(width, top + 1, 2 * width) if k in groups]
+        even = [groups[k] for k in range(2 * width, top + 1, 2 * width) if k in groups]
         if not odd:
             continue
         odd_x = np.concatenate(odd)
         all_x = np.concatenate(odd + even)
-        z_odd = (float(trim_mean(odd_x, TRIM)) - centre) / (spread / np.sqrt(len(odd_x)))
-        z_all = (float(trim_mean(all_x, TRIM)) - centre) / (spread / np.sqrt(len(all_x)))
-        contrast = float(trim_mean(odd_x, TRIM) / max(centre, 1e-12))
+        z_odd = (float(np.mean(odd_x)) - centre) / (spread / np.sqrt(len(odd_x)))
+        z_all = (float(np.mean(all_x)) - centre) / (spread / np.sqrt(len(all_x)))
+        contrast = float(np.mean(odd_x) / max(centre, 1e-12))
         sure = min(_sureness(z_odd, threshold), _sureness(z_all, threshold)) if contrast >= MIN_STRIPE_CONTRAST else 0.0
-        out.append((width, sure, z_odd, contrast))
+        rest = count - len(all_x)
+        rise = float(np.mean(all_x)) - (total - float(all_x.sum())) / rest if rest else 0.0
+        out.append(StripeCandidate(width, sure, z_odd, contrast, len(all_x) * rise * abs(rise),
+                                   spread / np.sqrt(len(odd_x)) / max(centre, 1e-12)))
     return out
+
+
+def _slowest_level(passing: list[StripeCandidate], threshold: float) -> StripeCandidate:
+    """The passing width that explains most of the rise, or, when other widths' pairs are surely slower still
+    (pairs on one channel wait for its bus, on one unit for a whole read: a channel count can explain more of
+    the rise than the stripe), the one of those that explains most, repeated."""
+    best = max(passing, key=lambda c: (c.explained, -c.width))
+    while True:
+        slower = [c for c in passing if c.contrast - best.contrast >= (threshold + STRIPE_SPAN) * float(
+            np.hypot(c.error, best.error))]
+        if not slower:
+            return best
+        best = max(slower, key=lambda c: (c.explained, -c.width))
 
 
 def _sureness(z: float, threshold: float) -> float:
@@ -452,10 +477,10 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
     submission). Two reads of one unit queue (the pair takes about two reads), two reads of different
     units do not; so the increments where the pair is slow are the multiples of the stripe width.
 
-    On ``latency / first`` per pair (page types cancel), the stripe is the smallest width whose multiples are
-    surely slower than the other increments (:func:`stripe_scores`), its confidence how surely times how surely
-    no smaller width is (the paper read the interval between the abnormal points of a Jenks classification,
-    which noise scatters)."""
+    On ``latency / first`` per pair (page types cancel), of the widths whose multiples are surely slower than
+    the other increments (:func:`stripe_scores`) the smallest at the slowest level; its confidence how surely,
+    less how surely a rival at that level (no multiple of it) is (the paper read the interval between the
+    abnormal points of a Jenks classification, which noise scatters)."""
     table = per_increment(increment, latency, min_count=min_count)
     increment = np.asarray(increment, dtype=np.int64)
     ratio = np.asarray(latency, dtype=float) / np.maximum(np.asarray(first, dtype=float), 1.0)
@@ -465,23 +490,28 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
     inc = table.index.to_numpy(np.int64)
     inc = inc[inc > 0]
     scores = stripe_scores(increment[counted], ratio[counted])
-    ranked = []
-    smaller = 0.0
-    for width, sure, z, contrast in scores:
-        ranked.append((width, sure * (1.0 - smaller), z, contrast))
-        smaller = max(smaller, sure)
-    ranked.sort(key=lambda r: -r[1])
-    if ranked and ranked[0][1] > 0.0:
-        width, confidence, z, contrast = ranked[0]
-        abnormal = inc[inc % width == 0]
+    passing = [c for c in scores if c.sure > 0.0 and c.explained > 0]
+    if passing:
+        first = max(passing, key=lambda c: (c.explained, -c.width))
+        best = _slowest_level(passing, float(norm.isf(STRIPE_ALPHA / max(len(scores), 1))))
+        # A rival: a passing width that is neither a multiple nor a divisor of the best (multiples of the stripe
+        # are slow too; a divisor, a channel count, holds the stripe's multiples), nor a multiple of a slower
+        # level's width passed over (a channel's multiples).
+        rivals = sorted((c for c in passing if c.width % best.width and best.width % c.width and
+                         (first.width == best.width or c.width % first.width)), key=lambda c: -c.explained)
+        rival = min(rivals[0].explained / max(best.explained, 1e-12), 1.0) if rivals else 0.0
+        confidence = best.sure * (1.0 - rival)
+        abnormal = inc[inc % best.width == 0]
         # Confirmed once seen twice (the stripe width and a multiple): one slow increment alone may be noise.
         confirmed = len(abnormal) >= 2
-        others = [{"value": int(w), "confidence": round(c, 4)} for w, c, _, _ in ranked[1:4] if c > 0.0]
-        return StripeReading(int(width), float(confidence), others, table, abnormal,
-                             f"pairs at multiples of {width} chunks ({_listed(abnormal)}) {contrast:.2f}x slower "
-                             f"against the pair's first read than at other increments (z {z:.1f} on the odd "
-                             f"multiples, trimmed means); no smaller width explains them",
-                             confirmed=confirmed)
+        others = [{"value": int(c.width), "confidence": round(best.sure * min(c.explained / best.explained, 1.0), 4)}
+                  for c in rivals[:3]]
+        note = "" if best.width == first.width else (f"; pairs at multiples of {first.width} are slow by less (a "
+                                                      f"channel: its bus)")
+        return StripeReading(int(best.width), float(confidence), others, table, abnormal,
+                             f"pairs at multiples of {best.width} chunks ({_listed(abnormal)}) {best.contrast:.2f}x "
+                             f"slower against the pair's first read than pairs in general (z {best.z:.1f} on the odd "
+                             f"multiples){note}", confirmed=confirmed)
     # No contrast between increments: either every pair queues on one unit (one unit, stripe width 1) or
     # none does within the increments measured.
     pair_ratio = float(np.median(np.asarray(latency, dtype=float)) /
