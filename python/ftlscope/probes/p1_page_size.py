@@ -134,9 +134,16 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
             # Two sectors read separately never cost a page read more than together: no two share a page.
             return Answer(sector, None, "two sectors read separately never cost a page read more than both "
                                         "together: every sector boundary is a page boundary", raw=table)
+        constant = ""
+        if len(extra) and float(np.median(extra)) >= MIN_SEPARATION_NS:
+            # Two commands cost the same fixed amount more than one wherever they read: the controller's command
+            # rate (a throughput ceiling the same for every address), which can hide a second read of a page.
+            constant = (f"; two commands issued together cost {np.median(extra) / 1e3:.1f} us more than one "
+                        "wherever they read (a command-rate limit of the controller, which hides a page read "
+                        "shorter than it)")
         return Answer(None, 0.0, f"no page boundary up to {format_size(MAX_PAGE)} stands out in {rounds} rounds "
                                  f"(two sectors read apart against together, by the boundary between them: {listed}): "
-                                 "the page is larger, or reads of one page and of two cost the same here",
+                                 f"the page is larger, or reads of one page and of two cost the same here{constant}",
                       raw=table)
     table["abnormal"] = bl.boundary_levels(_sectors(table, sector), _top(sector)) >= int(
         np.log2(value // sector))
