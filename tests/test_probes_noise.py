@@ -156,7 +156,6 @@ def _p1_sweep(rng, *, rounds: int, page: int, nand_page: int, transfer_ns: float
     NAND page moves one more page over the bus; two commands of one page sense twice on one unit; across a NAND
     page they go to two units. Lognormal sensing (15 %), exponential host jitter (5 us), one read in 500 stalled
     3 ms; ``command_ns`` is the wait of the second of two commands issued together (a command-rate limit)."""
-    import numpy as np
     import pandas as pd
 
     rows = []
