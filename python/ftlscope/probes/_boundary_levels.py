@@ -15,6 +15,7 @@ Written here because it is this probe family's own test design; the statistics a
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,13 +25,17 @@ from scipy.stats import trim_mean, ttest_ind
 Z_NULL, Z_SURE = 2.0, 6.0
 # Share cut from each end of a level's reads before their mean (stalls, retries, background operations).
 TRIM = 0.2
+Z_CAP = 1e6  # a z-score of identical reads
 
 
 def boundary_levels(index, top: int) -> np.ndarray:
     """The boundary level of each sweep step ``index`` (0-based): log2 of the largest power of two dividing
     ``index + 1``, capped at ``top``."""
     v = np.asarray(index, dtype=np.int64) + 1
-    return np.minimum(np.log2(v & -v).astype(int), top)
+    levels = np.full(v.shape, top, dtype=int)
+    nonzero = v != 0  # step -1 + 1 = 0 (LBA 0 in the "at" family) is a boundary of every size
+    levels[nonzero] = np.minimum(np.log2(v[nonzero] & -v[nonzero]).astype(int), top)
+    return levels
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,14 @@ def level_tests(index, relative, raw_ns, step: int, top: int) -> list[LevelTest]
             if at.sum() < 2:
                 continue
             shift = float(trim_mean(rel[at], TRIM) - trim_mean(rel[base], TRIM))
-            z = float(ttest_ind(rel[at], rel[base], equal_var=False, trim=TRIM).statistic)
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                # Reads of a noise-free drive are identical: no spread, an infinite t (kept finite below).
+                warnings.simplefilter("ignore", RuntimeWarning)
+                z = float(ttest_ind(rel[at], rel[base], equal_var=False, trim=TRIM).statistic)
+            z = float(np.clip(z, -Z_CAP, Z_CAP)) if not np.isnan(z) else (
+                0.0 if shift == 0 else float(np.sign(shift) * Z_CAP))
             out.append(LevelTest(step << k, shift, float(trim_mean(raw[at], TRIM) - trim_mean(raw[base], TRIM)),
-                                 0.0 if np.isnan(z) else z, int(at.sum()), pooled))
+                                 z, int(at.sum()), pooled))
     return out
 
 

@@ -102,10 +102,17 @@ def _top(sector: int) -> int:
     return int(np.log2(max(MAX_PAGE // sector, 2)))
 
 
-def level_tests(table: pd.DataFrame, sector: int) -> list[bl.LevelTest]:
-    """Each boundary level of two sectors up to ``MAX_PAGE`` against sectors of one page (level 0), on
-    ``extra`` relative to the position's lone read (:mod:`._boundary_levels`)."""
-    return bl.level_tests(_sectors(table, sector), table["relative"], table["extra_ns"], sector, _top(sector))
+# Where a page boundary sits against the two sectors read at x: between them (x + 1 sector on it: a second page
+# read, or none), or at x (the sweep's first read of a page: on a drive with a read buffer the one that reaches
+# flash, the sweep of even sectors running first).
+FAMILIES = {"between": 0, "at": -1}
+
+
+def level_tests(table: pd.DataFrame, sector: int, family: str = "between") -> list[bl.LevelTest]:
+    """Each boundary level up to ``MAX_PAGE`` against sectors of one page (level 0), on ``extra`` relative to
+    the position's lone read (:mod:`._boundary_levels`); ``family``: see FAMILIES."""
+    return bl.level_tests(_sectors(table, sector) + FAMILIES[family], table["relative"], table["extra_ns"], sector,
+                          _top(sector))
 
 
 def _sectors(table: pd.DataFrame, sector: int) -> np.ndarray:
@@ -123,8 +130,11 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
     lone_at = table.groupby("position")["lone_ns"].transform("median").to_numpy(float)
     table["relative"] = table["extra_ns"].to_numpy(float) / np.maximum(lone_at, 1.0)
     lone = float(np.median(table["lone_ns"])) if len(table) else 0.0
-    tests = level_tests(table, sector)
-    value, confidence, alternatives = bl.decide(tests, MIN_SEPARATION, MIN_SEPARATION_NS)
+    readings = []
+    for family in FAMILIES:
+        family_tests = level_tests(table, sector, family)
+        readings.append((bl.decide(family_tests, MIN_SEPARATION, MIN_SEPARATION_NS), family_tests, family))
+    (value, confidence, alternatives), tests, family = max(readings, key=lambda r: r[0][1])
     table["abnormal"] = False
     listed = bl.listed(tests, format_size)
     rounds = int(table["round"].nunique()) if "round" in table else 1
@@ -145,13 +155,15 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
                                  f"(two sectors read apart against together, by the boundary between them: {listed}): "
                                  f"the page is larger, or reads of one page and of two cost the same here{constant}",
                       raw=table)
-    table["abnormal"] = bl.boundary_levels(_sectors(table, sector), _top(sector)) >= int(
+    table["abnormal"] = bl.boundary_levels(_sectors(table, sector) + FAMILIES[family], _top(sector)) >= int(
         np.log2(value // sector))
+    where = "falls between them" if family == "between" else "falls at the first of them (a read buffer's first read)"
     evidence = (f"{rounds} rounds of two sectors read apart against together: where a boundary of "
-                f"{format_size(value)} (or a multiple) falls between them the difference moves against sectors of "
-                f"one page (median shifts by boundary: {listed}), and no boundary of a smaller size does")
+                f"{format_size(value)} (or a multiple) {where} the difference moves against sectors of "
+                f"one page (shifts by boundary: {listed}), and no boundary of a smaller size does")
     return Answer(value, unit_interval(confidence), evidence, alternatives=alternatives,
-                  extra={"levels": {int(t.size): round(float(t.z), 2) for t in tests if not t.pooled}}, raw=table)
+                  extra={"levels": {int(t.size): round(float(t.z), 2) for t in tests if not t.pooled},
+                         "boundary": family}, raw=table)
 
 
 def figure(answer: Answer, directory: Path) -> Path:
@@ -186,7 +198,8 @@ def run(ctx, known, directory: Path) -> Answer:
         raw = pd.concat(frames, ignore_index=True)
         answer = analyse(raw, sector)
         answer.rounds = round_index + 1
-        if round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, sector), answer.value):
+        family = answer.extra.get("boundary", "between")
+        if round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, sector, family), answer.value):
             break  # every boundary level either differs surely or not at all: more rounds would not change it
     assert answer is not None
     answer.figures.append(figure(answer, directory))
