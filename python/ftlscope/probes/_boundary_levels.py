@@ -115,6 +115,17 @@ def none_differs(tests: list[LevelTest], floor_rel: float, floor_ns: float) -> f
     return min((1.0 - differs(t, floor_rel, floor_ns) for t in tests), default=0.0)
 
 
+def power(tests: list[LevelTest], effect: float) -> float:
+    """How surely a boundary effect of ``effect`` (in the relative value) would have shown: 1 when it would
+    stand ``Z_SURE`` standard errors out on the levels pooled from the first (the most reads), less as the
+    noise grows. "No level differs" means "no structure" only as far as this goes."""
+    first = next((t for t in tests if t.pooled), None)
+    if first is None or first.z == 0 or not np.isfinite(first.z):
+        return 1.0 if first is not None else 0.0
+    error = abs(first.shift / first.z)
+    return float(np.clip(effect / (Z_SURE * error), 0.0, 1.0)) if error > 0 else 1.0
+
+
 def unclear(tests: list[LevelTest], value: int | None) -> bool:
     """A test the answer rests on (the levels up to ``value``, pooled or alone; every pooled level when there
     is no answer) is between "alike" and "surely different": more rounds would settle it."""

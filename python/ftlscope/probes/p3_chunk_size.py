@@ -40,6 +40,9 @@ ROUND_STRIDE = 16 * MiB
 # A boundary level "costs less" only when its median ratio is at least this much lower (serial ~0.9-1, parallel
 # ~0.5-0.7; pages of one 16 KiB NAND page share a sense, so inside such a chunk the ratio is ~0.58, across 0.5).
 MIN_SEPARATION = 0.03
+# The smallest chunk effect expected (one sense shared by the pages of a NAND page: 0.58 against 0.50); a
+# round that could not show it leaves "one page" unsure, and the rounds go on.
+CHUNK_EFFECT = 0.08
 # The largest chunk looked for: a quarter of a sweep (four boundaries a round).
 MAX_CHUNK = SWEEP // 4
 # Three rounds at least (a read buffer's pages, a disturbed round); more while a boundary level is unclear.
@@ -122,11 +125,15 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
         # No boundary level stands apart: every page boundary is a chunk boundary (or there is one unit).
         level = float(np.median(table["ratio"])) if len(table) else float("nan")
         kind = "two units read them in parallel" if level < 0.8 else "one unit reads both"
-        confidence = bl.none_differs(tests, MIN_SEPARATION, 0.0) if tests else 0.0
+        # As sure as the levels are alike, and as the noise would have let a chunk boundary show.
+        seen = bl.power(tests, CHUNK_EFFECT)
+        confidence = bl.none_differs(tests, MIN_SEPARATION, 0.0) * seen if tests else 0.0
         return Answer(page, confidence,
                       f"{rounds} rounds: no boundary of two pages makes a two-page read cheaper against its pages "
                       f"read alone than another (median ratio {level:.2f}: {kind}; by boundary: {listed}); a chunk "
-                      f"is one page{caveat}", alternatives=alternatives, raw=table)
+                      f"is one page{caveat}" + (f"; a chunk boundary would have shown with confidence {seen:.2f} "
+                                                 "at this noise" if seen < 1 else ""),
+                      alternatives=alternatives, extra={"power": round(seen, 4)}, raw=table)
     table["abnormal"] = bl.boundary_levels(_pages(table, page), _top(page)) >= int(
         np.log2(value // page))
     low, high = table.loc[table["abnormal"], "ratio"], table.loc[~table["abnormal"], "ratio"]
@@ -165,7 +172,8 @@ def run(ctx, known, directory: Path) -> Answer:
         frames.append(measure_round(ctx, round_index, page))
         answer = analyse(pd.concat(frames, ignore_index=True), page)
         answer.rounds = round_index + 1
-        if round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, page), answer.value):
+        if (round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, page), answer.value)
+                and answer.extra.get("power", 1.0) >= 1.0):
             break  # every boundary level is clearly alike or clearly different
     assert answer is not None
     answer.figures.append(figure(answer, directory, page))
