@@ -49,6 +49,7 @@ class LevelTest:
     z: float
     reads: int
     pooled: bool = False  # this level and every larger one together (few reads reach the large levels)
+    error: float = 0.0  # the standard error of ``shift`` (Yuen's: winsorised spreads)
 
 
 def level_tests(index, relative, raw_ns, step: int, top: int) -> list[LevelTest]:
@@ -75,9 +76,16 @@ def level_tests(index, relative, raw_ns, step: int, top: int) -> list[LevelTest]
                 z = float(ttest_ind(rel[at], rel[base], equal_var=False, trim=TRIM).statistic)
             z = float(np.clip(z, -Z_CAP, Z_CAP)) if not np.isnan(z) else (
                 0.0 if shift == 0 else float(np.sign(shift) * Z_CAP))
+            error = float(np.hypot(_trimmed_error(rel[at]), _trimmed_error(rel[base])))
             out.append(LevelTest(step << k, shift, float(trim_mean(raw[at], TRIM) - trim_mean(raw[base], TRIM)),
-                                 z, int(at.sum()), pooled))
+                                 z, int(at.sum()), pooled, error))
     return out
+
+
+def _trimmed_error(x: np.ndarray) -> float:
+    """The standard error of a trimmed mean: the winsorised standard deviation / ((1 - 2 TRIM) sqrt(n))."""
+    low, high = np.quantile(x, [TRIM, 1 - TRIM])
+    return float(np.std(np.clip(x, low, high), ddof=1)) / ((1 - 2 * TRIM) * np.sqrt(len(x)))
 
 
 def strength(z: float) -> float:
@@ -120,10 +128,9 @@ def power(tests: list[LevelTest], effect: float) -> float:
     stand ``Z_SURE`` standard errors out on the levels pooled from the first (the most reads), less as the
     noise grows. "No level differs" means "no structure" only as far as this goes."""
     first = next((t for t in tests if t.pooled), None)
-    if first is None or first.z == 0 or not np.isfinite(first.z):
-        return 1.0 if first is not None else 0.0
-    error = abs(first.shift / first.z)
-    return float(np.clip(effect / (Z_SURE * error), 0.0, 1.0)) if error > 0 else 1.0
+    if first is None:
+        return 0.0
+    return float(np.clip(effect / (Z_SURE * first.error), 0.0, 1.0)) if first.error > 0 else 1.0
 
 
 def unclear(tests: list[LevelTest], value: int | None) -> bool:
