@@ -458,8 +458,9 @@ def _slowest_level(passing: list[StripeCandidate], threshold: float) -> StripeCa
     the rise than the stripe), the one of those that explains most, repeated."""
     best = max(passing, key=lambda c: (c.explained, -c.width))
     while True:
+        # Surely slower, and by a share worth a read (on a drive without noise a tiny difference is "sure").
         slower = [c for c in passing if c.contrast - best.contrast >= (threshold + STRIPE_SPAN) * float(
-            np.hypot(c.error, best.error))]
+            np.hypot(c.error, best.error)) and c.contrast >= MIN_STRIPE_CONTRAST * best.contrast]
         if not slower:
             return best
         best = max(slower, key=lambda c: (c.explained, -c.width))
