@@ -316,3 +316,26 @@ def test_p1_on_a_read_buffer_drive_whose_even_sweep_reads_each_page_first():
     answer = p1.analyse(pd.DataFrame(rows), SECTOR)
     assert answer.value == 8 * KIB and answer.extra["boundary"] == "at"
     assert answer.confidence >= 0.9
+
+
+def test_p3_one_page_is_not_sure_when_every_larger_level_leans_the_same_way_below_significance():
+    # Harsh noise on the fitted DRAM-less drive: the 16 KiB chunk's shared sense shrinks to ~2 standard errors at
+    # every level from 16 KiB up (z -2.1, -2.1, -1.7, ...) and P3 answered "4 KiB" at confidence 0.99. The
+    # answer may stay "one page", but not at a confidence that claims it is sure.
+    import numpy as np
+    import pandas as pd
+
+    from ftlscope.probes import p3_chunk_size as p3
+
+    rng = np.random.default_rng(9)
+    rows = []
+    for r in range(5):
+        base = (16 << 20) * (r + 1) + 4 * KIB
+        for k in range(512):
+            across = ((base + k * 4 * KIB) // (4 * KIB) + 1) % 4 == 0
+            alone = 31_000 * rng.lognormal(0, 0.3, 2) + rng.exponential(10_000, 2)
+            two = (0.555 if across else 0.565) * alone.sum() * rng.lognormal(0, 0.15)
+            rows.append({"round": r, "base": base, "page_index": k, "position": k * 4 * KIB, "two_page_ns": two,
+                         "first_alone_ns": alone[0], "second_alone_ns": alone[1]})
+    answer = p3.analyse(pd.DataFrame(rows), 4 * KIB)
+    assert answer.value == 16 * KIB or answer.confidence < 0.9

@@ -127,7 +127,12 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
         kind = "two units read them in parallel" if level < 0.8 else "one unit reads both"
         # As sure as the levels are alike, and as the noise would have let a chunk boundary show.
         seen = bl.power(tests, CHUNK_EFFECT)
-        confidence = bl.none_differs(tests, MIN_SEPARATION, 0.0) * seen if tests else 0.0
+        # Levels pooled from each size up that lean the same way below the 2 standard errors of "differs" are
+        # a chunk effect the noise has shrunk as likely as chance (harsh noise on a drive whose pages of one
+        # NAND page share a sense: -2.1, -2.1, -1.7 read "one page" at 0.99): 1 from 1 standard error down.
+        lean = min((1.0 - float(np.clip((abs(t.z) - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0)) for t in tests
+                    if t.pooled), default=1.0)
+        confidence = min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * seen if tests else 0.0
         return Answer(page, confidence,
                       f"{rounds} rounds: no boundary of two pages makes a two-page read cheaper against its pages "
                       f"read alone than another (median ratio {level:.2f}: {kind}; by boundary: {listed}); a chunk "
