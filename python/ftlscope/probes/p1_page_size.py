@@ -61,12 +61,17 @@ MIN_ROUNDS = 2
 MAX_ROUNDS = 16  # P3 sweeps the regions after the first 16
 
 
+def round_base(ctx, round_index: int) -> int:
+    """Where round ``round_index`` sweeps: a fresh region each, wrapping round on a small device."""
+    area_start, area_length = areas(ctx)["sweeps"]
+    return area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE)
+
+
 def measure_round(ctx, round_index: int) -> pd.DataFrame:
     """One sweep of ``SWEEP`` bytes in sector steps: four engine runs (lone reads at even and odd sectors,
     sector pairs at even and odd sectors) over one fresh region."""
     sector = ctx.logical_block
-    area_start, area_length = areas(ctx)["sweeps"]
-    base = area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE)
+    base = round_base(ctx, round_index)
     if round_index == 0:
         # Pages another probe read may still sit in a read buffer: let it drop them first.
         Evictor(ctx, max(4096, sector)).settle(ctx)
@@ -193,7 +198,11 @@ def run(ctx, known, directory: Path) -> Answer:
     sector = ctx.logical_block
     frames: list[pd.DataFrame] = []
     answer: Answer | None = None
+    swept: set[int] = set()
     for round_index in range(MAX_ROUNDS):
+        if round_index >= MIN_ROUNDS and round_base(ctx, round_index) in swept:
+            break  # a small device: the next round would re-read a region (a read buffer would serve it)
+        swept.add(round_base(ctx, round_index))
         frames.append(measure_round(ctx, round_index))
         raw = pd.concat(frames, ignore_index=True)
         answer = analyse(raw, sector)
