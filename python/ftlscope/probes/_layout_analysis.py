@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from ..analysis.jenks import classify_series, most_common_intervals, silhouette_1d
 from ..units import format_size
@@ -392,30 +393,132 @@ class StripeReading:
     readings: list[IntervalReading] = field(default_factory=list)
 
 
+# P4: a candidate stripe width S passes when the pairs at its odd multiples (S, 3S, ...: no multiple of 2S) and
+# at all its multiples are slower than the pairs in general by STRIPE_SPAN standard errors beyond the level one
+# of all the widths tried reaches by chance (Bonferroni at STRIPE_ALPHA), and by MIN_STRIPE_CONTRAST. A pair's
+# latency over its first read is clipped at CLIP_RATIO x the median (a stall is no slower unit).
+STRIPE_ALPHA = 0.01
+STRIPE_SPAN = 4.0
+MIN_STRIPE_CONTRAST = 1.05
+CLIP_RATIO = 3.0
+
+
+@dataclass(frozen=True)
+class StripeCandidate:
+    width: int
+    sure: float  # how surely its odd and all multiples are slow (0..1)
+    z: float  # of its odd multiples
+    contrast: float  # their mean over all pairs' mean
+    explained: float  # pairs at its multiples x (their mean - the others' mean)^2: how much of the rise it explains
+    error: float = 0.0  # the standard error of ``contrast``
+
+
+def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[StripeCandidate]:
+    """Every candidate stripe width S (2 .. the largest increment), from ``increments`` and ``values`` per
+    pair. The pairs at the multiples of one width are few against all, so their mean is set against all
+    pairs' (standard error from the spread of all pairs, 1.4826 x MAD). A width half the true one fails on its
+    odd multiples; a multiple of the true one explains less of the rise (``explained``)."""
+    inc = np.asarray(increments, dtype=np.int64)
+    x = np.asarray(values, dtype=float)
+    if len(x) < 8:
+        return []
+    x = np.minimum(x, CLIP_RATIO * float(np.median(x)))
+    centre = float(np.mean(x))
+    spread = max(1.4826 * float(np.median(np.abs(x - np.median(x)))), 1e-3 * abs(centre), 1e-12)
+    order = np.argsort(inc, kind="stable")
+    keys, starts = np.unique(inc[order], return_index=True)
+    groups = dict(zip(keys.tolist(), np.split(x[order], starts[1:]), strict=True))
+    top = int(inc.max())
+    widths = range(2, top + 1)
+    threshold = float(norm.isf(STRIPE_ALPHA / max(len(widths), 1)))
+    total, count = float(x.sum()), len(x)
+    out = []
+    for width in widths:
+        odd = [groups[k] for k in range(width, top + 1, 2 * width) if k in groups]
+        even = [groups[k] for k in range(2 * width, top + 1, 2 * width) if k in groups]
+        if not odd:
+            continue
+        odd_x = np.concatenate(odd)
+        all_x = np.concatenate(odd + even)
+        z_odd = (float(np.mean(odd_x)) - centre) / (spread / np.sqrt(len(odd_x)))
+        z_all = (float(np.mean(all_x)) - centre) / (spread / np.sqrt(len(all_x)))
+        contrast = float(np.mean(odd_x) / max(centre, 1e-12))
+        sure = min(_sureness(z_odd, threshold), _sureness(z_all, threshold)) if contrast >= MIN_STRIPE_CONTRAST else 0.0
+        rest = count - len(all_x)
+        rise = float(np.mean(all_x)) - (total - float(all_x.sum())) / rest if rest else 0.0
+        out.append(StripeCandidate(width, sure, z_odd, contrast, len(all_x) * rise * abs(rise),
+                                   spread / np.sqrt(len(odd_x)) / max(centre, 1e-12)))
+    return out
+
+
+def _slowest_level(passing: list[StripeCandidate], threshold: float) -> StripeCandidate:
+    """The passing width that explains most of the rise, or, when other widths' pairs are surely slower still
+    (pairs on one channel wait for its bus, on one unit for a whole read: a channel count can explain more of
+    the rise than the stripe), the one of those that explains most, repeated."""
+    best = max(passing, key=lambda c: (c.explained, -c.width))
+    while True:
+        # Surely slower, and by a share worth a read (on a drive without noise a tiny difference is "sure").
+        slower = [c for c in passing if c.contrast - best.contrast >= (threshold + STRIPE_SPAN) * float(
+            np.hypot(c.error, best.error)) and c.contrast >= MIN_STRIPE_CONTRAST * best.contrast]
+        if not slower:
+            return best
+        best = max(slower, key=lambda c: (c.explained, -c.width))
+
+
+def _sureness(z: float, threshold: float) -> float:
+    """0 up to ``threshold`` standard errors (or a negative z), 1 from ``STRIPE_SPAN`` more."""
+    return float(np.clip((z - threshold) / STRIPE_SPAN, 0.0, 1.0))
+
+
 def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
                       one_unit_ratio: float = 1.6) -> StripeReading:
     """The stripe width from pairs of concurrent reads: ``increment`` = the chunks between the two reads,
     ``latency`` = when the later of them completed, ``first`` = when the earlier did (relative to the
     submission). Two reads of one unit queue (the pair takes about two reads), two reads of different
-    units do not; so the increments where the pair is slow are the multiples of the stripe width."""
+    units do not; so the increments where the pair is slow are the multiples of the stripe width.
+
+    On ``latency / first`` per pair (page types cancel), of the widths whose multiples are surely slower than
+    the other increments (:func:`stripe_scores`) the smallest at the slowest level; its confidence how surely,
+    less how surely a rival at that level (no multiple of it) is (the paper read the interval between the
+    abnormal points of a Jenks classification, which noise scatters)."""
     table = per_increment(increment, latency, min_count=min_count)
-    if table.empty:
+    increment = np.asarray(increment, dtype=np.int64)
+    ratio = np.asarray(latency, dtype=float) / np.maximum(np.asarray(first, dtype=float), 1.0)
+    counted = np.isin(increment, table.index.to_numpy()) & (increment > 0)
+    if table.empty or not counted.any():
         return StripeReading(None, None, [], table, np.zeros(0, dtype=int), "no increment was measured often enough")
-    readings = interval_readings(table.index.to_numpy(), table["median"].to_numpy(), min_contrast=1.15)
-    if readings:
-        best = readings[0]
-        # Confirmed once seen twice (the stripe width and a multiple): one high increment alone may be noise.
-        confirmed = int(np.count_nonzero((best.abnormal > 0) & (best.abnormal % best.value == 0))) >= 2
-        return StripeReading(best.value, best.confidence, alternatives(readings, best.value), table, best.abnormal,
-                             f"{best.n_classes} classes; pairs {best.contrast:.2f}x slower at increments "
-                             f"{_listed(best.abnormal)} chunks; most common interval {best.value} "
-                             f"({best.share:.0%} of the intervals)", confirmed=confirmed, readings=readings)
+    inc = table.index.to_numpy(np.int64)
+    inc = inc[inc > 0]
+    scores = stripe_scores(increment[counted], ratio[counted])
+    passing = [c for c in scores if c.sure > 0.0 and c.explained > 0]
+    if passing:
+        first = max(passing, key=lambda c: (c.explained, -c.width))
+        best = _slowest_level(passing, float(norm.isf(STRIPE_ALPHA / max(len(scores), 1))))
+        # A rival: a passing width that is neither a multiple nor a divisor of the best (multiples of the stripe
+        # are slow too; a divisor, a channel count, holds the stripe's multiples), nor a multiple of a slower
+        # level's width passed over (a channel's multiples).
+        rivals = sorted((c for c in passing if c.width % best.width and best.width % c.width and
+                         (first.width == best.width or c.width % first.width)), key=lambda c: -c.explained)
+        rival = min(rivals[0].explained / max(best.explained, 1e-12), 1.0) if rivals else 0.0
+        confidence = best.sure * (1.0 - rival)
+        abnormal = inc[inc % best.width == 0]
+        # Confirmed once seen twice (the stripe width and a multiple): one slow increment alone may be noise.
+        confirmed = len(abnormal) >= 2
+        others = [{"value": int(c.width), "confidence": round(best.sure * min(c.explained / best.explained, 1.0), 4)}
+                  for c in rivals[:3]]
+        note = "" if best.width == first.width else (f"; pairs at multiples of {first.width} are slow by less (a "
+                                                      f"channel: its bus)")
+        return StripeReading(int(best.width), float(confidence), others, table, abnormal,
+                             f"pairs at multiples of {best.width} chunks ({_listed(abnormal)}) {best.contrast:.2f}x "
+                             f"slower against the pair's first read than pairs in general (z {best.z:.1f} on the odd "
+                             f"multiples){note}", confirmed=confirmed)
     # No contrast between increments: either every pair queues on one unit (one unit, stripe width 1) or
     # none does within the increments measured.
-    ratio = float(np.median(np.asarray(latency, dtype=float)) / max(np.median(np.asarray(first, dtype=float)), 1.0))
-    if ratio >= one_unit_ratio:
-        return StripeReading(1, float(min(1.0, ratio - 1.0)), [], table, table.index.to_numpy(),
-                             f"every pair queues: the later read completes {ratio:.2f}x after the earlier at "
+    pair_ratio = float(np.median(np.asarray(latency, dtype=float)) /
+                       max(np.median(np.asarray(first, dtype=float)), 1.0))
+    if pair_ratio >= one_unit_ratio:
+        return StripeReading(1, float(min(1.0, pair_ratio - 1.0)), [], table, table.index.to_numpy(),
+                             f"every pair queues: the later read completes {pair_ratio:.2f}x after the earlier at "
                              "every increment (one unit)", confirmed=True)
     return StripeReading(None, None, [], table, np.zeros(0, dtype=int),
                          f"no increment up to {int(table.index.max())} chunks slows a pair down")

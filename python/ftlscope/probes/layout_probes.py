@@ -61,7 +61,7 @@ from ..units import format_size
 from ..workload import Workload
 from . import _layout_analysis as la
 from . import _p5_analysis as p5
-from ._read_common import read_area
+from ._read_common import HIT_RATIO, read_area
 from .base import REFILLED, Answer, Probe, until_stable
 
 MiB = 1 << 20
@@ -73,6 +73,12 @@ SCAN_FIRST = 64 * MiB
 SCAN_NEXT = 32 * MiB
 # Idle time given to a drive whose pages all read alike before they are read again (SLC-cache folding).
 FOLD_WAIT_NS = 5 * SECOND
+# P2 goes on while its confidence is under SURE: re-reads of the first region (at most MAX_REREADS), then new
+# regions, MAX_ROUNDS scans in all. A re-read served under HIT_RATIO of the first scan's median came from a read
+# buffer and is not used.
+SURE = 0.9
+MAX_REREADS = 8
+MAX_ROUNDS = 12
 # P2: a place in a unit's write order needs this many units read before their median stands for it.
 PLACE_MIN_READS = 3
 # Mapping-table regions of a DRAM-less drive (4 MiB of 4 KiB pages): one read in each before a scan, so the
@@ -172,9 +178,10 @@ def scan(ctx: Context, start: int, length: int, page: int, label: str) -> pd.Dat
 def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | None,
                       geometry_source: str = "P3/P4") -> Answer:
     """Cell type from the latency levels of single page reads, pattern from each unit's write order. ``raw``
-    holds ``page`` and ``latency_ns`` per read (the last read of a page counts); ``geometry`` = (chunk pages,
-    stripe width) when known."""
-    last = raw.drop_duplicates("page", keep="last").sort_values("page").reset_index(drop=True)
+    holds ``page`` and ``latency_ns`` per read; a page read more than once counts with the median of its reads
+    of the latest ``epoch`` (a drive that folded its SLC cache in between reads the folded pages);
+    ``geometry`` = (chunk pages, stripe width) when known."""
+    last = _per_page(raw)
     latency_us = last["latency_ns"].to_numpy(float) / 1e3
     readings = la.latency_levels(latency_us)
     if geometry is not None:
@@ -189,7 +196,9 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
     pattern, pattern_from, head = _pattern(table, page, geometry, geometry_source, letters)
     levels = ", ".join(f"{letters[i]} {c:.1f} us ({np.mean(best.codes == i):.0%})" for i, c in enumerate(best.centres))
     outliers = int(np.sum(best.codes < 0))
-    evidence = (f"{len(last)} page reads, one at a time from high to low offsets: {len(best.centres)} latency "
+    reads = int(last["reads"].sum())
+    evidence = (f"{len(last)} pages read one at a time from high to low offsets ({reads} reads, each page's median "
+                f"counted): {len(best.centres)} latency "
                 f"level(s) ({levels}" + (f"; {outliers} outlier reads left out" if outliers else "") +
                 f"); Jenks {best.n_classes} classes; pattern {pattern or 'unknown'} ({pattern_from})")
     alternatives: dict[str, float] = {}
@@ -205,6 +214,16 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
         extra={"levels_us": [round(c, 2) for c in best.centres], "pattern_from": pattern_from, "write_order": head},
         raw=table,
     )
+
+
+def _per_page(raw: pd.DataFrame) -> pd.DataFrame:
+    """One row per page: the median latency of its reads in the latest epoch (re-reads of a noisy drive are
+    independent draws of the NAND time and the host's jitter), and how many reads that is."""
+    frame = raw if "epoch" in raw else raw.assign(epoch=0)
+    latest = frame[frame["epoch"] == frame.groupby("page")["epoch"].transform("max")]
+    grouped = latest.groupby("page")
+    out = grouped.agg(latency_ns=("latency_ns", "median"), order=("order", "last"), reads=("latency_ns", "size"))
+    return out.reset_index().sort_values("page").reset_index(drop=True)
 
 
 def _median_per_place(pages: np.ndarray, latency_us: np.ndarray, chunk_pages: int, stripe: int) -> np.ndarray:
@@ -286,31 +305,61 @@ def run_page_type(ctx: Context, known: dict[str, Answer], directory: Path) -> An
     chunk, stripe = _known_value(known, "P3"), _known_value(known, "P4")
     geometry = (max(int(chunk) // page, 1), int(stripe)) if chunk and stripe else None
     start, length = _regions(ctx)["P2"]
-    state = {"top": start, "waited": False, "cell": None}
+    state = {"top": start, "waited": False, "cell": None, "epoch": 0, "rereads": 0, "buffered": False,
+             "first_ns": None, "confidence": 0.0}
 
     def measure(round_index: int) -> pd.DataFrame:
         if round_index > 0 and state["cell"] == "slc" and not state["waited"]:
             # Every page read alike: perhaps still in an SLC cache. Idle so the drive can fold it (the
-            # oldest data first), then read the same pages again; their last read counts.
+            # oldest data first), then read the same pages again; their reads from now on count.
             state["waited"] = True
+            state["epoch"] += 1
             ctx.idle(FOLD_WAIT_NS)
-            return scan(ctx, start, state["top"] - start, page, f"re-read after {FOLD_WAIT_NS / SECOND:.0f} s idle")
+            frame = scan(ctx, start, state["top"] - start, page, f"re-read after {FOLD_WAIT_NS / SECOND:.0f} s idle")
+            return frame.assign(epoch=state["epoch"])
+        if (round_index > 0 and state["confidence"] < SURE and state["rereads"] < MAX_REREADS
+                and not state["buffered"]):
+            # Unclear levels on a noisy drive: read the first region again (the paper's repetitions). Each read
+            # of a page is a new draw of its NAND time and the host's jitter; the median of a page's reads
+            # narrows its level where more units would not (a place has one page per unit).
+            state["rereads"] += 1
+            size = min(SCAN_FIRST, start + length - start)
+            frame = scan(ctx, start, size, page, f"round {round_index}: re-read {state['rereads']}")
+            median = float(frame["latency_ns"].median()) if len(frame) else 0.0
+            if state["first_ns"] and median < HIT_RATIO * state["first_ns"]:
+                state["buffered"] = True  # a read buffer serves the re-reads: they are no draws of flash
+                return frame.iloc[:0].assign(epoch=state["epoch"])
+            return frame.assign(epoch=state["epoch"])
         size = SCAN_FIRST if round_index == 0 else SCAN_NEXT
         size = min(size, start + length - state["top"])
         if size < page:
-            return pd.DataFrame({"page": [], "latency_ns": [], "order": []})
+            return pd.DataFrame({"page": [], "latency_ns": [], "order": [], "epoch": []})
         frame = scan(ctx, state["top"], size, page, f"round {round_index}")
+        if round_index == 0:
+            state["first_ns"] = float(frame["latency_ns"].median()) if len(frame) else None
         state["top"] += size
-        return frame
+        return frame.assign(epoch=state["epoch"])
 
-    def analyse(raw: pd.DataFrame) -> Answer:
-        answer = analyse_page_type(raw, page, geometry)
-        state["cell"] = answer.value["cell"]
-        return answer
-
-    answer = until_stable(measure, analyse, min_rounds=2, max_rounds=5, tolerance=0.02)
+    frames: list[pd.DataFrame] = []
+    answer: Answer | None = None
+    history: list[Answer] = []
+    for round_index in range(MAX_ROUNDS):
+        frames.append(measure(round_index).assign(round=round_index))
+        answer = analyse_page_type(pd.concat(frames, ignore_index=True), page, geometry)
+        answer.rounds = round_index + 1
+        state["cell"], state["confidence"] = answer.value["cell"], answer.confidence or 0.0
+        history.append(answer)
+        if len(history) >= 2 and _stable(history[-2], answer) and (
+                state["confidence"] >= SURE or state["rereads"] >= MAX_REREADS or state["buffered"]):
+            break  # clear (or as clear as repetitions make it)
+    assert answer is not None
     answer.figures.append(page_type_figure(answer, directory))
     return answer
+
+
+def _stable(a: Answer, b: Answer) -> bool:
+    return a.value == b.value and abs((a.confidence or 0.0) - (b.confidence or 0.0)) <= 0.02 or (
+        a.value == b.value and (b.confidence or 0.0) >= SURE)
 
 
 # ---- P4 stripe width ---------------------------------------------------------------------------------------

@@ -35,38 +35,43 @@ import pandas as pd
 
 from .. import plots
 from ..units import format_size
+from . import _boundary_levels as bl
 from ._read_common import (
     Evictor,
     MiB,
-    alternatives_from,
     areas,
-    interval_candidates,
     read_workload,
     trace,
     unit_interval,
     warm_region,
 )
-from .base import REFILLED, Answer, Probe, until_stable
+from .base import REFILLED, Answer, Probe
 
 SWEEP = 128 << 10  # bytes swept per round: four boundaries of a 32 KiB page, 32 of a 4 KiB one
 ROUND_STRIDE = 16 * MiB  # each round sweeps a fresh region (other pages, other page types)
 # The abnormal points must differ from the rest by at least this share of a lone read and this many ns (an
 # extra page read is most of a lone read, unless a fixed penalty for the read's size dwarfs it).
 MIN_SEPARATION = 0.05
-MIN_SEPARATION_NS = 5_000
-# Page boundaries recur at one interval: most intervals between the abnormal points must be that one.
-MIN_SHARE = 0.5
-# Two rounds at least; a third comes when the first two disagree (a disturbed read), and then the median
-# outvotes it. Three always would re-read buffered pages on a small device whose rounds wrap around.
+MIN_SEPARATION_NS = 2_000
+# The largest page looked for: a quarter of a sweep, so every round crosses four of its boundaries.
+MAX_PAGE = SWEEP // 4
+# Two rounds at least; more while a level is unclear (between Z_NULL and Z_SURE: more reads settle it, the
+# paper's repetitions where the drive is noisy), at most MAX_ROUNDS (a round is 1024 small reads).
 MIN_ROUNDS = 2
+MAX_ROUNDS = 16  # P3 sweeps the regions after the first 16
+
+
+def round_base(ctx, round_index: int) -> int:
+    """Where round ``round_index`` sweeps: a fresh region each, wrapping round on a small device."""
+    area_start, area_length = areas(ctx)["sweeps"]
+    return area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE)
 
 
 def measure_round(ctx, round_index: int) -> pd.DataFrame:
     """One sweep of ``SWEEP`` bytes in sector steps: four engine runs (lone reads at even and odd sectors,
     sector pairs at even and odd sectors) over one fresh region."""
     sector = ctx.logical_block
-    area_start, area_length = areas(ctx)["sweeps"]
-    base = area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE)
+    base = round_base(ctx, round_index)
     if round_index == 0:
         # Pages another probe read may still sit in a read buffer: let it drop them first.
         Evictor(ctx, max(4096, sector)).settle(ctx)
@@ -98,44 +103,72 @@ def measure_round(ctx, round_index: int) -> pd.DataFrame:
     })
 
 
+def _top(sector: int) -> int:
+    return int(np.log2(max(MAX_PAGE // sector, 2)))
+
+
+# Where a page boundary sits against the two sectors read at x: between them (x + 1 sector on it: a second page
+# read, or none), or at x (the sweep's first read of a page: on a drive with a read buffer the one that reaches
+# flash, the sweep of even sectors running first).
+FAMILIES = {"between": 0, "at": -1}
+
+
+def level_tests(table: pd.DataFrame, sector: int, family: str = "between") -> list[bl.LevelTest]:
+    """Each boundary level up to ``MAX_PAGE`` against sectors of one page (level 0), on ``extra`` relative to
+    the position's lone read (:mod:`._boundary_levels`); ``family``: see FAMILIES."""
+    return bl.level_tests(_sectors(table, sector) + FAMILIES[family], table["relative"], table["extra_ns"], sector,
+                          _top(sector))
+
+
+def _sectors(table: pd.DataFrame, sector: int) -> np.ndarray:
+    """The device sector of each read's first sector (boundaries are counted from LBA 0)."""
+    base = table["base"].to_numpy(np.int64) if "base" in table else 0
+    return (base + table["position"].to_numpy(np.int64)) // sector
+
+
 def analyse(raw: pd.DataFrame, sector: int) -> Answer:
-    """The page size from the per-position ``extra = pair - lone`` (the median over rounds)."""
+    """The page size from ``extra = pair - lone`` at each sweep position, grouped by the page boundaries that
+    could fall between the two sectors (:func:`level_tests`)."""
     table = raw.assign(extra_ns=raw["pair_ns"] - raw["lone_ns"])
-    # The median over rounds, not the mean: on a noisy drive one read in a round may meet a background
-    # operation or a firmware stall (milliseconds on a read of tens of microseconds) and a mean would make that
-    # position stand out as a page boundary. Once a third round runs, one such read per position is ignored.
-    mean = table.groupby("position")[["lone_ns", "pair_ns", "extra_ns"]].median().sort_index()
-    positions = mean.index.to_numpy(np.int64)
-    extra = mean["extra_ns"].to_numpy(float)
-    # In units of the lone read: an extra page read is close to 1 whatever the page's type (low and high
-    # pages differ by tens of microseconds, which would otherwise split the normal points into classes).
-    relative = extra / np.maximum(mean["lone_ns"].to_numpy(float), 1.0)
-    # Only classifications whose abnormal points stand apart by a page read count, not by an overhead of a
-    # few microseconds.
-    lone = float(np.median(mean["lone_ns"])) if len(mean) else 0.0
-    floor = max(MIN_SEPARATION_NS, MIN_SEPARATION * lone)
-    candidates = [c for c in interval_candidates(positions, relative, "gap", step=sector)
-                  if (~c.abnormal).any() and c.share >= MIN_SHARE and
-                  abs(float(np.mean(extra[c.abnormal]) - np.mean(extra[~c.abnormal]))) >= floor]
-    if not candidates:
-        if len(extra) and float(np.percentile(np.abs(extra), 90)) < floor:
+    # In units of the lone read at that position (its median over rounds): an extra page read is close to 1
+    # whatever the page's type (low and high pages differ by tens of microseconds).
+    lone_at = table.groupby("position")["lone_ns"].transform("median").to_numpy(float)
+    table["relative"] = table["extra_ns"].to_numpy(float) / np.maximum(lone_at, 1.0)
+    lone = float(np.median(table["lone_ns"])) if len(table) else 0.0
+    readings = []
+    for family in FAMILIES:
+        family_tests = level_tests(table, sector, family)
+        readings.append((bl.decide(family_tests, MIN_SEPARATION, MIN_SEPARATION_NS), family_tests, family))
+    (value, confidence, alternatives), tests, family = max(readings, key=lambda r: r[0][1])
+    table["abnormal"] = False
+    listed = bl.listed(tests, format_size)
+    rounds = int(table["round"].nunique()) if "round" in table else 1
+    if value is None:
+        extra = table.groupby("position")["extra_ns"].median().to_numpy(float)
+        if len(extra) and float(np.percentile(np.abs(extra), 90)) < max(MIN_SEPARATION_NS, MIN_SEPARATION * lone):
             # Two sectors read separately never cost a page read more than together: no two share a page.
             return Answer(sector, None, "two sectors read separately never cost a page read more than both "
                                         "together: every sector boundary is a page boundary", raw=table)
-        return Answer(None, 0.0, f"no page boundary inside {format_size(SWEEP)}: the page is larger, or reads "
-                                 "of one page and of two cost the same here", raw=table)
-    best = candidates[0]
-    table["abnormal"] = table["position"].isin(positions[best.abnormal])
-    inside, across = float(np.mean(extra[~best.abnormal])), float(np.mean(extra[best.abnormal]))
-    evidence = (f"{int(best.abnormal.sum())} of {len(positions)} sector offsets stand out: there the two sectors read "
-                f"separately cost {across / 1e3:+.0f} us against reading them together, {inside / 1e3:+.0f} us "
-                f"elsewhere (Jenks {best.classification.n_classes} classes, silhouette "
-                f"{best.classification.silhouette:.2f}); most common interval between them {format_size(best.value)} "
-                f"({best.share:.0%} of the intervals)")
-    return Answer(best.value, unit_interval(best.classification.silhouette), evidence,
-                  alternatives=alternatives_from(candidates, best.value),
-                  extra={"interval_share": round(best.share, 4), "classes": best.classification.n_classes},
-                  raw=table)
+        constant = ""
+        if len(extra) and float(np.median(extra)) >= MIN_SEPARATION_NS:
+            # Two commands cost the same fixed amount more than one wherever they read: the controller's command
+            # rate (a throughput ceiling the same for every address), which can hide a second read of a page.
+            constant = (f"; two commands issued together cost {np.median(extra) / 1e3:.1f} us more than one "
+                        "wherever they read (a command-rate limit of the controller, which hides a page read "
+                        "shorter than it)")
+        return Answer(None, 0.0, f"no page boundary up to {format_size(MAX_PAGE)} stands out in {rounds} rounds "
+                                 f"(two sectors read apart against together, by the boundary between them: {listed}): "
+                                 f"the page is larger, or reads of one page and of two cost the same here{constant}",
+                      raw=table)
+    table["abnormal"] = bl.boundary_levels(_sectors(table, sector) + FAMILIES[family], _top(sector)) >= int(
+        np.log2(value // sector))
+    where = "falls between them" if family == "between" else "falls at the first of them (a read buffer's first read)"
+    evidence = (f"{rounds} rounds of two sectors read apart against together: where a boundary of "
+                f"{format_size(value)} (or a multiple) {where} the difference moves against sectors of "
+                f"one page (shifts by boundary: {listed}), and no boundary of a smaller size does")
+    return Answer(value, unit_interval(confidence), evidence, alternatives=alternatives,
+                  extra={"levels": {int(t.size): round(float(t.z), 2) for t in tests if not t.pooled},
+                         "boundary": family}, raw=table)
 
 
 def figure(answer: Answer, directory: Path) -> Path:
@@ -163,8 +196,21 @@ def figure(answer: Answer, directory: Path) -> Path:
 
 def run(ctx, known, directory: Path) -> Answer:
     sector = ctx.logical_block
-    answer = until_stable(lambda r: measure_round(ctx, r), lambda raw: analyse(raw, sector),
-                          min_rounds=MIN_ROUNDS, max_rounds=6, tolerance=0.02)
+    frames: list[pd.DataFrame] = []
+    answer: Answer | None = None
+    swept: set[int] = set()
+    for round_index in range(MAX_ROUNDS):
+        if round_index >= MIN_ROUNDS and round_base(ctx, round_index) in swept:
+            break  # a small device: the next round would re-read a region (a read buffer would serve it)
+        swept.add(round_base(ctx, round_index))
+        frames.append(measure_round(ctx, round_index))
+        raw = pd.concat(frames, ignore_index=True)
+        answer = analyse(raw, sector)
+        answer.rounds = round_index + 1
+        family = answer.extra.get("boundary", "between")
+        if round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, sector, family), answer.value):
+            break  # every boundary level either differs surely or not at all: more rounds would not change it
+    assert answer is not None
     answer.figures.append(figure(answer, directory))
     return answer
 

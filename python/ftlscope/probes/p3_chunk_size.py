@@ -23,27 +23,30 @@ import pandas as pd
 
 from .. import plots
 from ..units import format_size
+from . import _boundary_levels as bl
 from ._read_common import (
     Evictor,
     MiB,
-    alternatives_from,
     areas,
-    interval_candidates,
     read_workload,
     trace,
     unit_interval,
     warm_region,
 )
-from .base import REFILLED, Answer, Probe, until_stable
+from .base import REFILLED, Answer, Probe
 
 SWEEP = 2 * MiB  # eight boundaries of a 256 KiB chunk
 ROUND_STRIDE = 16 * MiB
-# A read of two pages "costs clearly less" than its pages read one after the other when the two groups of the
-# classification are at least this far apart in ratio (serial ~0.9-1, parallel ~0.5-0.7).
-MIN_SEPARATION = 0.08
-# Chunk boundaries recur at one interval: most intervals between the abnormal points must be that one (low and
-# high pages scattered at random give no such regularity).
-MIN_SHARE = 0.5
+# A boundary level "costs less" only when its median ratio is at least this much lower (serial ~0.9-1, parallel
+# ~0.5-0.7; pages of one 16 KiB NAND page share a sense, so inside such a chunk the ratio is ~0.58, across 0.5).
+MIN_SEPARATION = 0.03
+# The smallest chunk effect expected (one sense shared by the pages of a NAND page: 0.58 against 0.50); a
+# round that could not show it leaves "one page" unsure, and the rounds go on.
+CHUNK_EFFECT = 0.08
+# The largest chunk looked for: a quarter of a sweep (four boundaries a round).
+MAX_CHUNK = SWEEP // 4
+# Three rounds at least (a read buffer's pages, a disturbed round); more while a boundary level is unclear.
+MIN_ROUNDS, MAX_ROUNDS = 3, 12
 
 
 def measure_round(ctx, round_index: int, page: int) -> pd.DataFrame:
@@ -89,46 +92,61 @@ def measure_round(ctx, round_index: int, page: int) -> pd.DataFrame:
     })
 
 
+def _top(page: int) -> int:
+    return int(np.log2(max(MAX_CHUNK // page, 2)))
+
+
+def level_tests(table: pd.DataFrame, page: int) -> list[bl.LevelTest]:
+    """Each boundary level of two pages up to ``MAX_CHUNK`` against pages of one chunk (level 0), on the ratio
+    of the two-page read to its pages read alone (:mod:`._boundary_levels`)."""
+    return bl.level_tests(_pages(table, page), table["ratio"], table["two_page_ns"], page, _top(page))
+
+
+def _pages(table: pd.DataFrame, page: int) -> np.ndarray:
+    """The device page of each read's first page (the sweep starts one page into a region; boundaries are
+    counted from LBA 0)."""
+    base = table["base"].to_numpy(np.int64) if "base" in table else 0
+    return (base + table["position"].to_numpy(np.int64)) // page
+
+
 def analyse(raw: pd.DataFrame, page: int) -> Answer:
+    """The chunk from the two-page reads grouped by the boundary that falls between their pages: the smallest
+    size whose boundaries (and every multiple's) make the read cheaper against its pages alone."""
     table = raw.assign(ratio=raw["two_page_ns"] / (raw["first_alone_ns"] + raw["second_alone_ns"]).clip(lower=1))
-    # The median over rounds (as P1): a read that met a background operation or a stall on a noisy drive
-    # would otherwise move its position's mean into the other class; from three rounds on it is outvoted.
-    mean = table.groupby("position")[["two_page_ns", "ratio"]].median().sort_index()
-    positions = mean.index.to_numpy(np.int64)
-    ratio = mean["ratio"].to_numpy(float)
     table["abnormal"] = False
     caveat = ""
     if "buffer_emptied" in table and not table["buffer_emptied"].all():
         caveat = " (caution: a read buffer larger than this probe can empty served some of these reads)"
-    candidates = interval_candidates(positions, ratio, "gap-low", step=page)
-    separated = []
-    for cand in candidates:
-        low, high = ratio[cand.abnormal], ratio[~cand.abnormal]
-        if len(high) and float(np.mean(high) - np.mean(low)) >= MIN_SEPARATION and cand.share >= MIN_SHARE:
-            separated.append(cand)
-    if not separated:
-        level = float(np.median(ratio)) if len(ratio) else float("nan")
-        # The middle 90 %: a read across a stripe row can meet pages of another type and stand out alone.
-        spread = float(np.subtract(*np.percentile(ratio, [95, 5]))) if len(ratio) else 0.0
+    rounds = int(table["round"].nunique()) if "round" in table and len(table) else 1
+    tests = level_tests(table, page)
+    listed = bl.listed(tests, format_size)
+    value, confidence, alternatives = bl.decide(tests, MIN_SEPARATION, 0.0)
+    if value is None:
+        # No boundary level stands apart: every page boundary is a chunk boundary (or there is one unit).
+        level = float(np.median(table["ratio"])) if len(table) else float("nan")
         kind = "two units read them in parallel" if level < 0.8 else "one unit reads both"
-        confidence = float(np.clip(1 - spread / MIN_SEPARATION, 0, 1))
-        alternatives = [{"value": c.value, "confidence": round(unit_interval(c.classification.silhouette), 4)}
-                        for c in candidates if c.value != page][:3]
+        # As sure as the levels are alike, and as the noise would have let a chunk boundary show.
+        seen = bl.power(tests, CHUNK_EFFECT)
+        # Levels pooled from each size up that lean the same way below the 2 standard errors of "differs" are
+        # a chunk effect the noise has shrunk as likely as chance (harsh noise on a drive whose pages of one
+        # NAND page share a sense: -2.1, -2.1, -1.7 read "one page" at 0.99): 1 from 1 standard error down.
+        lean = min((1.0 - float(np.clip((abs(t.z) - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0)) for t in tests
+                    if t.pooled), default=1.0)
+        confidence = min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * seen if tests else 0.0
         return Answer(page, confidence,
-                      f"every read of two pages costs the same against its pages read alone (median ratio "
-                      f"{level:.2f}, spread {spread:.2f}: {kind}); no chunk boundary stands out, so a chunk is one "
-                      f"page{caveat}", alternatives=alternatives, raw=table)
-    best = separated[0]
-    table["abnormal"] = table["position"].isin(positions[best.abnormal])
-    evidence = (f"{int(best.abnormal.sum())} of {len(positions)} two-page reads cost less than their pages read one "
-                f"after the other (ratio {np.mean(ratio[best.abnormal]):.2f} against "
-                f"{np.mean(ratio[~best.abnormal]):.2f}; Jenks {best.classification.n_classes} classes, silhouette "
-                f"{best.classification.silhouette:.2f}); most common interval between them {format_size(best.value)} "
-                f"({best.share:.0%} of the intervals){caveat}")
-    return Answer(best.value, unit_interval(best.classification.silhouette), evidence,
-                  alternatives=alternatives_from(separated, best.value),
-                  extra={"interval_share": round(best.share, 4), "classes": best.classification.n_classes},
-                  raw=table)
+                      f"{rounds} rounds: no boundary of two pages makes a two-page read cheaper against its pages "
+                      f"read alone than another (median ratio {level:.2f}: {kind}; by boundary: {listed}); a chunk "
+                      f"is one page{caveat}" + (f"; a chunk boundary would have shown with confidence {seen:.2f} "
+                                                 "at this noise" if seen < 1 else ""),
+                      alternatives=alternatives, extra={"power": round(seen, 4)}, raw=table)
+    table["abnormal"] = bl.boundary_levels(_pages(table, page), _top(page)) >= int(
+        np.log2(value // page))
+    low, high = table.loc[table["abnormal"], "ratio"], table.loc[~table["abnormal"], "ratio"]
+    evidence = (f"{rounds} rounds: two-page reads across a boundary of {format_size(value)} (or a multiple) cost "
+                f"{np.median(low):.2f} of their pages read alone, {np.median(high):.2f} elsewhere, and no smaller "
+                f"boundary differs (median shifts by boundary: {listed}){caveat}")
+    return Answer(value, unit_interval(confidence), evidence, alternatives=alternatives,
+                  extra={"levels": {int(t.size): round(float(t.z), 2) for t in tests if not t.pooled}}, raw=table)
 
 
 def figure(answer: Answer, directory: Path, page: int) -> Path:
@@ -153,8 +171,16 @@ def figure(answer: Answer, directory: Path, page: int) -> Path:
 
 def run(ctx, known, directory: Path) -> Answer:
     page = int(known["P1"].value) if "P1" in known and known["P1"].value else 4096
-    answer = until_stable(lambda r: measure_round(ctx, r, page), lambda raw: analyse(raw, page),
-                          min_rounds=3, max_rounds=4, tolerance=0.02)
+    frames: list[pd.DataFrame] = []
+    answer: Answer | None = None
+    for round_index in range(MAX_ROUNDS):
+        frames.append(measure_round(ctx, round_index, page))
+        answer = analyse(pd.concat(frames, ignore_index=True), page)
+        answer.rounds = round_index + 1
+        if (round_index + 1 >= MIN_ROUNDS and not bl.unclear(level_tests(answer.raw, page), answer.value)
+                and answer.extra.get("power", 1.0) >= 1.0):
+            break  # every boundary level is clearly alike or clearly different
+    assert answer is not None
     answer.figures.append(figure(answer, directory, page))
     return answer
 
