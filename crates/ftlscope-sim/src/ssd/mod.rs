@@ -773,6 +773,8 @@ impl SimDevice for SsdDevice {
 }
 
 #[cfg(test)]
+mod soft_flush_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod write_tests;
