@@ -153,6 +153,10 @@ pub struct WriteBuffer {
     /// None = never ("inf").
     pub idle_flush_window: Option<Nanos>,
     pub serialize_when_idle: bool,
+    /// Added key: the idle drain is a soft, background flush ("Fantastic SSD Internals and How to Learn and
+    /// Use Them", P10 and §5.2): its programs start one at a time per unit, only while the unit is free, so
+    /// a read waits for at most the one program in progress, not for a unit's whole chunk.
+    pub soft_flush: bool,
     pub second_level: u64,
     pub second_level_idle_flush_window: Option<Nanos>,
     /// Added key: how fast the first level moves into the second level.

@@ -229,6 +229,12 @@ impl Flash {
         done
     }
 
+    /// When `unit` is free of everything booked on it (reads included).
+    pub fn free_at(&self, unit: u32) -> SimTime {
+        let u = unit as usize;
+        self.read_free.get(u).map_or(self.unit_free[u], |&r| r.max(self.unit_free[u]))
+    }
+
     /// When every unit is idle.
     pub fn all_idle_at(&self) -> SimTime {
         let reads = self.read_free.iter().copied().max().unwrap_or(SimTime::ZERO);

@@ -36,6 +36,19 @@ struct BufferLevel {
     /// first (those pages still occupy the buffer until then). A heap: a write after the buffer filled adds a
     /// page or two to thousands in flight, which a sorted list would re-sort every time.
     in_flight: BinaryHeap<Reverse<SimTime>>,
+    /// `write_buffer.soft_flush`: pages the idle drain has placed whose program has not started yet (they
+    /// still occupy the buffer).
+    draining: u64,
+}
+
+/// `write_buffer.soft_flush`: the background drain's programs, per unit, not yet started. A real controller
+/// issues a background program only to an idle die, so a read arriving meanwhile waits for at most the one
+/// program in progress; a unit's 64 KiB chunk is not booked at once ahead of the reads.
+struct SoftDrain {
+    /// Per unit: the page types still to program, and the earliest instant (the idle period they were
+    /// drained in began then).
+    pending: Vec<VecDeque<(PageType, SimTime)>>,
+    count: u64,
 }
 
 impl BufferLevel {
@@ -49,11 +62,13 @@ impl BufferLevel {
             ios: 0,
             busy_until: SimTime::ZERO,
             in_flight: BinaryHeap::new(),
+            draining: 0,
         }
     }
 
     fn needs_flush(&self, new_pages: u64) -> bool {
-        (self.fifo.len() as u64 + new_pages > self.capacity_pages && !self.fifo.is_empty())
+        let held = self.fifo.len() as u64 + self.draining;
+        (held + new_pages > self.capacity_pages && held > 0)
             || (self.capacity_ios > 0 && self.ios + 1 > self.capacity_ios)
     }
 
@@ -109,6 +124,8 @@ pub struct SsdDevice {
     cores: Vec<Calendar>,
     /// Both directions together (`controller.host_total_rate`).
     host_total: Calendar,
+    /// `write_buffer.soft_flush` on a single-level buffer; None = the idle drain books its programs at once.
+    soft: Option<SoftDrain>,
 }
 
 impl SsdDevice {
@@ -154,6 +171,8 @@ impl SsdDevice {
             read_seq: 0,
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
             host_total: Calendar::default(),
+            soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0)
+                .then(|| SoftDrain { pending: vec![VecDeque::new(); cfg.geometry.units() as usize], count: 0 }),
             cfg,
         }
     }
@@ -180,7 +199,9 @@ impl SsdDevice {
         if let Some(level) = &self.level1 {
             if let Some(window) = level.idle_window {
                 let pages = proportional(level.fifo.len() as u64, idle, window);
-                if pages > 0 {
+                if pages > 0 && self.soft.is_some() {
+                    self.drain_softly(pages, idle_start);
+                } else if pages > 0 {
                     self.flush_level1(pages, idle_start, to_level2);
                 }
             }
@@ -205,8 +226,56 @@ impl SsdDevice {
         }
     }
 
+    /// `write_buffer.soft_flush`: the idle drain places `pages` (frontier order, as a flush would) but
+    /// leaves their programs pending; [`Self::issue_soft`] starts them as their units come free.
+    fn drain_softly(&mut self, pages: u64, from: SimTime) {
+        let level = self.level1.as_mut().expect("buffered device");
+        let take = (pages as usize).min(level.fifo.len());
+        let moved: Vec<u64> = level.fifo.drain(..take).collect();
+        level.ios = 0;
+        let mut placed = 0;
+        let soft = self.soft.as_mut().expect("soft drain");
+        for lpn in moved {
+            if let Some((unit, page_type)) = self.ftl.assign(lpn, from, &mut self.flash) {
+                soft.pending[unit as usize].push_back((page_type, from));
+                placed += 1;
+            }
+        }
+        soft.count += placed;
+        self.level1.as_mut().expect("buffered device").draining += placed;
+    }
+
+    /// Start the soft drain's programs that begin before `now` (or all of them, `force`, for a foreground
+    /// flush): on each unit one after another, each once the unit is free. Returns when the last is durable.
+    fn issue_soft(&mut self, now: SimTime, force: bool) -> SimTime {
+        let mut done = now;
+        let Some(soft) = self.soft.as_mut() else { return done };
+        if soft.count == 0 {
+            return done;
+        }
+        let mut started = 0;
+        for (unit, queue) in soft.pending.iter_mut().enumerate() {
+            while let Some(&(page_type, from)) = queue.front() {
+                let start = if force { from.max(now) } else { from.max(self.flash.free_at(unit as u32)) };
+                if !force && start >= now {
+                    break;
+                }
+                done = done.max(self.flash.program(unit as u32, page_type, start));
+                queue.pop_front();
+                started += 1;
+            }
+        }
+        soft.count -= started;
+        if let Some(level) = &mut self.level1 {
+            level.draining -= started;
+        }
+        done
+    }
+
     /// Move `pages` from the first level to NAND (or to the second level); returns when done.
     fn flush_level1(&mut self, pages: u64, at: SimTime, to_level2: bool) -> SimTime {
+        // A foreground flush takes the soft drain's pending pages along (they are in the buffer too).
+        let forced = self.issue_soft(at, true);
         let mut moved = Vec::new();
         if let Some(level) = &mut self.level1 {
             for _ in 0..pages {
@@ -231,7 +300,7 @@ impl SsdDevice {
             level2.busy_until = level2.busy_until.max(done);
             return done;
         }
-        self.program_batch(&moved, at)
+        self.program_batch(&moved, at).max(forced)
     }
 
     /// Program a flush's pages: placed in frontier order, then issued to the units round-robin (every unit's
@@ -448,12 +517,16 @@ impl SsdDevice {
         while level.in_flight.peek().is_some_and(|&Reverse(t)| t <= at) {
             level.in_flight.pop();
         }
-        let occupied = |l: &BufferLevel| l.fifo.len() as u64 + l.in_flight.len() as u64;
+        let occupied = |l: &BufferLevel| l.fifo.len() as u64 + l.in_flight.len() as u64 + l.draining;
         let full = (occupied(level) + new_pages > level.capacity_pages && occupied(level) > 0)
             || (level.capacity_ios > 0 && level.ios + 1 > level.capacity_ios);
         if !full {
             return at;
         }
+        if level.draining > 0 {
+            self.issue_soft(at, true);
+        }
+        let level = self.level1.as_mut().expect("buffered device");
         if !level.fifo.is_empty() {
             let amount = level.flush_amount();
             let moved: Vec<u64> = level.fifo.drain(..amount as usize).collect();
@@ -620,6 +693,7 @@ impl SimDevice for SsdDevice {
 
     fn submit_checked(&mut self, now: SimTime, req: &SimRequest) -> Completion {
         self.catch_up_idle(now);
+        self.issue_soft(now, false);
         if let Some(x) = &mut self.extras {
             let c = &self.ftl.counters;
             x.before(now, &mut self.flash, c.pages_read + c.pages_programmed);
@@ -720,6 +794,8 @@ impl SimDevice for SsdDevice {
     }
 }
 
+#[cfg(test)]
+mod soft_flush_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

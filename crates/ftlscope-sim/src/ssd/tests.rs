@@ -60,6 +60,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             parallelism: 2,
             idle_flush_window: Some(ms(10)),
             serialize_when_idle: false,
+            soft_flush: false,
             second_level: 0,
             second_level_idle_flush_window: None,
             second_level_rate: Rate(2e9),

@@ -1,0 +1,104 @@
+//! Tests of `write_buffer.soft_flush` (the soft, background flush of "Fantastic SSD Internals and How to Learn
+//! and Use Them", P10 and §5.2): the idle drain moves the same pages as before, but a read arriving during it
+//! waits for at most the one program in progress on its unit, not for the unit's whole chunk.
+
+use super::tests::small_config;
+use super::*;
+use crate::time::Nanos;
+
+const KIB: u64 = 1 << 10;
+
+fn req(op: SimOp, offset: u64, len: u64) -> SimRequest {
+    SimRequest { op, offset, len, fingerprint: (offset / 4096) as u32 ^ 0x5f }
+}
+
+fn ms(n: u64) -> Nanos {
+    Nanos(n * 1_000_000)
+}
+
+/// 64 KiB chunks (16 pages per unit, as on the Kelpie drives) over 8 units, a 512 KiB buffer drained in
+/// `window`.
+fn device(soft: bool, window: Nanos) -> SsdDevice {
+    let mut cfg = small_config();
+    cfg.mapping.chunk_size = 64 * KIB;
+    cfg.write_buffer.idle_flush_window = Some(window);
+    cfg.write_buffer.soft_flush = soft;
+    SsdDevice::new(cfg)
+}
+
+/// QD 1 writes of `len` bytes over `[offset, offset + bytes)` from `at`; returns when the last completed.
+fn write_qd1(dev: &mut SsdDevice, at: SimTime, offset: u64, bytes: u64, len: u64) -> (Vec<u64>, SimTime) {
+    let mut now = at;
+    let mut lat = Vec::new();
+    for i in 0..bytes / len {
+        let done = dev.submit(now, &req(SimOp::Write, offset + i * len, len));
+        lat.push((done - now).0);
+        now = done;
+    }
+    (lat, now)
+}
+
+/// One chunk's worth of data on every unit, flushed; then a full buffer of other writes and a 2 ms idle gap
+/// (a fifth of the buffer drains: two units' chunks). Returns the device and the end of the gap.
+fn draining(soft: bool) -> (SsdDevice, SimTime) {
+    let mut dev = device(soft, ms(10));
+    let (_, t) = write_qd1(&mut dev, SimTime::ZERO, 0, 512 * KIB, 64 * KIB);
+    let t = dev.submit(t, &req(SimOp::Flush, 0, 0)) + ms(100);
+    let (_, t) = write_qd1(&mut dev, t, 1 << 20, 512 * KIB, 64 * KIB);
+    (dev, t + ms(2))
+}
+
+/// The slowest of eight reads submitted together, one on each unit.
+fn slowest_read(dev: &mut SsdDevice, at: SimTime) -> u64 {
+    (0..8).map(|i| (dev.submit(at, &req(SimOp::Read, i * 64 * KIB, 4 * KIB)) - at).0).max().unwrap_or(0)
+}
+
+#[test]
+fn a_read_during_a_soft_drain_waits_for_one_program_not_a_chunk() {
+    let (mut hard, t) = draining(false);
+    let behind_chunk = slowest_read(&mut hard, t);
+    let (mut soft, t) = draining(true);
+    let behind_one = slowest_read(&mut soft, t);
+    // Booked at once, the drain holds a unit for its 16 programs (0.3/1.5 ms each): the read waits ~10 ms.
+    assert!(behind_chunk > 5_000_000, "{behind_chunk}");
+    // Soft: at most the program under way (1.5 ms) plus the read itself.
+    assert!(behind_one < 1_500_000 + 200_000, "{behind_one}");
+}
+
+#[test]
+fn a_soft_drain_empties_the_buffer_in_the_same_window() {
+    // P10 stays: after a whole window idle, another buffer's worth of writes waits for no flush; after a
+    // tenth of it, the buffer is still mostly full and a write waits for a flush. (The window is longer than
+    // a unit takes for its chunk, 16 programs of up to 1.5 ms, as on every drive whose P10 is a soft flush:
+    // a soft drain cannot beat the units.)
+    for soft in [false, true] {
+        let mut dev = device(soft, ms(50));
+        let (_, t) = write_qd1(&mut dev, SimTime::ZERO, 0, 512 * KIB, 64 * KIB);
+        let (lat, t) = write_qd1(&mut dev, t + ms(51), 1 << 20, 512 * KIB, 64 * KIB);
+        assert!(lat.iter().all(|&l| l < 1_000_000), "soft={soft}: {lat:?}");
+        let (lat, _) = write_qd1(&mut dev, t + ms(5), 2 << 20, 512 * KIB, 64 * KIB);
+        assert!(lat.iter().any(|&l| l > 1_000_000), "soft={soft}: {lat:?}");
+    }
+}
+
+#[test]
+fn a_host_flush_programs_the_pages_the_soft_drain_left_pending() {
+    let (mut dev, t) = draining(true);
+    let pending = dev.soft.as_ref().map_or(0, |s| s.count);
+    let done = dev.submit(t, &req(SimOp::Flush, 0, 0));
+    assert!(pending == 0, "nothing is pending before a command runs the drain: {pending}");
+    let level = dev.level1.as_ref().expect("buffered");
+    assert!(level.fifo.is_empty() && level.draining == 0);
+    assert_eq!(dev.soft.as_ref().map(|s| s.count), Some(0));
+    // Everything the buffer held is programmed by then: a whole buffer, at least 8 programs per unit.
+    assert!(done - t > ms(8), "{:?}", done - t);
+}
+
+#[test]
+fn soft_flush_is_off_by_default_and_ignored_with_a_second_level() {
+    assert!(!small_config().write_buffer.soft_flush);
+    let mut cfg = small_config();
+    cfg.write_buffer.soft_flush = true;
+    cfg.write_buffer.second_level = 4 << 20;
+    assert!(SsdDevice::new(cfg).soft.is_none());
+}
