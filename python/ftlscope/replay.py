@@ -58,6 +58,9 @@ def add_replay_parser(sub: Any) -> None:
     g.add_argument("--wrap", action="store_true",
                    help="fold offsets beyond the target into it (modulo its size; a request that would then cross "
                         "the end starts at byte 0) instead of refusing the trace")
+    g.add_argument("--align-reads", metavar="auto|SIZE",
+                   help="round each read's offset down and size up to whole pages, past the read sizes the drive "
+                        "penalises: auto (P1 and P6 of --from-profile RUN) or a page SIZE (e.g. 4k); writes untouched")
     g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
     g.add_argument("--size", help="for a regular file that does not exist: create it this large")
     g.add_argument("--no-precondition", action="store_true",
@@ -319,7 +322,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
         "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": len(frame),
         "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
         "offset_shift": offset_shift, "trace_span_ns": int(frame["submit_ns"].iloc[-1]),
-        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"),
+        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"), "aligned_reads": meta.get("aligned_reads"),
     }
     return result
 
@@ -350,6 +353,7 @@ def _write_report(result, frame, target: str, directory: str, args: argparse.Nam
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import _run_kwargs, console, end_of_run, err_console, summary_tables
+    from .newt.align import align_for_replay
     from .units import format_ns
 
     # The flags first: a wrong one is refused before the trace is read.
@@ -362,6 +366,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shift = parse_shift(args.offset_shift)
     _check_outputs(args)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
+    frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     # The figures and the report need every request's latency: the trace is kept in memory for them.
     result = replay(args.target, frame, timing=args.timing, mode=args.mode, qd=args.qd, reads_only=args.reads_only,
                     offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
