@@ -584,6 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .replay import add_replay_parser
 
     add_replay_parser(sub)
+    from .newt.command import add_newt_parser
+
+    add_newt_parser(sub)
 
     from .traces.capture_cli import add_capture_parser
 
