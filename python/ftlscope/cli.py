@@ -831,10 +831,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .newt.stored import attach_newt_runs
     from .report.render import render_report
     from .store import RunStore
 
-    stored = RunStore(args.db, create=False).get(args.run)
+    store = RunStore(args.db, create=False)
+    stored = store.get(args.run)
+    attach_newt_runs(stored.record, store)  # the guidance cites a gain 'ftlscope newt' measured on this drive
     if not stored.directory.is_dir() and args.out is None:
         raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
                          "from the store alone")

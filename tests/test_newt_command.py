@@ -1,0 +1,134 @@
+"""`ftlscope newt TARGET TRACE`: a small trace replayed twice on fresh simulated drives, without and with the
+optimizations; its JSON (before, after, gain_pct), report page, stored findings, the guidance that cites them,
+and the one-line refusals of bad input before any device is touched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_newt_align import _unaligned_reads
+
+from ftlscope.cli import main
+from ftlscope.metrics import NEWT_FINDINGS
+from ftlscope.report.guidance import build_guidance
+from ftlscope.store import RunStore
+from ftlscope.traces import write_parquet
+
+
+def _profile(tmp_path: Path, name: str, properties: dict, identity: str = "sim:kelpie-n1t-i") -> Path:
+    """A profile directory holding only what --from-profile reads: the probes' answers."""
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / "profile.json").write_text(json.dumps({
+        "run_id": name, "created_at": "2026-11-25T00:00:00Z", "suite": "quick",
+        "target": {"name": identity, "identity": identity}, "experiments": [],
+        "probes": {"properties": properties}}))
+    return directory
+
+
+N1T_PROPERTIES = {"P1": {"value": 4096, "answer": "4 KiB"},
+                  "P6": {"value": {"consistent": False, "penalised_sizes": []}, "answer": "inconsistent",
+                         "unaligned_penalty_us": 200.0}}
+
+
+@pytest.fixture(scope="module")
+def newt_run(tmp_path_factory):
+    """One `ftlscope newt` on kelpie-n1t-i with the profile's alignment (auto), stored in a fresh store."""
+    root = tmp_path_factory.mktemp("newt")
+    trace = write_parquet(_unaligned_reads(300), root / "reads.parquet")
+    profile = _profile(root, "n1t-profile", N1T_PROPERTIES)
+    db = root / "runs.sqlite"
+    code = main(["newt", "sim:kelpie-n1t-i", str(trace), "--from-profile", str(profile), "--quiet",
+                 "--json", str(root / "newt.json"), "--report", str(root / "page"), "--db", str(db)])
+    assert code == 0
+    return root, json.loads((root / "newt.json").read_text()), db
+
+
+def test_newt_writes_before_after_and_the_gain(newt_run):
+    root, doc, _ = newt_run
+    for when in ("before", "after"):
+        assert set(doc[when]["read"]["lat_ns"]) >= {"p50", "p90", "p95", "p99", "p99.9"}
+        assert doc[when]["read"]["ops"] == 300
+    before, after = doc["before"]["read"]["lat_ns"], doc["after"]["read"]["lat_ns"]
+    assert doc["gain_pct"]["read"]["p99"] == round((before["p99"] - after["p99"]) / before["p99"] * 100, 2)
+    # kelpie-n1t-i adds 200 µs to every read that is not a page multiple; the profile's P6 says so.
+    assert doc["gain_pct"]["read"]["mean"] > 30
+    assert doc["optimizations"]["align_reads"]["page_size"] == 4096
+    assert doc["optimizations"]["align_reads"]["extra_bytes"] > 0
+    assert doc["params"]["source"] == "n1t-profile"
+    # Same starting state: each pass on a fresh drive with the same range written first.
+    assert doc["before"]["run"]["precondition"] == doc["after"]["run"]["precondition"]
+    assert doc["precondition"]["kind"] == "sequential-fill"
+
+
+def test_newt_writes_a_report_page_with_the_figures(newt_run):
+    root, _, _ = newt_run
+    page = root / "page"
+    html, md = (page / "report.html").read_text(), (page / "report.md").read_text()
+    assert "Latency before and after" in html and "data:image/png;base64," in html
+    assert "| read | before |" in md and "**gain**" in md
+    assert (page / "figures" / "read-latency-cdf-before-after.png").is_file()
+    assert (page / "figures" / "read-latency-over-time-before-after.png").is_file()
+    assert (page / "results.csv").read_text().startswith("op,statistic,before_us,after_us,gain_pct")
+
+
+def test_newt_stores_its_findings_and_the_guidance_cites_them(newt_run):
+    root, doc, db = newt_run
+    store = RunStore(db, create=False)
+    runs = store.list_runs()
+    assert len(runs) == 1
+    findings = store.findings([runs["run_id"][0]]).set_index("name")
+    assert set(findings.index) <= set(NEWT_FINDINGS)
+    assert findings.loc["read_p99_gain_pct", "value"] == doc["gain_pct"]["read"]["p99"]
+    # A profile of the same drive, re-rendered: its read-size advice cites the measured gain.
+    from ftlscope.newt.stored import attach_newt_runs
+
+    record = json.loads((root / "n1t-profile" / "profile.json").read_text())
+    attach_newt_runs(record, store)
+    advice = {a["rule"]: a for a in build_guidance(record)}["read-sizes"]
+    assert "Measured ('ftlscope newt'" in advice["text"] and "not measured" not in advice["text"]
+    gain = next(e for e in advice["evidence"] if e["finding"] == "read_p99_gain_pct")
+    assert gain["value"] == doc["gain_pct"]["read"]["p99"]
+    for evidence in advice["evidence"]:
+        assert evidence["display"] in advice["text"]
+    # Another drive has no newt run: its advice says the gain is not measured.
+    other = {**record, "target": {"identity": "sim:kelpie-n2t-i"}}
+    attach_newt_runs(other, store)
+    assert "not measured" in {a["rule"]: a for a in build_guidance(other)}["read-sizes"]["text"]
+
+
+def test_on_a_consistent_drive_alignment_costs_at_most_the_extra_bytes(tmp_path):
+    trace = write_parquet(_unaligned_reads(300), tmp_path / "reads.parquet")
+    out = tmp_path / "n.json"
+    assert main(["newt", "sim:consumer-tlc-dram", str(trace), "--align-reads", "4k", "--quiet", "--no-store",
+                 "--json", str(out), "--report", str(tmp_path / "page")]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["after"]["read"]["bytes"] - doc["before"]["read"]["bytes"] == \
+        doc["optimizations"]["align_reads"]["extra_bytes"]
+    for key in ("mean", "p50", "p90", "p95", "p99"):
+        assert doc["gain_pct"]["read"][key] > -5, key
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    ([], "newt: nothing to optimize; give --from-profile RUN"),
+    (["--align-reads", "auto"], "--align-reads auto: it reads the page size (P1)"),
+    (["--from-profile", "{no_p1}", "--align-reads", "auto"], "the profile no-p1 has no page size (P1)"),
+    (["--from-profile", "{consistent}"], "the profile calls for no optimization"),
+    (["--from-profile", "nonexistent-run"], "--from-profile nonexistent-run:"),
+    (["--align-reads", "4k", "--timing", "sideways"], "--timing: 'sideways' is not a timing"),
+])
+def test_bad_input_is_refused_in_one_line_before_the_device(tmp_path, capsys, flags, words):
+    trace = write_parquet(_unaligned_reads(10), tmp_path / "t.parquet")
+    places = {"{no_p1}": str(_profile(tmp_path, "no-p1", {"P6": N1T_PROPERTIES["P6"]})),
+              "{consistent}": str(_profile(tmp_path, "consistent", {
+                  "P1": {"value": 4096}, "P6": {"value": {"consistent": True, "penalised_sizes": []}}}))}
+    flags = [places.get(f, f) for f in flags]
+    code = main(["newt", "sim:kelpie-n1t-i", str(trace), "--quiet", "--db", str(tmp_path / "db.sqlite"),
+                 "--report", str(tmp_path / "page"), *flags])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert words in err
+    assert not (tmp_path / "page" / "report.html").exists()
