@@ -132,3 +132,13 @@ def test_bad_input_is_refused_in_one_line_before_the_device(tmp_path, capsys, fl
     assert err.count("\n") == 1 and "Traceback" not in err
     assert words in err
     assert not (tmp_path / "page" / "report.html").exists()
+
+
+def test_read_size_advice_for_a_drive_that_penalises_sizes_which_are_not_page_multiples():
+    # P6 inconsistent without a penalised range is kelpie-n1t-i's answer: sizes that are not page multiples cost
+    # more. The advice said "no read size is penalised" before.
+    record = {"target": {"identity": "sim:kelpie-n1t-i"}, "experiments": [],
+              "probes": {"properties": N1T_PROPERTIES}}
+    advice = {a["rule"]: a for a in build_guidance(record)}["read-sizes"]
+    assert advice["text"].startswith("Read whole pages: reads whose size is not a multiple of the 4 KiB page")
+    assert "not measured" in advice["text"] and "No read size is penalised" not in advice["text"]

@@ -155,3 +155,26 @@ def throughput(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[
         out[op] = {"before_mb_s": round(b, 4), "after_mb_s": round(a, 4),
                    "change_pct": round((a - b) / b * 100, 2) if b else None}
     return out
+
+
+def held(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What the write shim did in a pass (the summary's ``write_shim``), as the report shows it: the most bytes
+    it held at once, the mean over the time windows, the mean and longest delay of a delayed write, and the
+    bytes held per window (Figure 8's series). None when the pass ran without the shim."""
+    from ..metrics import HELD_BYTES, SHIM_DELAY, WRITE_SHIM
+
+    shim = summary.get(WRITE_SHIM)
+    if not shim:
+        return None
+    series = (shim.get(HELD_BYTES) or {}).get("per_window") or []
+    window_ns = (shim.get(HELD_BYTES) or {}).get("window_ns") or 0
+    delay = shim.get(SHIM_DELAY) or {}
+    return {
+        "active": bool(shim.get("active")), "writes": shim.get("writes"), "delayed_writes": shim.get("delayed_writes"),
+        "held_bytes_max": (shim.get(HELD_BYTES) or {}).get("max"),
+        "held_bytes_mean": float(np.mean(series)) if series else None,
+        "write_delay_mean_us": delay["mean"] / 1e3 if delay.get("mean") is not None else None,
+        "write_delay_max_us": delay["max"] / 1e3 if delay.get("max") is not None else None,
+        "over_time": [{"t_s": i * window_ns / 1e9, "held_bytes": int(v)} for i, v in enumerate(series)],
+    }
+
