@@ -114,5 +114,20 @@ def test_auto_without_a_page_size_says_which_profile_lacks_it():
 
     with pytest.raises(UsageError, match=r"the profile RUN-X has no page size \(P1\)"):
         parse_align("auto", NewtParams(source="RUN-X"))
+    # Ranges but no penalty for sizes that are not page multiples (kelpie-n2t-i): only sizes in a range grow.
     assert parse_align("auto", NewtParams(page_size=4096, penalised_reads=((1, 2),), source="R")) == \
-        Alignment(4096, ((1, 2),))
+        Alignment(4096, ((1, 2),), whole_pages=False)
+    # P6 found every size served alike: auto changes nothing (the extra bytes would be all cost).
+    consistent = parse_align("auto", NewtParams(page_size=4096, penalised_reads=(), unaligned_penalty_ns=0.0))
+    assert not consistent.changes_anything
+    frame = _unaligned_reads(20)
+    aligned, stats = align_reads(frame, consistent)
+    assert stats.changed == stats.extra_bytes == 0 and aligned["size"].tolist() == frame["size"].tolist()
+    assert parse_align("auto", NewtParams(page_size=4096, penalised_reads=(), unaligned_penalty_ns=2e5)).whole_pages
+
+
+def test_without_whole_pages_only_sizes_in_a_range_grow_and_offsets_stay():
+    frame = _frame(["read", "read", "read"], [512, 4096, 1024], [20 * KIB, 21 * KIB + 512, 7 * KIB])
+    aligned, _ = align_reads(frame, Alignment(4096, ((17 * KIB, 20 * KIB),), whole_pages=False))
+    assert aligned["offset_bytes"].tolist() == [512, 4096, 1024]
+    assert aligned["size"].tolist() == [24 * KIB, 21 * KIB + 512, 7 * KIB]

@@ -36,11 +36,13 @@ U32_MAX = (1 << 32) - 1
 
 @dataclass(frozen=True)
 class Alignment:
-    """What the drive serves without penalty: sizes that are multiples of ``page_size`` (P1) and lie outside
-    every ``penalised`` range (P6's ``[min, max]`` byte ranges, both ends penalised)."""
+    """What the drive serves without penalty: sizes outside every ``penalised`` range (P6's ``[min, max]`` byte
+    ranges, both ends penalised) and, when ``whole_pages`` (the drive penalises sizes that are not page
+    multiples), multiples of ``page_size`` (P1). A size grown past a range becomes a page multiple either way."""
 
     page_size: int
     penalised: tuple[tuple[int, int], ...] = field(default=())
+    whole_pages: bool = True
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -52,14 +54,19 @@ class Alignment:
                                  "[min, max] bytes, min <= max")
         object.__setattr__(self, "penalised", tuple(ranges))
 
+    @property
+    def changes_anything(self) -> bool:
+        return self.whole_pages or bool(self.penalised)
+
     def describe(self) -> str:
-        text = f"{format_size(self.page_size)} pages"
+        parts = [f"whole {format_size(self.page_size)} pages"] if self.whole_pages else []
         if self.penalised:
-            text += ", avoiding " + ", ".join(f"{format_size(lo)}-{format_size(hi)}" for lo, hi in self.penalised)
-        return text
+            parts.append("sizes past " + ", ".join(f"{format_size(lo)}-{format_size(hi)}" for lo, hi in self.penalised))
+        return ", ".join(parts) or "nothing (no read size is penalised)"
 
     def to_json(self) -> dict[str, Any]:
-        return {"page_size": self.page_size, "penalised_sizes": [list(r) for r in self.penalised]}
+        return {"page_size": self.page_size, "penalised_sizes": [list(r) for r in self.penalised],
+                "whole_pages": self.whole_pages}
 
 
 @dataclass(frozen=True)
@@ -90,10 +97,12 @@ class AlignStats:
 
 
 def served_sizes(sizes: np.ndarray, alignment: Alignment) -> np.ndarray:
-    """Each size grown to the smallest size the drive serves without penalty (a page multiple outside every
-    penalised range). Sizes of 0 stay 0."""
+    """Each size grown to the smallest size the drive serves without penalty (see :class:`Alignment`). Sizes of 0
+    stay 0."""
     page = alignment.page_size
-    out = -(-np.asarray(sizes, dtype=np.int64) // page) * page
+    out = np.asarray(sizes, dtype=np.int64)
+    if alignment.whole_pages:
+        out = -(-out // page) * page
     # Ranges ascend, and growing only moves a size up: one pass lands past every range it could meet.
     for lo, hi in alignment.penalised:
         inside = (out >= lo) & (out <= hi) & (out > 0)
@@ -102,15 +111,19 @@ def served_sizes(sizes: np.ndarray, alignment: Alignment) -> np.ndarray:
 
 
 def align_reads(frame: pd.DataFrame, alignment: Alignment) -> tuple[pd.DataFrame, AlignStats]:
-    """A copy of ``frame`` (ftlscope's trace table) whose reads cover whole pages, at a size the drive serves
-    without penalty; every other request as it was. The reads' offsets move down to a page boundary, their
-    ends up, so each still reads every byte it read before."""
+    """A copy of ``frame`` (ftlscope's trace table) whose reads have a size the drive serves without penalty;
+    every other request as it was. With ``whole_pages`` the reads' offsets move down to a page boundary and their
+    ends up, so each covers whole pages and still reads every byte it read before; without, offsets stay and
+    only sizes in a penalised range grow."""
     reads = (frame["op"] == "read").to_numpy() & (frame["size"].to_numpy() > 0)
     offset = frame["offset_bytes"].to_numpy().astype(np.int64)
     size = frame["size"].to_numpy().astype(np.int64)
     page = alignment.page_size
-    start = offset[reads] // page * page
-    cover = -(-(offset[reads] + size[reads]) // page) * page - start
+    if alignment.whole_pages:
+        start = offset[reads] // page * page
+        cover = -(-(offset[reads] + size[reads]) // page) * page - start
+    else:
+        start, cover = offset[reads], size[reads]
     new_size = served_sizes(cover, alignment)
     if len(new_size) and int(new_size.max()) > U32_MAX:
         i = int(np.flatnonzero(reads)[int(np.argmax(new_size > U32_MAX))])
@@ -130,12 +143,15 @@ def align_reads(frame: pd.DataFrame, alignment: Alignment) -> tuple[pd.DataFrame
 
 
 def alignment_from_params(params: NewtParams) -> Alignment:
-    """The alignment a profile's probe answers call for: P1's page and P6's penalised ranges (none when P6 was
-    not probed: pages only). A profile without P1 is refused (exit 2), naming it."""
+    """The alignment a profile's probe answers call for: P6's penalised ranges, and whole P1 pages when P6 found
+    that sizes which are not page multiples cost more (or was not probed: then the paper's page rounding). On a
+    drive whose P6 found every size served alike it changes nothing. A profile without P1 is refused (exit 2),
+    naming it."""
     if not params.page_size:
         raise UsageError(f"--align-reads auto: the profile {params.source} has no page size (P1); probe it "
                          "('ftlscope probe TARGET --properties P1,P6') or give the size: --align-reads 4k")
-    return Alignment(params.page_size, params.penalised_reads or ())
+    whole_pages = params.penalised_reads is None or bool(params.unaligned_penalty_ns)
+    return Alignment(params.page_size, params.penalised_reads or (), whole_pages)
 
 
 def parse_align(text: str, params: NewtParams | None) -> Alignment:

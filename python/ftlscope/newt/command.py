@@ -58,7 +58,7 @@ def add_newt_parser(sub: Any) -> None:
 def plan_from_args(args: argparse.Namespace) -> Any:
     """The optimizations the flags ask for (explicit flags, else what the profile calls for); refuses
     (UsageError) a request that cannot be met, before the trace is read or the device touched."""
-    from .align import Alignment, parse_align
+    from .align import alignment_from_params, parse_align
     from .measure import Plan
     from .params import NewtParams
 
@@ -72,7 +72,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         plan.alignment = parse_align(args.align_reads, params)
     elif params is not None and not explicit:
         if params.page_size and (params.penalised_reads or params.unaligned_penalty_ns):
-            plan.alignment = Alignment(params.page_size, params.penalised_reads or ())
+            plan.alignment = alignment_from_params(params)
         else:
             plan.notes.append("reads not aligned: the profile finds no read-size penalty (P6)" if params.page_size
                               else "reads not aligned: the profile has no page size (P1)")
