@@ -146,6 +146,10 @@ def cmd_newt(args: argparse.Namespace) -> int:
     settle_s = parse_duration_ns(args.settle, "--settle") / 1e9
     plan = plan_from_args(args)
     _check_outputs(args)
+    if not args.no_store:
+        from ..store import RunStore
+
+        RunStore(args.db)  # a store that cannot be used is refused before the device is touched
     frame, _ = _read(args)
     started = time.monotonic()
     notify = lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]")  # noqa: E731
