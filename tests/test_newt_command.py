@@ -142,3 +142,10 @@ def test_read_size_advice_for_a_drive_that_penalises_sizes_which_are_not_page_mu
     advice = {a["rule"]: a for a in build_guidance(record)}["read-sizes"]
     assert advice["text"].startswith("Read whole pages: reads whose size is not a multiple of the 4 KiB page")
     assert "not measured" in advice["text"] and "No read size is penalised" not in advice["text"]
+
+
+def test_a_stored_newt_run_renders_with_report(newt_run, tmp_path):
+    _, _, db = newt_run
+    run_id = RunStore(db, create=False).list_runs()["run_id"][0]
+    assert main(["report", run_id, "--db", str(db), "--out", str(tmp_path / "again")]) == 0
+    assert "read mean gain pct" in (tmp_path / "again" / "report.md").read_text()

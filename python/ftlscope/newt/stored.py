@@ -50,7 +50,9 @@ def record(doc: dict[str, Any], *, run_id: str, created_at: str, target: dict[st
     return {
         "run_id": run_id, "created_at": created_at, "suite": NEWT_EXPERIMENT, "target": target,
         "env": doc["before"].get("env") or {}, "completed": doc["completed"], "stopped": doc.get("stopped"),
-        "wall_time_s": wall_time_s, "device_time_s": device_s, "options": doc["options"],
+        "wall_time_s": wall_time_s, "device_time_s": device_s, "options": doc["options"], "spec": {},
+        "health_before": doc["before"].get("health"), "health_after": doc["after"].get("health"),
+        "probes": None, "card": [], "guidance": [],
         "experiments": [{
             "name": NEWT_EXPERIMENT, "summary": "a trace replayed without and with Newt's optimizations",
             "source": SOURCE, "directory": ".", "results": "results.csv", "figures": figures,
