@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import FtlscopeError, RunError, UsageError
+from .newt.shim import add_flags as add_shim_flags
 from .units import format_ns, format_size, parse_fio_size
 
 # Tables keep their columns readable when output goes to a pipe or a file (rich would assume 80 columns).
@@ -72,6 +73,44 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="allow writing to DEVICE (name the target again); its data is destroyed")
     g.add_argument("--force", action="store_true",
                    help="with --destructive: overwrite even a device holding a file system or partition table")
+
+
+def add_output_flags(p: argparse.ArgumentParser, title: str, *, json_help: str, trace_help: str,
+                     trace_dest: str = "trace") -> argparse._ArgumentGroup:
+    """The outputs run and replay share (--json, --trace, --windows, --plots, --quiet, --show-serial), in a group
+    the command adds its own to."""
+    g = p.add_argument_group(title)
+    g.add_argument("--json", help=json_help)
+    g.add_argument("--trace", dest=trace_dest, metavar="FILE", help=trace_help)
+    g.add_argument("--windows", help="write the time-window table (CSV) here")
+    g.add_argument("--plots", metavar="DIR",
+                   help="write figures here, per operation: latency histogram, latency CDF with p50/p99/p99.9, "
+                        "IOPS and latency over time (PNG)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--show-serial", action="store_true",
+                   help="write the drive's serial number as it is (default: a hash)")
+    return g
+
+
+def shim_settings(args: argparse.Namespace):
+    """The write shim's settings from run's and replay's flags (see :func:`ftlscope.newt.shim.add_flags`), checked
+    before anything is opened; a shim --allow-noop turned off is said here."""
+    from .newt.shim import noop_notice, settings_from_args
+
+    settings = settings_from_args(args)
+    notice = noop_notice(settings)
+    if notice:
+        err_console.print(f"ftlscope: {notice}")
+    return settings
+
+
+def print_shim(summary: dict) -> None:
+    from .metrics import WRITE_SHIM
+    from .newt.shim import describe
+
+    line = describe(summary.get(WRITE_SHIM))
+    if line:
+        console.print(line)
 
 
 def _add_suite_flags(p: argparse.ArgumentParser, what_writing_does: str) -> None:
@@ -265,6 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for notice in job.notices if job else ():
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     workload = _workload_from_args(args)  # before importing the engine and pandas: a bad flag is refused at once
+    shim = shim_settings(args)
     if args.verify:
         from .verify import verify_workload
 
@@ -275,7 +315,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # --plots keeps the trace in memory as well.
     usage_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     result = run(args.target, workload, trace=bool(args.plots), trace_file=args.trace, progress=not args.quiet,
-                 precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))
+                 precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
+                 **_run_kwargs(args))
     usage = _usage_since(usage_before, wall_before)
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
@@ -304,6 +345,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         saved, unsaved = [], exc
     for table in summary_tables(result.summary, run_title(result.summary, args.target), console.width):
         console.print(table)
+    print_shim(result.summary)
     if args.verify:
         _print_verify(result.summary["verify"], f"{args.target} — verify (read back after the run)")
     code = end_of_run(result, saved, unsaved)
@@ -429,22 +471,15 @@ def build_parser() -> argparse.ArgumentParser:
                                   "filename as the target (filename=sim\\:PRESET for a simulated drive)")
     _add_workload_flags(p)
     _add_run_flags(p)
-    g = p.add_argument_group("output")
-    g.add_argument("--json", help="write the summary JSON here")
+    add_shim_flags(p)
+    g = add_output_flags(p, "output", json_help="write the summary JSON here",
+                         trace_help="write the per-request trace (Parquet) here")
     g.add_argument("--json-format", choices=("ftlscope", "fio"), default="ftlscope",
                    help="ftlscope's summary (default), or fio's --output-format=json shape (jobs[], read/write "
                         "with iops, bw, clat_ns percentiles, lat_ns ...) for fio-plot and fio parsers")
-    g.add_argument("--trace", help="write the per-request trace (Parquet) here")
-    g.add_argument("--windows", help="write the time-window table (CSV) here")
-    g.add_argument("--plots", metavar="DIR",
-                   help="write figures here, per operation: latency histogram, latency CDF with p50/p99/p99.9, "
-                        "IOPS and latency over time (PNG)")
     g.add_argument("--no-precondition", action="store_true",
                    help="on a simulated drive, read the range as it is: by default a read workload first writes "
                         "it once, since never-written pages are answered without touching flash")
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
-    g.add_argument("--show-serial", action="store_true",
-                   help="write the drive's serial number as it is (default: a hash)")
     g.add_argument("--verify", action="store_true",
                    help="write verifiable data (LBA, generation, CRC-32C per sector) and read it all back after "
                         "the run: counts torn, stale and misdirected writes (exit 1 on any)")

@@ -51,6 +51,16 @@ TRACE_COLUMNS = ("op", OFFSET_BYTES, "size", "queue", "submit_ns", "complete_ns"
 WINDOW_COLUMNS = ((WINDOW_INDEX, "op", "start_ns", "duration_ns", "ops", "bytes", "iops", "bw_bytes",
                    "ops_over_1ms") + tuple(latency_column(key, "ns") for key in LATENCY_KEYS))
 
+# The write rate-limiting shim (Newt, "Fantastic SSD Internals and How to Learn and Use Them" §5.2): its key in
+# a run's summary JSON, and the windows column of the most bytes it held back in each window (its Figure 8).
+WRITE_SHIM = "write_shim"
+HELD_BYTES = "held_bytes"
+# The per-write delay statistics under ``write_shim``: writes through the shim, those delayed, and
+# ``delay_ns`` {mean, max} of the delayed ones.
+SHIM_COUNT_KEYS = ("writes", "delayed_writes", "bound_releases", "flush_releases", "dropped_at_end",
+                   "urgent_periods", "periods_with_writes")
+SHIM_DELAY = "delay_ns"
+
 # summaries.parquet of ``ftlscope export``: one row per engine run and operation.
 SUMMARY_COLUMNS = (("run_id", "experiment", "seq", "repetition", "label", "stop", "device_ns", "wall_ns", "op",
                     "ops", "bytes", "errors", "iops", "bw_bytes")

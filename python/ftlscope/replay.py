@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import RunError, UsageError
 from .traces.names import FORMATS
+
+if TYPE_CHECKING:
+    from .newt.shim import ShimSettings
 
 MAX_QD = 65536
 # Offsets are int64 while the trace is prepared: a shift stays well inside, so no sum can overflow.
@@ -29,7 +32,7 @@ MAX_SPAN_NS = 1 << 62
 
 
 def add_replay_parser(sub: Any) -> None:
-    from .cli import _add_run_flags
+    from .cli import _add_run_flags, add_output_flags, add_shim_flags
 
     p = sub.add_parser("replay", help="replay a block trace (any format 'trace info' reads) on a target, timed "
                                       "request by request as 'run'")
@@ -67,21 +70,15 @@ def add_replay_parser(sub: Any) -> None:
                    help="on a simulated drive, read as it is: by default a trace with reads first has the range "
                         "it touches written once, since never-written pages are answered without touching flash")
     _add_run_flags(p)
-    o = p.add_argument_group("output (as run)")
-    o.add_argument("--json", help="write the summary JSON here (run's shape, plus 'replay' and run.issue_lag_ns)")
-    o.add_argument("--trace", dest="trace_out", metavar="FILE",
-                   help="write the per-request trace (Parquet) here, with an issue_lag_ns column")
-    o.add_argument("--windows", help="write the time-window table (CSV) here")
-    o.add_argument("--plots", metavar="DIR",
-                   help="write run's figures here, per operation: latency histogram, latency CDF, IOPS and latency "
-                        "over time (PNG)")
+    add_shim_flags(p)
+    o = add_output_flags(p, "output (as run)",
+                         json_help="write the summary JSON here (run's shape, plus 'replay' and run.issue_lag_ns)",
+                         trace_help="write the per-request trace (Parquet) here, with an issue_lag_ns column",
+                         trace_dest="trace_out")
     o.add_argument("--report", metavar="DIR",
                    help="write a report here (report.html, self-contained, and report.md with figures/): the "
                         "conditions, latency per operation, IOPS and latency over time, issue lag, and the trace's "
                         "own statistics (as 'trace info')")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
-    o.add_argument("--show-serial", action="store_true",
-                   help="write the drive's serial number as it is (default: a hash)")
     p.set_defaults(func=cmd_replay)
 
 
@@ -284,11 +281,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
-           trace_name: str = "TRACE", notify: Any = None, **run_kwargs: Any):
+           trace_name: str = "TRACE", notify: Any = None, rate_limit_writes: ShimSettings | None = None,
+           **run_kwargs: Any):
     """Replay a trace table (:func:`ftlscope.traces.read_trace`'s) on ``target`` (a path, ``sim:PRESET`` or a
     :class:`SimDevice`) and return run's :class:`RunResult`, with ``summary["replay"]`` and the issue lag in
     ``summary["run"]["issue_lag_ns"]``. ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size,
-    precondition, trace, progress, ...); ``notify(text)`` hears what was left out or folded."""
+    precondition, trace, progress, ...); ``notify(text)`` hears what was left out or folded. ``rate_limit_writes``
+    (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine."""
     from .runner import run
     from .sim import SimDevice
 
@@ -315,7 +314,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     if notes["wrapped"] and notify:
         notify(f"folded {notes['wrapped']:,} requests beyond the target into it (--wrap)")
     result = run(device or target, workload, label="replaying", replay={**columns, "timing": timing, "mode": mode},
-                 **run_kwargs)
+                 rate_limit_writes=rate_limit_writes, **run_kwargs)
     meta = frame.attrs.get("ftlscope", {})
     result.summary["replay"] = {
         "trace": trace_name, "format": meta.get("format"), "synthetic": bool(meta.get("synthetic")),
@@ -352,7 +351,7 @@ def _write_report(result, frame, target: str, directory: str, args: argparse.Nam
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .cli import _run_kwargs, console, end_of_run, err_console, summary_tables
+    from .cli import _run_kwargs, console, end_of_run, err_console, print_shim, shim_settings, summary_tables
     from .newt.align import align_for_replay
     from .units import format_ns
 
@@ -364,6 +363,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise UsageError("--data verify: a replay reads nothing back to check; use zeros, ones, 0xaa, lba or random "
                          "(run --verify checks a target)")
     shift = parse_shift(args.offset_shift)
+    shim = shim_settings(args)
     _check_outputs(args)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
@@ -372,7 +372,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     offset_shift=shift, wrap=args.wrap, data=args.data, trace_name=str(args.trace),
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
                     trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
-                    precondition=not args.no_precondition, show_serial=args.show_serial, **_run_kwargs(args))
+                    precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
+                    **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
@@ -391,4 +392,5 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if lag:
         console.print(f"issue lag: p50 {format_ns(lag['p50'])}, p99 {format_ns(lag['p99'])}, "
                       f"max {format_ns(lag['max'])}")
+    print_shim(result.summary)
     return end_of_run(result, saved, unsaved)

@@ -21,6 +21,8 @@ from . import _native, safety
 from .devices import hash_serial, resolve_block_device
 from .env import system_env
 from .errors import RunError, TargetError, UsageError
+from .metrics import HELD_BYTES, SHIM_COUNT_KEYS, SHIM_DELAY, WINDOW_INDEX, WRITE_SHIM
+from .newt.shim import ShimSettings
 from .progress import format_eta, job_fraction, run_fraction, seconds_left, step_weights
 from .results import RunResult, trace_frame, windows_frame
 from .sim import SimDevice
@@ -269,16 +271,12 @@ def _workload_error(exc: Exception, workload_json: str = "") -> UsageError:
     return UsageError(message)
 
 
-def _replay_args(replay: dict[str, Any]) -> tuple:
-    return tuple(replay[k] for k in ("arrival", "op", "offset", "size", "timing", "mode"))
-
-
 def _start(path: str, workload: Workload, options: dict[str, Any], *, writable: bool, direct: bool,
            replay: dict[str, Any] | None = None):
     text = workload.to_json()
     try:
         if replay is not None:
-            return _native.RunHandle.replay(path, text, json.dumps(options), writable, direct, *_replay_args(replay))
+            return _native.RunHandle.replay(path, text, json.dumps(options), writable, direct, replay)
         return _native.RunHandle(path, text, json.dumps(options), writable, direct)
     except _native.TargetOpenError as exc:
         raise TargetError(str(exc)) from None
@@ -292,7 +290,7 @@ def _start_sim(device: SimDevice, workload: Workload, options: dict[str, Any], r
     text = workload.to_json()
     try:
         if replay is not None:
-            return _native.RunHandle.sim_replay(device._native, text, json.dumps(options), *_replay_args(replay))
+            return _native.RunHandle.sim_replay(device._native, text, json.dumps(options), replay)
         return _native.RunHandle.sim(device._native, text, json.dumps(options))
     except _native.WorkloadInvalid as exc:
         raise _workload_error(exc, text) from None
@@ -457,6 +455,7 @@ def run(
     precondition: bool | None = None,
     show_serial: bool = False,
     replay: dict[str, Any] | None = None,
+    rate_limit_writes: ShimSettings | None = None,
 ) -> RunResult:
     """Run ``workload`` on ``target`` (a block device, a regular file, or ``sim:...``).
 
@@ -467,7 +466,9 @@ def run(
     :func:`precondition_sim_reads`); with True or False the summary's ``run.precondition`` says what was done
     (None, the default, leaves the device's state to the caller, as experiments do). A drive's serial
     number appears hashed (``sha256:...``) unless ``show_serial``. ``replay`` (see :mod:`ftlscope.replay`)
-    takes the requests from a recorded trace instead of drawing them from ``workload``.
+    takes the requests from a recorded trace instead of drawing them from ``workload``. ``rate_limit_writes``
+    (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) holds writes back in the engine's write rate-limiting shim;
+    the summary's ``write_shim`` and the windows' ``held_bytes`` column say what it did.
 
     ``trace=True`` keeps the per-request trace in memory (``result.trace``, up to ``trace_limit`` requests);
     ``trace_file`` writes it to that Parquet file while the run goes, in flat memory whatever its length (row
@@ -484,6 +485,7 @@ def run(
     if io_timeout_ns < 1_000_000:
         raise UsageError(f"--io-timeout: give at least 1ms (got {io_timeout})")
     size_bytes = parse_size(size, "--size") if size is not None else None
+    _check_shim(workload, rate_limit_writes)
     device = None
     if isinstance(target, SimDevice) or target.startswith("sim:"):
         # Simulated devices need no safety flags: nothing real is written.
@@ -503,6 +505,7 @@ def run(
         "window_ns": window_ns,
         "pin": pin,
         "health_interval_ns": parse_duration_ns(health_interval, "--health-interval"),
+        "write_shim": rate_limit_writes.engine_options() if rate_limit_writes is not None else None,
     }
     conditioned: dict[str, Any] | None = None
     if device is not None and precondition is not None:
@@ -555,10 +558,14 @@ def run(
         summary["run"]["stop"] = {"reason": "interrupted"}
     if conditioned is not None:
         summary["run"]["precondition"] = conditioned
+    windows = windows_frame(json.loads(raw["windows"]))
+    if rate_limit_writes is not None:
+        summary[WRITE_SHIM] = shim_summary(rate_limit_writes, native.pop(WRITE_SHIM, None))
+        windows = with_held_bytes(windows, summary[WRITE_SHIM])
     trace_columns = raw["trace"]
     return RunResult(
         summary=summary,
-        windows=windows_frame(json.loads(raw["windows"])),
+        windows=windows,
         trace=trace_frame(trace_columns),
         dropped_trace_records=trace_columns["dropped"] if trace_columns else 0,
         notices=prepared.notices + engine_env.get("notices", []),
@@ -566,6 +573,44 @@ def run(
         sim_device=device,
         streamed_trace=streamed if writer is not None else None,
     )
+
+
+def _check_shim(workload: Workload, shim: ShimSettings | None) -> None:
+    """The shim paces writes itself: refused beside fio's rate limits and batches, which pace them too."""
+    if shim is None or not shim.active:
+        return
+    if any((workload.rate or {}).get(kind) for kind in ("bytes_per_s", "iops")):
+        raise UsageError("--rate-limit-writes: the shim paces writes itself; leave out --rate and --rate-iops")
+    if workload.batch:
+        raise UsageError("--rate-limit-writes: the shim lets writes in one by one; leave out --batch")
+
+
+def shim_summary(settings: ShimSettings, engine: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary's ``write_shim``: the settings, and (when it ran) what the engine's shim did: the writes it
+    delayed and by how much, and the bytes it held per window (``held_bytes.per_window``, Figure 8)."""
+    out = settings.to_json()
+    if engine is None:
+        return out
+    out.update({key: engine[key] for key in SHIM_COUNT_KEYS})
+    # The mean over every write through the shim (the issue's "mean write delay": 0 for one not delayed), and over
+    # the delayed ones.
+    writes = engine["writes"]
+    out[SHIM_DELAY] = {"mean": engine["delay_ns_total"] / writes if writes else 0.0,
+                       "mean_delayed": engine["mean_delay_ns"], "max": engine["delay_ns_max"]}
+    out[HELD_BYTES] = {"max": engine["max_held_seen"], "window_ns": engine["window_ns"],
+                       "per_window": engine["held_bytes_max"], "truncated": engine["series_truncated"]}
+    return out
+
+
+def with_held_bytes(windows, shim: dict[str, Any]):
+    """The windows table with a ``held_bytes`` column: the most the shim held in each window (0 where it held
+    nothing)."""
+    per_window = (shim.get(HELD_BYTES) or {}).get("per_window") or []
+    if windows.empty:
+        return windows
+    index = windows[WINDOW_INDEX].to_numpy()
+    held = [per_window[i] if 0 <= i < len(per_window) else 0 for i in index]
+    return windows.assign(**{HELD_BYTES: held})
 
 
 def check_outcome(result: RunResult) -> None:

@@ -24,6 +24,7 @@ use crate::stats::{AggregateResult, Aggregator, Record, TraceChunks};
 use crate::target::{Target, TargetInfo};
 use crate::verify::WriteRecord;
 use crate::workload::{DataPattern, Op, Workload, WorkloadError};
+use crate::write_shim::{ShimReport, WriteShimSettings};
 
 pub use crate::queue::{in_hot_loop, with_hot_loop_flag};
 
@@ -73,6 +74,8 @@ pub struct RunOptions {
     pub pin: bool,
     /// Sample device health this often (0 = not at all).
     pub health_interval_ns: u64,
+    /// The write rate-limiting shim (see [`crate::write_shim`]); None = writes go as they come.
+    pub write_shim: Option<WriteShimSettings>,
 }
 
 impl RunOptions {
@@ -96,6 +99,9 @@ impl RunOptions {
         if self.trace_chunk_rows == Some(0) {
             return Err(EngineError::Options { field: "trace_chunk_rows", problem: "must be above 0".into() });
         }
+        if let Some(shim) = &self.write_shim {
+            shim.validate().map_err(|problem| EngineError::Options { field: "write_shim", problem })?;
+        }
         Ok(())
     }
 }
@@ -111,6 +117,7 @@ impl Default for RunOptions {
             window_ns: 100_000_000,
             pin: true,
             health_interval_ns: 5_000_000_000,
+            write_shim: None,
         }
     }
 }
@@ -182,6 +189,9 @@ pub struct QueueReport {
     /// The kernel may still write into this queue's buffers (a request timed out and could not be
     /// cancelled), so they were leaked rather than freed.
     pub leaked_buffers: bool,
+    /// The write shim's results for this queue (merged into [`RunResult::write_shim`]).
+    #[serde(skip)]
+    pub write_shim: Option<ShimReport>,
 }
 
 /// Everything about how a run was carried out, for the summary's `env`.
@@ -216,6 +226,8 @@ pub struct RunResult {
     /// Verify runs: the generation last written to each 512 B sector from offset 0, and the last
     /// generation handed out.
     pub write_record: Option<(Vec<u32>, u64)>,
+    /// The write shim's results, the queues' merged (None without the shim).
+    pub write_shim: Option<ShimReport>,
 }
 
 /// What a worker thread hands back: the queue reports, and for a simulated target its health record and
@@ -282,7 +294,13 @@ fn queue_contexts(
     options: &RunOptions,
     lanes: u32,
     replay: &Option<Arc<Replay>>,
+    t0: u64,
 ) -> Vec<QueueContext> {
+    // How long the run should last, where that is known, to size the write shim's held-bytes series.
+    let expected_ns = match replay {
+        Some(r) => r.due_ns.last().copied().filter(|&ns| ns > 0),
+        None => (workload.stop.time_ns > 0).then(|| workload.stop.time_ns + workload.warmup.time_ns),
+    };
     (0..workload.queues)
         .map(|q| QueueContext {
             queue: q,
@@ -293,6 +311,10 @@ fn queue_contexts(
             on_error: options.on_error,
             io_timeout_ns: options.io_timeout_ns,
             replay: replay.clone(),
+            write_shim: options.write_shim,
+            t0_ns: t0,
+            window_ns: options.window_ns,
+            expected_ns,
         })
         .collect()
 }
@@ -312,6 +334,7 @@ impl Run {
         replay: Option<Arc<Replay>>,
     ) -> Result<Run, EngineError> {
         workload.validate(target.info.size_bytes, target.info.logical_block_size)?;
+        check_write_shim(&workload, &options)?;
         if let Some(replay) = &replay {
             check_replay(&workload, replay, &target.info)?;
         }
@@ -377,7 +400,7 @@ impl Run {
         let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
         for (ctx, producer) in
-            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes, &replay).into_iter().zip(producers)
+            queue_contexts(&workload, info.size_bytes, &shared, &options, lanes, &replay, t0).into_iter().zip(producers)
         {
             let q = ctx.queue;
             let real = RealQueue {
@@ -474,6 +497,7 @@ impl Run {
         };
         options.validate()?;
         workload.validate(info.size_bytes, info.logical_block_size)?;
+        check_write_shim(&workload, &options)?;
         if let Some(replay) = &replay {
             check_replay(&workload, replay, &info)?;
         }
@@ -483,7 +507,7 @@ impl Run {
         shared.write_record = write_record(&workload, info.size_bytes)?;
         let shared = Arc::new(shared);
         let (producers, aggregator, trace_chunks) = start_aggregator(&workload, &options, t0, None, replay.is_some());
-        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1, &replay);
+        let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1, &replay, t0);
         let worker_shared = Arc::clone(&shared);
         let health_interval = options.health_interval_ns;
         let worker = std::thread::Builder::new()
@@ -584,6 +608,8 @@ impl Run {
             (None, None, reason) => HealthReport::unavailable(reason.unwrap_or_default()),
         };
         let stop_reason = self.shared.reason.lock().expect("stop reason lock").clone().unwrap_or(StopReason::Completed);
+        let shims: Vec<&ShimReport> = reports.iter().filter_map(|r| r.write_shim.as_ref()).collect();
+        let write_shim = ShimReport::merge(&shims);
         RunResult {
             target: self.target_info,
             workload: self.workload,
@@ -601,8 +627,26 @@ impl Run {
                 .write_record
                 .as_ref()
                 .map(|r| (r.snapshot(), self.shared.generation.load(Ordering::Relaxed))),
+            write_shim,
         }
     }
+}
+
+/// The write shim paces writes by itself: not beside a rate limit or batches, which pace them too.
+fn check_write_shim(workload: &Workload, options: &RunOptions) -> Result<(), EngineError> {
+    let Some(shim) = &options.write_shim else {
+        return Ok(());
+    };
+    let problem = if let Err(problem) = shim.validate() {
+        problem
+    } else if workload.rate.limited() {
+        "the write shim and a rate limit both pace the requests: use one".into()
+    } else if workload.batch.is_some() {
+        "the write shim paces writes one by one: not with batches".into()
+    } else {
+        return Ok(());
+    };
+    Err(EngineError::Options { field: "write_shim", problem })
 }
 
 /// What a replay needs of the workload that carries it: one queue (a trace is one ordered stream), no pacing of

@@ -19,6 +19,7 @@ pub mod stats;
 pub mod target;
 pub mod verify;
 pub mod workload;
+pub mod write_shim;
 
 pub use engine::{in_hot_loop, run, run_sim, EngineChoice, OnError, Run, RunOptions, RunResult, StopReason};
 pub use sim_driver::SimTarget;

@@ -15,6 +15,7 @@ use crate::pattern::OffsetGenerator;
 use crate::replay::{Mode, Replay};
 use crate::stats::Record;
 use crate::workload::{Op, Workload};
+use crate::write_shim::{Admit, Held, WriteShim, WriteShimSettings};
 
 thread_local! {
     static IN_HOT_LOOP: Cell<bool> = const { Cell::new(false) };
@@ -96,6 +97,12 @@ pub(crate) struct QueueContext {
     /// A recorded trace to replay: the queue issues its requests, in order and on its timing, instead of
     /// drawing them from the workload.
     pub replay: Option<std::sync::Arc<Replay>>,
+    /// The write rate-limiting shim, if the run has one; the run's start and window length (for its held-bytes
+    /// series) and how long the run should last, where known.
+    pub write_shim: Option<WriteShimSettings>,
+    pub t0_ns: u64,
+    pub window_ns: u64,
+    pub expected_ns: Option<u64>,
 }
 
 /// Requests are chosen this many ahead of being issued (same order, same choices), so that a backend can
@@ -106,6 +113,15 @@ const LOOKAHEAD: usize = 4;
 /// A request due this soon is waited for by polling rather than by a blocking wait (`clock::wait_until` spins
 /// the same last stretch when nothing is in flight).
 const POLL_NS: u64 = 200_000;
+
+/// What one attempt to issue came to.
+enum Step {
+    Issued,
+    /// Nothing may go now (no slot, not due, the end).
+    Blocked,
+    /// Try again: the write shim took a write, or let held writes go ahead.
+    Again,
+}
 
 /// A request chosen but not issued yet.
 #[derive(Clone, Copy)]
@@ -175,6 +191,11 @@ pub(crate) struct QueueLoop<'a> {
     replay_cursor: usize,
     replay_last: Option<(u64, u64)>,
     replay_barrier: bool,
+    /// The write rate-limiting shim; whether it has seen the planned request at the ring's head (it counts each
+    /// request once, however often it is looked at); the clock when last looked at.
+    shim: Option<WriteShim>,
+    planned_seen: bool,
+    last_now: u64,
 }
 
 /// The pacing direction of an operation (fio's read, write, trim), or None for flushes.
@@ -244,6 +265,11 @@ impl<'a> QueueLoop<'a> {
             replay_cursor: 0,
             replay_last: None,
             replay_barrier: false,
+            shim: ctx
+                .write_shim
+                .map(|settings| WriteShim::new(&settings, w.queues, ctx.t0_ns, ctx.window_ns, ctx.expected_ns)),
+            planned_seen: false,
+            last_now: 0,
         };
         for i in 0..LOOKAHEAD {
             queue_loop.planned[i] = queue_loop.choose();
@@ -330,14 +356,27 @@ impl<'a> QueueLoop<'a> {
             || (!warm && self.bytes_budget > 0 && self.bytes_measured >= self.bytes_budget)
     }
 
-    /// Prepare and push one request; false when the stop condition says no more.
+    /// Prepare and push one request; false when the stop condition says no more, or nothing may go yet.
     #[inline]
     fn issue<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers) -> bool {
+        loop {
+            match self.try_issue(backend, buffers) {
+                Step::Issued => return true,
+                Step::Blocked => return false,
+                // A write went into the write shim, or the shim let what it held go ahead of the next request.
+                Step::Again => {}
+            }
+        }
+    }
+
+    #[inline]
+    fn try_issue<B: Backend>(&mut self, backend: &mut B, buffers: &mut IoBuffers) -> Step {
         if self.local_stop || self.limit_reached || self.ctx.shared.stop.load(Ordering::Relaxed) {
-            return false;
+            return Step::Blocked;
         }
         let w = &self.ctx.workload;
         let now = backend.now();
+        self.last_now = now;
         let warmup =
             self.issued_warmup < self.warmup_ops || (w.warmup.time_ns > 0 && now < self.start_ns + w.warmup.time_ns);
         if !warmup {
@@ -346,17 +385,36 @@ impl<'a> QueueLoop<'a> {
                 || (w.stop.time_ns > 0 && now - start >= w.stop.time_ns)
             {
                 self.limit_reached = true;
-                return false;
+                return Step::Blocked;
             }
         }
-        let Planned { op, size, offset, due_ns, end } = self.planned[self.planned_head];
+        // Writes the shim held whose time has come go first, oldest first.
+        let held_next = self.shim.as_ref().and_then(WriteShim::next_release);
+        if held_next.is_some_and(|t| t <= now) {
+            let Some(slot) = self.free.pop() else {
+                return Step::Blocked;
+            };
+            let held = self.shim.as_mut().and_then(|s| s.pop_due(now)).expect("a held write is due");
+            let request = Planned { op: held.op, size: held.size, offset: held.offset, due_ns: 0, end: false };
+            self.push(backend, buffers, slot, request, warmup, held.release_ns);
+            return Step::Issued;
+        }
+        // How long until the next held write may go, to wait no longer than that for anything else.
+        let held_wait = held_next.map_or(u64::MAX, |t| t - now);
+        let planned = self.planned[self.planned_head];
+        let Planned { op, size, due_ns, end, .. } = planned;
         if end {
-            self.limit_reached = true;
-            return false;
+            // The trace has ended; what the shim still holds goes on its schedule.
+            if held_wait < u64::MAX {
+                self.pace_wait_ns = held_wait;
+            } else {
+                self.limit_reached = true;
+            }
+            return Step::Blocked;
         }
         if !warmup && self.bytes_budget > 0 && self.bytes_measured + size > self.bytes_budget {
             self.limit_reached = true;
-            return false;
+            return Step::Blocked;
         }
         if self.paced {
             let anchor = *self.pace_anchor.get_or_insert(now);
@@ -369,7 +427,7 @@ impl<'a> QueueLoop<'a> {
                 } else {
                     self.pace_wait_ns = due - now;
                 }
-                return false;
+                return Step::Blocked;
             }
         }
         let mut scheduled_ns = 0;
@@ -377,34 +435,87 @@ impl<'a> QueueLoop<'a> {
             let due = match replay.mode {
                 Mode::Open => self.pace_anchor.get_or_insert(now).saturating_add(due_ns),
                 Mode::Closed => {
-                    // A sync point: a flush waits for everything before it, and what follows waits for it.
-                    if self.replay_barrier || (op == Op::Flush && self.inflight > 0) {
-                        return false;
+                    // A sync point: what follows a flush waits for it.
+                    if self.replay_barrier {
+                        return Step::Blocked;
                     }
                     self.replay_last.map_or(now, |(issued, last_due)| issued.saturating_add(due_ns - last_due))
                 }
             };
             if now < due {
-                self.pace_wait_ns = due - now;
-                return false;
+                self.pace_wait_ns = (due - now).min(held_wait);
+                return Step::Blocked;
             }
             // Closed mode: due once its gap has passed and a slot is free, which is now if it got this far.
             scheduled_ns = if replay.mode == Mode::Closed { now } else { due };
         }
+        // The request arrives now: the write shim sees it, and may hold a write back.
+        if let Some(shim) = self.shim.as_mut() {
+            if !self.planned_seen {
+                shim.observe(op, size, now);
+                self.planned_seen = true;
+            }
+            match op {
+                // Nothing held crosses a flush: it all goes first.
+                Op::Flush if shim.flush(now) => return Step::Again,
+                Op::Write => match shim.admit(size, now) {
+                    Admit::Now => {}
+                    Admit::AfterHeld => return Step::Again,
+                    Admit::Hold(release_ns) => {
+                        let held = Held { op, size, offset: planned.offset, arrival_ns: now, release_ns };
+                        shim.hold(held, now);
+                        if self.ctx.replay.is_some() {
+                            // Handed to the shim is issued, for the trace's timing (closed mode counts from it).
+                            self.replay_last = Some((now, due_ns));
+                        }
+                        self.advance_planned(backend);
+                        return Step::Again;
+                    }
+                },
+                _ => {}
+            }
+        }
+        let closed = self.ctx.replay.as_deref().is_some_and(|r| r.mode == Mode::Closed);
+        // Closed mode: a flush waits for everything before it.
+        if closed && op == Op::Flush && self.inflight > 0 {
+            return Step::Blocked;
+        }
         let Some(slot) = self.free.pop() else {
-            return false;
+            return Step::Blocked;
         };
         if self.ctx.replay.is_some() {
             self.replay_last = Some((now, due_ns));
-            self.replay_barrier = op == Op::Flush && self.ctx.replay.as_deref().is_some_and(|r| r.mode == Mode::Closed);
+            self.replay_barrier = op == Op::Flush && closed;
         }
-        // Its place in the ring goes to the request LOOKAHEAD after it.
+        self.advance_planned(backend);
+        self.push(backend, buffers, slot, planned, warmup, scheduled_ns);
+        Step::Issued
+    }
+
+    /// The planned request has been taken: its place in the ring goes to the request LOOKAHEAD after it.
+    #[inline]
+    fn advance_planned<B: Backend>(&mut self, backend: &mut B) {
         let next = self.choose();
         self.planned[self.planned_head] = next;
         self.planned_head = (self.planned_head + 1) % LOOKAHEAD;
+        self.planned_seen = false;
         if next.op.has_range() {
             backend.coming(next.op, next.offset, next.size as u32);
         }
+    }
+
+    /// Hand `request` to the backend in `slot`.
+    #[inline]
+    fn push<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        buffers: &mut IoBuffers,
+        slot: u32,
+        request: Planned,
+        warmup: bool,
+        scheduled_ns: u64,
+    ) {
+        let Planned { op, size, offset, .. } = request;
         let generation = if op == Op::Write && self.ctx.shared.write_record.is_some() {
             self.ctx.shared.generation.fetch_add(1, Ordering::Relaxed) + 1
         } else {
@@ -436,7 +547,6 @@ impl<'a> QueueLoop<'a> {
             self.issued_measured += 1;
             self.bytes_measured += size;
         }
-        true
     }
 
     #[inline]
@@ -580,6 +690,7 @@ impl<'a> QueueLoop<'a> {
         report.issued = self.issued_measured + self.issued_warmup;
         report.completed = self.completed_ops;
         report.leaked_buffers = leak;
+        report.write_shim = self.shim.as_mut().map(|s| s.finish(self.last_now));
     }
 
     /// The measurement loop for a real target. Returns true when buffers must be leaked (a request could
@@ -771,6 +882,10 @@ mod tests {
             on_error,
             io_timeout_ns: 5_000_000_000,
             replay: None,
+            write_shim: None,
+            t0_ns: 0,
+            window_ns: 100_000_000,
+            expected_ns: None,
         }
     }
 
@@ -779,7 +894,8 @@ mod tests {
         let generator = OffsetGenerator::new(&ctx.workload, ctx.target_size, 0);
         let mut buffers =
             IoBuffers::new(ctx.workload.inflight_per_queue() as usize, 4096, ctx.workload.data, 1, 0, true);
-        let mut report = QueueReport { queue: 0, cpu: None, issued: 0, completed: 0, leaked_buffers: false };
+        let mut report =
+            QueueReport { queue: 0, cpu: None, issued: 0, completed: 0, leaked_buffers: false, write_shim: None };
         QueueLoop::new(ctx, generator, producer).run(backend, &mut buffers, &mut report);
         let mut records = Vec::new();
         while let Ok(r) = consumer.pop() {
@@ -1108,5 +1224,73 @@ mod tests {
         let mut submits: Vec<u64> = records.iter().map(|r| r.submit_ns).collect();
         submits.sort_unstable();
         assert!(submits.windows(2).all(|w| w[1] - w[0] == 1_000_000), "{submits:?}");
+    }
+
+    fn shim_context(qd: u32, arrivals: &[u64], ops: &[u8], flush_speed_bps: f64) -> QueueContext {
+        let mut ctx = replay_context(qd, arrivals, ops, Timing::Faithful, Mode::Open);
+        ctx.write_shim = Some(WriteShimSettings { flush_speed_bps, period_ns: 100_000_000, max_held_bytes: 256 << 20 });
+        ctx
+    }
+
+    /// 100 writes at once, then a read every 50 us for 10 ms.
+    fn burst_then_reads() -> (Vec<u64>, Vec<u8>) {
+        let arrivals: Vec<u64> = (0..300u64).map(|i| if i < 100 { 0 } else { (i - 100) * 50_000 }).collect();
+        let ops: Vec<u8> = (0..300).map(|i| if i < 100 { Op::Write as u8 } else { Op::Read as u8 }).collect();
+        (arrivals, ops)
+    }
+
+    #[test]
+    fn the_write_shim_spaces_a_burst_in_order_and_never_delays_a_read() {
+        // 4 MB/s: urgency reaches 0.5 at 2 MB per 100 ms, the 49th 4 KiB write; the rest are let in one by one.
+        let (arrivals, ops) = burst_then_reads();
+        let ctx = shim_context(64, &arrivals, &ops, 4e6);
+        let (report, records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        assert_eq!(records.len(), 300);
+        let mut writes: Vec<(u64, u64)> =
+            records.iter().filter(|r| r.op == Op::Write as u8).map(|r| (r.offset, r.submit_ns - 1_000)).collect();
+        writes.sort_unstable();
+        assert_eq!(writes.iter().filter(|w| w.1 == 0).count(), 49, "the writes before urgency 0.5 go at once");
+        assert!(writes.windows(2).all(|w| w[1].1 >= w[0].1), "in the trace's order: {writes:?}");
+        assert!(writes[49..].windows(2).all(|w| w[1].1 - w[0].1 >= 500_000), "spaced at least 0.5 ms");
+        for r in records.iter().filter(|r| r.op == Op::Read as u8) {
+            assert_eq!(r.issue_lag_ns, 0, "a read goes on time");
+        }
+        let shim = report.write_shim.expect("the shim's report");
+        assert_eq!((shim.writes, shim.delayed_writes, shim.dropped_at_end), (100, 51, 0));
+        assert_eq!(shim.delay_ns_max, writes[99].1);
+        assert_eq!(shim.max_held_seen, 51 * 4096);
+        assert_eq!(shim.held_bytes_max[0], 51 * 4096);
+    }
+
+    #[test]
+    fn a_flush_in_a_replay_lets_everything_held_go_before_it() {
+        // The burst, and a flush 20 ms later: what is still held then goes before the flush does.
+        let (mut arrivals, mut ops) = burst_then_reads();
+        arrivals.truncate(101);
+        ops.truncate(101);
+        arrivals[100] = 20_000_000;
+        ops[100] = Op::Flush as u8;
+        let ctx = shim_context(64, &arrivals, &ops, 4e6);
+        let (report, records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        let flush = records.iter().find(|r| r.op == Op::Flush as u8).unwrap();
+        assert_eq!(flush.submit_ns - 1_000, 20_000_000, "the flush itself is not delayed");
+        let writes: Vec<u64> = records.iter().filter(|r| r.op == Op::Write as u8).map(|r| r.submit_ns).collect();
+        assert_eq!(writes.len(), 100);
+        assert!(writes.iter().all(|&w| w <= flush.submit_ns), "no write held past the flush");
+        assert!(writes.iter().filter(|&&w| w == flush.submit_ns).count() > 10, "the flush let the rest go");
+        assert_eq!(report.write_shim.unwrap().flush_releases, 1);
+    }
+
+    #[test]
+    fn a_shim_whose_urgency_stays_low_changes_nothing() {
+        let (arrivals, ops) = burst_then_reads();
+        let plain = replay_context(64, &arrivals, &ops, Timing::Faithful, Mode::Open);
+        let (_, without) = drive(&plain, &mut ScriptedBackend::new(10_000));
+        let ctx = shim_context(64, &arrivals, &ops, 10e9);
+        let (report, with) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        let key = |r: &Record| (r.op, r.offset, r.submit_ns, r.complete_ns, r.issue_lag_ns);
+        assert_eq!(with.iter().map(key).collect::<Vec<_>>(), without.iter().map(key).collect::<Vec<_>>());
+        let shim = report.write_shim.unwrap();
+        assert_eq!((shim.writes, shim.delayed_writes, shim.urgent_periods), (100, 0, 0));
     }
 }

@@ -158,7 +158,8 @@ pub(crate) fn queue_thread(
     );
     buffers.verify_tag = ctx.workload.verify_tag;
     let generator = OffsetGenerator::for_thread(&ctx.workload, ctx.target_size, ctx.queue, ctx.lanes);
-    let mut report = QueueReport { queue: ctx.queue, cpu: pinned, issued: 0, completed: 0, leaked_buffers: false };
+    let mut report =
+        QueueReport { queue: ctx.queue, cpu: pinned, issued: 0, completed: 0, leaked_buffers: false, write_shim: None };
     if real.use_uring {
         let region = (buffers.region.as_ptr(), buffers.region.len());
         match UringBackend::new(Arc::clone(&real.file), real.kind, depth, region, real.clock, &real.worker_cpus) {

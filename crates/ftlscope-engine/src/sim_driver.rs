@@ -317,7 +317,14 @@ pub(crate) fn drive(
     let end = clockwork.now;
     let mut reports = Vec::new();
     for (i, q) in queues.iter_mut().enumerate() {
-        let mut report = QueueReport { queue: i as u32, cpu: None, issued: 0, completed: 0, leaked_buffers: false };
+        let mut report = QueueReport {
+            queue: i as u32,
+            cpu: None,
+            issued: 0,
+            completed: 0,
+            leaked_buffers: false,
+            write_shim: None,
+        };
         q.lp.finish(&mut report, false);
         reports.push(report);
     }

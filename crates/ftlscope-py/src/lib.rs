@@ -232,6 +232,10 @@ fn summary_json(result: &RunResult) -> Value {
     for (op, s) in &result.stats.per_op {
         summary[*op] = serde_json::to_value(s).expect("summary serialises");
     }
+    if let Some(shim) = &result.write_shim {
+        summary["write_shim"] = serde_json::to_value(shim).expect("summary serialises");
+        summary["write_shim"]["mean_delay_ns"] = json!(shim.mean_delay_ns());
+    }
     if let Some(lag) = &result.stats.issue_lag_ns {
         summary["run"]["issue_lag_ns"] = serde_json::to_value(lag).expect("summary serialises");
     }
@@ -249,40 +253,46 @@ fn column<T, const N: usize>(name: &str, bytes: &[u8], from: fn([u8; N]) -> T) -
     Ok(bytes.chunks_exact(N).map(|c| from(c.try_into().expect("N bytes"))).collect())
 }
 
-/// A trace to replay from its columns: arrival times (u64 ns), operations (u8 indices of ftlscope's
-/// operations), offsets (u64), lengths (u32); `timing` "faithful", "afap" or "scaled:F"; `mode` "open" or
-/// "closed".
-fn replay_from_columns(
-    arrival: &[u8],
-    op: &[u8],
-    offset: &[u8],
-    size: &[u8],
-    timing: &str,
-    mode: &str,
-) -> PyResult<Arc<Replay>> {
-    let timing = match timing {
-        "faithful" => Timing::Faithful,
-        "afap" => Timing::Afap,
-        other => match other.strip_prefix("scaled:").map(str::parse::<f64>) {
-            Some(Ok(factor)) => Timing::Scaled(factor),
-            _ => {
-                return Err(WorkloadInvalid::new_err(format!(
-                    "replay timing `{other}`: use faithful, afap or scaled:F"
-                )))
-            }
-        },
-    };
-    let mode = match mode {
-        "open" => Mode::Open,
-        "closed" => Mode::Closed,
-        other => return Err(WorkloadInvalid::new_err(format!("replay mode `{other}`: use open or closed"))),
-    };
-    let arrival = column("arrival", arrival, u64::from_le_bytes)?;
-    let offset = column("offset", offset, u64::from_le_bytes)?;
-    let size = column("size", size, u32::from_le_bytes)?;
-    Replay::new(&arrival, op, &offset, &size, timing, mode)
-        .map(Arc::new)
-        .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+/// A trace to replay, as one dict: its columns as bytes, arrival times (`arrival`, u64 ns), operations (`op`, u8
+/// indices of ftlscope's operations), offsets (`offset`, u64), lengths (`size`, u32); `timing` "faithful", "afap"
+/// or "scaled:F"; `mode` "open" or "closed". Parsed once, for the file and the simulated replay alike.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct TraceColumns<'py> {
+    arrival: Bound<'py, PyBytes>,
+    op: Bound<'py, PyBytes>,
+    offset: Bound<'py, PyBytes>,
+    size: Bound<'py, PyBytes>,
+    timing: String,
+    mode: String,
+}
+
+impl TraceColumns<'_> {
+    fn replay(&self) -> PyResult<Arc<Replay>> {
+        let timing = match self.timing.as_str() {
+            "faithful" => Timing::Faithful,
+            "afap" => Timing::Afap,
+            other => match other.strip_prefix("scaled:").map(str::parse::<f64>) {
+                Some(Ok(factor)) => Timing::Scaled(factor),
+                _ => {
+                    return Err(WorkloadInvalid::new_err(format!(
+                        "replay timing `{other}`: use faithful, afap or scaled:F"
+                    )))
+                }
+            },
+        };
+        let mode = match self.mode.as_str() {
+            "open" => Mode::Open,
+            "closed" => Mode::Closed,
+            other => return Err(WorkloadInvalid::new_err(format!("replay mode `{other}`: use open or closed"))),
+        };
+        let arrival = column("arrival", self.arrival.as_bytes(), u64::from_le_bytes)?;
+        let offset = column("offset", self.offset.as_bytes(), u64::from_le_bytes)?;
+        let size = column("size", self.size.as_bytes(), u32::from_le_bytes)?;
+        Replay::new(&arrival, self.op.as_bytes(), &offset, &size, timing, mode)
+            .map(Arc::new)
+            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+    }
 }
 
 fn column_bytes<'py, T: Copy>(py: Python<'py>, column: &[T]) -> Bound<'py, PyBytes> {
@@ -336,11 +346,10 @@ impl RunHandle {
         Ok(RunHandle::started(run))
     }
 
-    /// Replay a trace on `path`: the columns as bytes (see `replay_from_columns`); the workload gives the queue
-    /// depth, the data written and the mix (which operations the trace holds).
+    /// Replay a trace on `path` (see `TraceColumns`); the workload gives the queue depth, the data written and
+    /// the mix (which operations the trace holds); the options are a run's (the write shim among them).
     #[staticmethod]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, workload_json, options_json, writable, direct, arrival, op, offset, size, timing, mode))]
+    #[pyo3(signature = (path, workload_json, options_json, writable, direct, trace))]
     fn replay(
         py: Python<'_>,
         path: &str,
@@ -348,15 +357,10 @@ impl RunHandle {
         options_json: &str,
         writable: bool,
         direct: bool,
-        arrival: &[u8],
-        op: &[u8],
-        offset: &[u8],
-        size: &[u8],
-        timing: &str,
-        mode: &str,
+        trace: TraceColumns<'_>,
     ) -> PyResult<Self> {
         let (workload, options) = run_inputs(workload_json, options_json)?;
-        let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
+        let replay = trace.replay()?;
         let target = Target::open(Path::new(path), writable, direct).map_err(target_err)?;
         let run =
             py.allow_threads(|| Run::start_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
@@ -365,22 +369,16 @@ impl RunHandle {
 
     /// Replay a trace on a simulated device (see `replay`).
     #[staticmethod]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (device, workload_json, options_json, arrival, op, offset, size, timing, mode))]
+    #[pyo3(signature = (device, workload_json, options_json, trace))]
     fn sim_replay(
         py: Python<'_>,
         device: &SimDevice,
         workload_json: &str,
         options_json: &str,
-        arrival: &[u8],
-        op: &[u8],
-        offset: &[u8],
-        size: &[u8],
-        timing: &str,
-        mode: &str,
+        trace: TraceColumns<'_>,
     ) -> PyResult<Self> {
         let (workload, options) = run_inputs(workload_json, options_json)?;
-        let replay = replay_from_columns(arrival, op, offset, size, timing, mode)?;
+        let replay = trace.replay()?;
         let target = Arc::clone(&device.target);
         let run =
             py.allow_threads(|| Run::start_sim_replay(target, workload, options, Some(replay))).map_err(engine_err)?;
