@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from test_newt_align import _unaligned_reads
 
@@ -149,3 +151,62 @@ def test_a_stored_newt_run_renders_with_report(newt_run, tmp_path):
     run_id = RunStore(db, create=False).list_runs()["run_id"][0]
     assert main(["report", run_id, "--db", str(db), "--out", str(tmp_path / "again")]) == 0
     assert "read mean gain pct" in (tmp_path / "again" / "report.md").read_text()
+
+
+WRITE_THROUGH = {"P1": {"value": 4096, "answer": "4 KiB"},
+                 "P6": {"value": {"consistent": True, "penalised_sizes": []}, "answer": "consistent"},
+                 "P8": {"value": 0, "answer": "none"}, "P10": {"value": 0.0, "answer": "0 s"}}
+
+
+def _bursty(seconds: int = 2) -> pd.DataFrame:
+    """Reads of 4 KiB every 500 µs over 64 MiB, and every 500 ms a 100 ms burst of 128 KiB writes at 200 MB/s
+    (well above kelpie-n2t-i's flush speed, 11.5 MiB / 200 ms): the read-heavy trace with write bursts of issue
+    19's check."""
+    rng = np.random.default_rng(5)
+    reads = np.arange(0, seconds * 1_000_000_000, 500_000)
+    bursts = np.concatenate([start + np.arange(0, 100_000_000, 655_360)
+                             for start in range(0, seconds * 1_000_000_000, 500_000_000)])
+    submit = np.concatenate([reads, bursts])
+    op = np.array(["read"] * len(reads) + ["write"] * len(bursts), dtype=object)
+    size = np.concatenate([np.full(len(reads), 4096), np.full(len(bursts), 128 << 10)])
+    offset = np.concatenate([rng.integers(0, (64 << 20) // 4096, len(reads)) * 4096,
+                             (64 << 20) + np.arange(len(bursts)) * (128 << 10)])
+    order = np.argsort(submit, kind="stable")
+    ops = ["read", "write", "trim", "write_zeroes", "flush"]
+    frame = pd.DataFrame({"op": pd.Categorical(op[order], categories=ops),
+                          "offset_bytes": offset[order].astype(np.uint64), "size": size[order].astype(np.uint32),
+                          "submit_ns": submit[order].astype(np.uint64)})
+    frame.attrs["ftlscope"] = {"format": "synthetic", "synthetic": True}
+    return frame
+
+
+def test_rate_limit_auto_needs_a_flush_speed_or_allow_noop(tmp_path, capsys):
+    trace = write_parquet(_bursty(1), tmp_path / "t.parquet")
+    profile = _profile(tmp_path, "write-through", WRITE_THROUGH, identity="sim:optane-like")
+    base = ["newt", "sim:optane-like", str(trace), "--from-profile", str(profile), "--rate-limit-writes", "auto",
+            "--quiet", "--no-store"]
+    assert main([*base, "--report", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rate-limit-writes auto: no flush speed" in err and "--allow-noop" in err
+    assert not (tmp_path / "refused" / "report.html").exists()
+    out = tmp_path / "n.json"
+    assert main([*base, "--allow-noop", "--json", str(out), "--report", str(tmp_path / "noop")]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["optimizations"]["rate_limit_writes"] is None and doc["held"] is None
+    assert any("NOT rate-limited" in note for note in doc["notes"])
+    # Nothing applied: the same trace on the same fresh drive twice gives the same latencies, exactly.
+    assert all(value == 0 for value in doc["gain_pct"]["read"].values())
+
+
+def test_newt_with_the_shim_reports_the_bytes_held_over_time(tmp_path):
+    trace = write_parquet(_bursty(), tmp_path / "t.parquet")
+    out = tmp_path / "n.json"
+    assert main(["newt", "sim:kelpie-n2t-i", str(trace), "--rate-limit-writes", "57.5MB/s", "--quiet", "--no-store",
+                 "--json", str(out), "--report", str(tmp_path / "page")]) == 0
+    doc = json.loads(out.read_text())
+    shim = doc["optimizations"]["rate_limit_writes"]
+    assert shim["active"] and shim["flush_speed_bps"] == 57.5e6
+    assert doc["held"]["held_bytes_max"] > 0 and doc["held"]["over_time"]
+    assert "write_shim" in doc["after"] and "write_shim" not in doc["before"]
+    assert (tmp_path / "page" / "figures" / "held-bytes-over-time.png").is_file()
+    assert "Writes held back" in (tmp_path / "page" / "report.html").read_text()

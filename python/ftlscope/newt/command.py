@@ -21,15 +21,13 @@ DEFAULT_OUT = "ftlscope-newt"
 
 def add_newt_parser(sub: Any) -> None:
     from ..cli import _add_db_flag, _add_run_flags
+    from .shim import add_flags as add_shim_flags
 
     p = sub.add_parser("newt", help="measure what read alignment and write rate limiting buy: a trace replayed "
                                     "without and with them, latency before/after and the gain")
     p.add_argument("target", help="block device, regular file, or sim:PRESET (a fresh simulated drive each pass)")
     p.add_argument("trace", help="trace file (any format 'trace info' reads; 'ftlscope trace synth' makes some)")
     o = p.add_argument_group("optimizations (default with --from-profile: those its probes call for)")
-    o.add_argument("--from-profile", metavar="RUN",
-                   help="a stored profile of this drive: page size (P1) and penalised read sizes (P6) for "
-                        "alignment, write buffer (P8) and flush window (P10) for the rate limiter")
     o.add_argument("--align-reads", metavar="auto|SIZE",
                    help="align reads: auto (P1 and P6 of --from-profile) or a page SIZE (e.g. 4k)")
     g = p.add_argument_group("replay (as 'ftlscope replay')")
@@ -44,6 +42,7 @@ def add_newt_parser(sub: Any) -> None:
                    help="on a real target, the pause after each pass's preconditioning (default 5s); a simulated "
                         "drive idles as long as its fill took (no wall time)")
     _add_run_flags(p)
+    add_shim_flags(p)  # --rate-limit-writes, --period, --max-held, --from-profile, --allow-noop
     out = p.add_argument_group("output")
     out.add_argument("--json", help="write before, after (each a run's summary JSON) and gain_pct here")
     out.add_argument("--report", metavar="DIR",
@@ -61,12 +60,13 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     from .align import alignment_from_params, parse_align
     from .measure import Plan
     from .params import NewtParams
+    from .shim import ShimSettings, noop_notice
 
     params = NewtParams.from_profile(args.from_profile, _store(args)) if args.from_profile else None
-    explicit = bool(args.align_reads)
+    explicit = bool(args.align_reads or args.rate_limit_writes)
     if not args.from_profile and not explicit:
         raise UsageError("newt: nothing to optimize; give --from-profile RUN (the optimizations its probes call "
-                         "for) or --align-reads auto|SIZE")
+                         "for), --align-reads auto|SIZE or --rate-limit-writes auto|SPEED")
     plan = Plan(params=params.to_json() if params is not None else None)
     if args.align_reads:
         plan.alignment = parse_align(args.align_reads, params)
@@ -76,9 +76,21 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         else:
             plan.notes.append("reads not aligned: the profile finds no read-size penalty (P6)" if params.page_size
                               else "reads not aligned: the profile has no page size (P1)")
-    if plan.alignment is None and plan.shim is None:
+    if args.rate_limit_writes:
+        shim = ShimSettings.resolve(args.rate_limit_writes, params, args.period, args.max_held, args.allow_noop)
+        if shim is not None and shim.active:
+            plan.shim = shim
+        elif shim is not None:
+            plan.notes.append(noop_notice(shim) or "writes not rate-limited")
+    elif params is not None and not explicit:
+        if params.flush_speed_bps() is not None:
+            plan.shim = ShimSettings.resolve("auto", params, args.period, args.max_held)
+        else:
+            plan.notes.append(f"writes not rate-limited: {params.why_no_flush_speed()}")
+    if plan.alignment is None and plan.shim is None and not args.allow_noop:
         raise UsageError(f"--from-profile {args.from_profile}: the profile calls for no optimization ("
-                         f"{'; '.join(plan.notes)}); give --align-reads SIZE to measure one anyway")
+                         f"{'; '.join(plan.notes)}); give --align-reads SIZE or --rate-limit-writes SPEED to "
+                         "measure one anyway, or --allow-noop to replay twice unoptimized")
     return plan
 
 
@@ -91,7 +103,7 @@ def _store(args: argparse.Namespace) -> Any:
 def newt_document(outcome: Any, *, target: str, trace: str, options: dict[str, Any]) -> dict[str, Any]:
     """The JSON of a newt run: ``before`` and ``after`` (each a run's summary), ``gain_pct`` (per operation and
     latency statistic, % lower after), ``throughput``, what was optimized and how."""
-    from .measure import gain_pct, throughput
+    from .measure import gain_pct, held, throughput
 
     before, after = outcome.before.summary, outcome.after.summary
     aligned = None
@@ -109,12 +121,13 @@ def newt_document(outcome: Any, *, target: str, trace: str, options: dict[str, A
         "completed": not stops, "stopped": ", ".join(map(str, stops)) or None,
         "before": before, "after": after,
         "gain_pct": gain_pct(before, after), "throughput": throughput(before, after),
-        "held": after.get("rate_limit_writes"),
+        "held": held(after),
     }
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in ("from_profile", "align_reads", "timing", "mode", "qd", "wrap", "settle")}
+    return {k: getattr(args, k) for k in ("from_profile", "align_reads", "rate_limit_writes", "period", "max_held",
+                                          "allow_noop", "timing", "mode", "qd", "wrap", "settle")}
 
 
 def _run_id(identity: str) -> str:
@@ -239,6 +252,7 @@ def _optimized(doc: dict[str, Any]) -> list[str]:
     aligned = doc["optimizations"]["align_reads"]
     if aligned:
         parts.append(f"reads aligned to {aligned['page_size']:,} B pages (+{aligned['extra_pct']:.1f} % bytes read)")
-    if doc["optimizations"]["rate_limit_writes"]:
-        parts.append("writes rate-limited")
+    shim = doc["optimizations"]["rate_limit_writes"]
+    if shim and shim.get("active"):
+        parts.append(f"writes rate-limited to {shim['flush_speed_bps'] / 1e6:.1f} MB/s")
     return parts

@@ -48,8 +48,7 @@ class Plan:
 
 
 def _describe_shim(shim: Any) -> str:
-    describe = getattr(shim, "describe", None)
-    return describe() if callable(describe) else str(shim)
+    return f"{shim.flush_speed_bps / 1e6:.1f} MB/s over {shim.period_ns / 1e6:g} ms periods, {shim.source}"
 
 
 @dataclass

@@ -40,7 +40,8 @@ def render_newt_report(outcome: Any, doc: dict[str, Any], out: Path) -> list[Pat
         "synthetic": doc["synthetic"], "conditions": conditions(doc), "notes": doc.get("notes") or [],
         "statistics": NEWT_STATISTICS, "gain_rows": gain_rows(doc), "throughput_rows": throughput_rows(doc),
         "cdf_figures": shown(cdfs), "time_figures": shown(over_time), "held_figures": shown(held),
-        "held_rows": held_rows(doc.get("held")), "shim": bool(doc["optimizations"]["rate_limit_writes"]),
+        "held_rows": held_rows(doc.get("held")),
+        "shim": bool((doc["optimizations"]["rate_limit_writes"] or {}).get("active")),
     }
     env = _environment()
     pages = []
@@ -67,16 +68,15 @@ def conditions(doc: dict[str, Any]) -> list[tuple[str, str]]:
             if aligned["penalised_sizes"] else "")
          + f": {aligned['changed']:,} of {aligned['reads']:,} reads changed, {format_size(aligned['extra_bytes'])} "
            f"more read ({aligned['extra_pct']:.1f} %)" if aligned else "not applied"),
-        ("write rate limiting", _shim_text(shim) if shim else "not applied"),
+        ("write rate limiting", _shim_text(shim) if shim and shim.get("active") else "not applied"),
         ("starting state", _precondition_text(doc["target"], pre)),
     ]
     return rows
 
 
-def _shim_text(shim: Any) -> str:
-    if isinstance(shim, dict):
-        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shim.items() if v is not None)
-    return str(shim)
+def _shim_text(shim: dict[str, Any]) -> str:
+    return (f"paced to {shim['flush_speed_bps'] / 1e6:.1f} MB/s ({shim['source']}), write intensity measured over "
+            f"{shim['period_ns'] / 1e6:g} ms periods, at most {format_size(shim['max_held_bytes'])} held")
 
 
 def _precondition_text(target: str, pre: dict[str, Any]) -> str:
