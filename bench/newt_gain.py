@@ -72,7 +72,8 @@ def cases() -> list[Case]:
             out.append(Case("shim", preset, trace, 2.0, True, "medium"))
         for noise in (None, "medium"):
             out.append(Case("shim", preset, BURSTS, 1.0, True, noise))
-    out += [Case("shim", "optane-like", "cloud", 1.0, False), Case("shim", "consumer-tlc-dram", "cloud", 1.0, False)]
+    for preset in ("optane-like", "consumer-tlc-dram"):
+        out += [Case("shim", preset, "cloud", 1.0, False), Case("shim", preset, "cloud", 1.0, False, forced=True)]
     return out
 
 
@@ -119,8 +120,10 @@ def plan_of(case: Case) -> Plan | None:
     except ImportError:
         return None
     reference = ground_truth(show("kelpie-n2t-i"))
-    buffer, window = (truth["P8"], truth["P10"]) if case.applies else (reference["P8"], reference["P10"])
-    source = f"{'the preset' if case.applies else 'kelpie-n2t-i'}'s ground truth: P8 / P10"
+    buffer, window = (reference["P8"], reference["P10"]) if case.forced else (truth["P8"], truth["P10"])
+    if not buffer or not window:
+        return Plan()  # as --rate-limit-writes auto --allow-noop: no write buffer, no shim
+    source = f"{'kelpie-n2t-i' if case.forced else 'the preset'}'s ground truth: P8 / P10"
     return Plan(shim=ShimSettings(buffer / window, source=source))
 
 
@@ -169,12 +172,15 @@ def main() -> None:
             delayed = (f"{shim['delayed_writes']:,} of {shim['writes']:,}, mean "
                        f"{format_ns((shim.get('write_delay_mean_us') or 0) * 1e3)}") if shim else "—"
             held_max = f"{(shim.get('held_bytes_max') or 0) / 1e6:.1f} MB" if shim else "—"
-            if shim and not shim["delayed_writes"]:
+            if case.group == "shim" and not shim:
+                verdict = "control: auto does not apply (no write buffer): no shim"
+            elif shim and not shim["delayed_writes"]:
                 verdict = "shim idle: writes never came fast enough to be delayed"
             elif case.forced:
                 worst = max(-v for op in gains.values() for k, v in op.items()
                             if k in SHOWN and k != "mean" and v is not None)
-                verdict = f"forced 4 KiB pages (not what auto does): worst {worst:+.1f} %"
+                what = "4 KiB pages" if case.group == "align" else "kelpie-n2t-i's flush speed"
+                verdict = f"forced {what} (not what auto does): worst {worst:+.1f} %"
             elif outcome.align_stats is not None and outcome.align_stats.changed == 0:
                 verdict = ("nothing to align: every read a page multiple" if case.applies
                            else "control: auto aligns nothing (no read-size penalty)")
