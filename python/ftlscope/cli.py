@@ -619,6 +619,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .replay import add_replay_parser
 
     add_replay_parser(sub)
+    from .newt.command import add_newt_parser
+
+    add_newt_parser(sub)
 
     from .traces.capture_cli import add_capture_parser
 
@@ -863,10 +866,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .newt.stored import attach_newt_runs
     from .report.render import render_report
     from .store import RunStore
 
-    stored = RunStore(args.db, create=False).get(args.run)
+    store = RunStore(args.db, create=False)
+    stored = store.get(args.run)
+    attach_newt_runs(stored.record, store)  # the guidance cites a gain 'ftlscope newt' measured on this drive
     if not stored.directory.is_dir() and args.out is None:
         raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
                          "from the store alone")

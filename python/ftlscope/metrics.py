@@ -115,6 +115,30 @@ FINDINGS: dict[str, tuple[str, ...]] = {
                        "inode_time_saved_share", "physical_time_saved_share"),
 }
 
+# The findings of an ``ftlscope newt`` run (stored as the experiment "newt", not one of the suite's): per
+# operation, each latency statistic before and after the optimizations (us) and the gain (% lower after; negative
+# when worse), the MB/s before and after, and what the optimizations cost (extra bytes read, bytes held back).
+NEWT_EXPERIMENT = "newt"
+NEWT_STATISTICS = ("mean", "p50", "p90", "p95", "p99", "p99.9")
+
+
+def newt_gain_finding(op: str, key: str) -> str:
+    """``newt_gain_finding("read", "p99.9")`` -> ``read_p99_9_gain_pct``."""
+    return f"{op}_{column_suffix(key)}_gain_pct"
+
+
+def newt_latency_finding(op: str, key: str, when: str) -> str:
+    """``newt_latency_finding("read", "p99", "before")`` -> ``read_lat_p99_before_us``."""
+    return f"{op}_lat_{column_suffix(key)}_{when}_us"
+
+
+NEWT_FINDINGS: tuple[str, ...] = tuple(
+    name for op in ("read", "write") for key in NEWT_STATISTICS
+    for name in (newt_gain_finding(op, key), newt_latency_finding(op, key, "before"),
+                 newt_latency_finding(op, key, "after"))
+) + tuple(f"{op}_mb_s_{when}" for op in ("read", "write") for when in ("before", "after")) + (
+    "extra_read_bytes", "extra_read_pct", "held_bytes_max", "held_bytes_mean", "write_delay_mean_us")
+
 # Words PostgreSQL and DuckDB (the engines people point at Parquet) reserve: a column so named must be quoted
 # there. From PostgreSQL's "SQL Key Words" appendix, the words marked reserved.
 SQL_RESERVED = frozenset("""

@@ -65,6 +65,9 @@ def add_replay_parser(sub: Any) -> None:
     g.add_argument("--wrap", action="store_true",
                    help="fold offsets beyond the target into it (modulo its size; a request that would then cross "
                         "the end starts at byte 0) instead of refusing the trace")
+    g.add_argument("--align-reads", metavar="auto|SIZE",
+                   help="round each read's offset down and size up to whole pages, past the read sizes the drive "
+                        "penalises: auto (P1 and P6 of --from-profile RUN) or a page SIZE (e.g. 4k); writes untouched")
     g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
     g.add_argument("--size", help="for a regular file that does not exist: create it this large")
     g.add_argument("--no-precondition", action="store_true",
@@ -295,10 +298,11 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
             f"measured{_precondition_text(run_info)}")
 
 
-def _read(args: argparse.Namespace) -> tuple[Any, bool]:
+def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace
-    stays a path, replayed while it is read in batches (flat memory), unless the report needs it whole (its
-    inter-arrival figure); other formats are read whole."""
+    stays a path, replayed while it is read in batches (flat memory), unless it is needed ``whole`` (newt's two
+    passes), the report needs it (its inter-arrival figure) or ``--align-reads`` changes it; other formats are
+    read whole."""
     from .traces import read_trace, sniff
 
     fmt = args.format
@@ -314,7 +318,7 @@ def _read(args: argparse.Namespace) -> tuple[Any, bool]:
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
-    if parquet and not args.report:
+    if parquet and not (whole or args.report or getattr(args, "align_reads", None)):
         return path, sort
     return read_trace(path, fmt, sort=sort), sort
 
@@ -404,7 +408,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
         "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": notes["rows"],
         "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
         "offset_shift": offset_shift, "trace_span_ns": last - first, "streamed": streamed is not None,
-        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"),
+        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"), "aligned_reads": meta.get("aligned_reads"),
     }
     return result
 
@@ -501,6 +505,7 @@ def _write_report(result, frame, target: str, directory: str, args: argparse.Nam
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import _run_kwargs, console, end_of_run, err_console, print_shim, shim_settings, summary_tables
+    from .newt.align import align_for_replay
     from .units import format_ns
 
     # The flags first: a wrong one is refused before the trace is read.
@@ -514,6 +519,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shim = shim_settings(args)
     _check_outputs(args)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
+    frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     # The figures and the report need every request's latency: the trace is kept in memory for them.
     result = replay(args.target, frame, sort=sort, timing=args.timing, mode=args.mode, qd=args.qd,
                     reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,

@@ -328,6 +328,10 @@ def finish(outcome: ProfileOutcome, *, db: str | Path | None = None, store: bool
     from ..store import RunStore
 
     record = outcome.record
+    if store:  # the guidance cites a gain 'ftlscope newt' measured on this drive before
+        from ..newt.stored import attach_newt_runs
+
+        attach_newt_runs(record, RunStore(db, create=False))
     record["card"] = build_card(record)
     record["guidance"] = build_guidance(record)
     write_json(outcome.directory / "profile.json", record)

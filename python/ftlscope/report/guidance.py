@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..metrics import newt_gain_finding, newt_latency_finding
 from .facts import Evidence, Facts, format_bytes, format_value
 from .references import FANTASTIC, FTL_THESIS, PROFILING
 
@@ -173,6 +174,27 @@ def alignment(f: Facts) -> Advice | None:
     return Advice("alignment", "Alignment", text, tuple(cited))
 
 
+def _measured_gain(f: Facts, optimization: str, doing: str) -> tuple[str, list[Evidence]]:
+    """A sentence citing the newest ``ftlscope newt`` run of this device that applied ``optimization``
+    (``align_reads`` or ``rate_limit_writes``): read p99 before, after and the gain; or, when there is none,
+    that the gain is not measured and how to measure it."""
+    runs = [r for r in f.record.get("newt_runs") or [] if (r.get("optimizations") or {}).get(optimization)]
+    found = (runs[0].get("findings") or {}) if runs else {}
+    names = (newt_gain_finding("read", "p99"), newt_latency_finding("read", "p99", "before"),
+             newt_latency_finding("read", "p99", "after"))
+    if not runs or any((found.get(n) or {}).get("value") is None for n in names):
+        return (" The gain is not measured for this drive: 'ftlscope newt TARGET TRACE --from-profile RUN' replays "
+                "a trace without and with it.", [])
+    source = f"newt {runs[0]['run_id']}"
+    gain, before, after = (Evidence(source, n, found[n]["value"], found[n].get("unit") or "",
+                                    format_value(found[n]["value"], found[n].get("unit") or "")) for n in names)
+    if gain.value < 0:
+        gain = replace(gain, display=format_value(-gain.value, "%"))
+    direction = "lower" if gain.value >= 0 else "higher"
+    return (f" Measured ('ftlscope newt', {runs[0]['trace']}): {doing} made read p99 {gain.display} {direction}, "
+            f"{before.display} before, {after.display} after.", [gain, before, after])
+
+
 def read_sizes(f: Facts) -> Advice | None:
     consistency = f.prop("P6")
     page = f.prop("P1")
@@ -183,12 +205,19 @@ def read_sizes(f: Facts) -> Advice | None:
         ranges = ", ".join(f"{format_bytes(a)}-{format_bytes(b)}" for a, b in penalised)
         text = (f"Read sizes to avoid: {ranges} cost more than their neighbours (P6, {consistency.display}); "
                 f"round such reads up past the range (as {FANTASTIC} does: a 20 KB read made 24 KB).")
-        return Advice("read-sizes", "Read sizes", text, (consistency,))
+        measured, cited = _measured_gain(f, "align_reads", "aligning reads")
+        return Advice("read-sizes", "Read sizes", text + measured, (consistency, *cited))
     if page is None:
         return None
+    measured, cited = _measured_gain(f, "align_reads", "aligning reads")
+    if consistency.value.get("consistent") is False:
+        # No range, yet not consistent: P6 found that sizes which are not page multiples cost more.
+        text = (f"Read whole pages: reads whose size is not a multiple of the {page.display} page (P1) cost more "
+                f"(P6, {consistency.display}); round them up (as {FANTASTIC} does: a 7 KB read made 8 KB).")
+        return Advice("read-sizes", "Read sizes", text + measured, (consistency, page, *cited))
     text = (f"No read size is penalised ({consistency.display}, P6): any multiple of the {page.display} page "
             f"(P1) reads at the cost its size predicts.")
-    return Advice("read-sizes", "Read sizes", text, (consistency, page))
+    return Advice("read-sizes", "Read sizes", text + measured, (consistency, page, *cited))
 
 
 def write_cliff(f: Facts) -> Advice | None:
@@ -248,7 +277,8 @@ def write_rate(f: Facts) -> Advice | None:
         cited += ([sustained] if sustained is not None else []) + [p50, p99]
     else:
         text += f" Writing below that rate, or {pause}, avoids the latency spikes of a full-buffer flush."
-    return Advice("write-rate", "Write rate", text, tuple(cited))
+    measured, gained = _measured_gain(f, "rate_limit_writes", "pacing writes to the flush speed")
+    return Advice("write-rate", "Write rate", text + measured, (*cited, *gained))
 
 
 def write_sequentially(f: Facts) -> Advice | None:

@@ -1,0 +1,258 @@
+"""`ftlscope newt TARGET TRACE`: what Newt's optimizations buy on this drive with this trace. The trace is
+replayed twice from the same starting state, without and with them (:mod:`.measure`); the command prints the
+latency percentiles before and after and the gain, and writes the JSON, a report page (latency CDFs before and
+after per operation, read latency over time, the bytes the shim held back: Figures 6-8 of "Fantastic SSD
+Internals and How to Learn and Use Them") and the run into the store, where the profile report's guidance finds
+it."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..traces.names import FORMATS
+
+DEFAULT_OUT = "ftlscope-newt"
+
+
+def add_newt_parser(sub: Any) -> None:
+    from ..cli import _add_db_flag, _add_run_flags
+    from .shim import add_flags as add_shim_flags
+
+    p = sub.add_parser("newt", help="measure what read alignment and write rate limiting buy: a trace replayed "
+                                    "without and with them, latency before/after and the gain")
+    p.add_argument("target", help="block device, regular file, or sim:PRESET (a fresh simulated drive each pass)")
+    p.add_argument("trace", help="trace file (any format 'trace info' reads; 'ftlscope trace synth' makes some)")
+    o = p.add_argument_group("optimizations (default with --from-profile: those its probes call for)")
+    o.add_argument("--align-reads", metavar="auto|SIZE",
+                   help="align reads: auto (P1 and P6 of --from-profile) or a page SIZE (e.g. 4k)")
+    g = p.add_argument_group("replay (as 'ftlscope replay')")
+    g.add_argument("--format", choices=FORMATS, help="the trace's format (default: sniffed from its start)")
+    g.add_argument("--sort", action="store_true", help="order the requests by arrival time")
+    g.add_argument("--timing", default="faithful", help="faithful (default), scaled:F or afap")
+    g.add_argument("--mode", choices=("open", "closed"), help="open (default for faithful and scaled) or closed")
+    g.add_argument("--qd", type=int, default=32, help="requests in flight at most (default 32)")
+    g.add_argument("--wrap", action="store_true", help="fold offsets beyond the target into it")
+    g.add_argument("--size", help="for a regular file that does not exist: create it this large")
+    g.add_argument("--settle", default="5s",
+                   help="on a real target, the pause after each pass's preconditioning (default 5s); a simulated "
+                        "drive idles as long as its fill took (no wall time)")
+    _add_run_flags(p)
+    add_shim_flags(p)  # --rate-limit-writes, --period, --max-held, --from-profile, --allow-noop
+    out = p.add_argument_group("output")
+    out.add_argument("--json", help="write before, after (each a run's summary JSON) and gain_pct here")
+    out.add_argument("--report", metavar="DIR",
+                     help=f"write the run's files and report page here (default {DEFAULT_OUT}/RUN_ID)")
+    _add_db_flag(p)
+    out.add_argument("--no-store", action="store_true", help="do not add the run to the store")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument("--show-serial", action="store_true", help="write the drive's serial number as it is")
+    p.set_defaults(func=cmd_newt)
+
+
+def plan_from_args(args: argparse.Namespace) -> Any:
+    """The optimizations the flags ask for (explicit flags, else what the profile calls for); refuses
+    (UsageError) a request that cannot be met, before the trace is read or the device touched."""
+    from .align import alignment_from_params, parse_align
+    from .measure import Plan
+    from .params import NewtParams
+    from .shim import ShimSettings, noop_notice
+
+    params = NewtParams.from_profile(args.from_profile, _store(args)) if args.from_profile else None
+    explicit = bool(args.align_reads or args.rate_limit_writes)
+    if not args.from_profile and not explicit:
+        raise UsageError("newt: nothing to optimize; give --from-profile RUN (the optimizations its probes call "
+                         "for), --align-reads auto|SIZE or --rate-limit-writes auto|SPEED")
+    plan = Plan(params=params.to_json() if params is not None else None)
+    if args.align_reads:
+        plan.alignment = parse_align(args.align_reads, params)
+    elif params is not None and not explicit:
+        if params.page_size and (params.penalised_reads or params.unaligned_penalty_ns):
+            plan.alignment = alignment_from_params(params)
+        else:
+            plan.notes.append("reads not aligned: the profile finds no read-size penalty (P6)" if params.page_size
+                              else "reads not aligned: the profile has no page size (P1)")
+    if args.rate_limit_writes:
+        shim = ShimSettings.resolve(args.rate_limit_writes, params, args.period, args.max_held, args.allow_noop)
+        if shim is not None and shim.active:
+            plan.shim = shim
+        elif shim is not None:
+            plan.notes.append(noop_notice(shim) or "writes not rate-limited")
+    elif params is not None and not explicit:
+        if params.flush_speed_bps() is not None:
+            plan.shim = ShimSettings.resolve("auto", params, args.period, args.max_held)
+        else:
+            plan.notes.append(f"writes not rate-limited: {params.why_no_flush_speed()}")
+    if plan.alignment is None and plan.shim is None and not args.allow_noop:
+        raise UsageError(f"--from-profile {args.from_profile}: the profile calls for no optimization ("
+                         f"{'; '.join(plan.notes)}); give --align-reads SIZE or --rate-limit-writes SPEED to "
+                         "measure one anyway, or --allow-noop to replay twice unoptimized")
+    return plan
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from ..store import RunStore
+
+    return RunStore(args.db, create=False)
+
+
+def newt_document(outcome: Any, *, target: str, trace: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of a newt run: ``before`` and ``after`` (each a run's summary), ``gain_pct`` (per operation and
+    latency statistic, % lower after), ``throughput``, what was optimized and how."""
+    from .measure import gain_pct, held, throughput
+
+    before, after = outcome.before.summary, outcome.after.summary
+    aligned = None
+    if outcome.plan.alignment is not None:
+        aligned = {**outcome.plan.alignment.to_json(), **outcome.align_stats.to_json()}
+    shim = outcome.plan.shim
+    stops = [r.stop_reason for r in (outcome.before, outcome.after) if r.stop_reason not in (None, "completed")]
+    return {
+        "target": target, "trace": trace,
+        "synthetic": bool(before.get("replay", {}).get("synthetic")),
+        "optimizations": {"align_reads": aligned,
+                          "rate_limit_writes": shim.to_json() if hasattr(shim, "to_json") else shim},
+        "params": outcome.plan.params, "notes": outcome.plan.notes, "options": options,
+        "precondition": outcome.precondition,
+        "completed": not stops, "stopped": ", ".join(map(str, stops)) or None,
+        "before": before, "after": after,
+        "gain_pct": gain_pct(before, after), "throughput": throughput(before, after),
+        "held": held(after),
+    }
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in ("from_profile", "align_reads", "rate_limit_writes", "period", "max_held",
+                                          "allow_noop", "timing", "mode", "qd", "wrap", "settle")}
+
+
+def _run_id(identity: str) -> str:
+    import re
+
+    slug = re.sub(r"[^a-z0-9]+", "-", identity.removeprefix("sim:").lower()).strip("-")[:40]
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-newt-{slug}"
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    from ..cli_checks import check_output_dir, check_output_file
+
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.report:
+        check_output_dir(args.report, "--report")
+
+
+def cmd_newt(args: argparse.Namespace) -> int:
+    from ..cli import _run_kwargs, console, err_console
+    from ..jsonable import write_json
+    from ..profile.target import describe_target
+    from ..replay import _read, parse_timing, replay_mode
+    from ..sim import SimDevice
+    from ..units import parse_duration_ns
+    from .measure import measure
+
+    replay_mode(parse_timing(args.timing), args.mode)
+    settle_s = parse_duration_ns(args.settle, "--settle") / 1e9
+    plan = plan_from_args(args)
+    _check_outputs(args)
+    if not args.no_store:
+        from ..store import RunStore
+
+        RunStore(args.db)  # a store that cannot be used is refused before the device is touched
+    frame, _ = _read(args, whole=True)
+    started = time.monotonic()
+    notify = lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]")  # noqa: E731
+    for note in plan.notes:
+        notify(note)
+    outcome = measure(args.target, frame, plan, settle_s=settle_s, progress=not args.quiet, notify=notify,
+                      timing=args.timing, mode=args.mode, qd=args.qd, wrap=args.wrap, trace_name=str(args.trace),
+                      show_serial=args.show_serial, **_run_kwargs(args))
+    doc = newt_document(outcome, target=args.target, trace=str(args.trace), options=_options(args))
+    identity = describe_target(SimDevice.open(args.target) if args.target.startswith("sim:") else args.target,
+                               show_serial=args.show_serial)
+    run_id = _run_id(identity.get("identity") or args.target)
+    directory = Path(args.report) if args.report else Path(DEFAULT_OUT) / run_id
+    figures = write_run_files(outcome, doc, frame, directory)
+    saved = [str(directory / "report.html")]
+    if args.json:
+        saved.append(str(write_json(Path(args.json), doc)))
+    for table in gain_tables(doc, console.width):
+        console.print(table)
+    if not args.no_store:
+        from ..store import RunStore
+        from .stored import record
+
+        rec = record(doc, run_id=run_id, created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     target=identity, figures=figures, wall_time_s=time.monotonic() - started)
+        write_json(directory / "profile.json", rec)
+        store = RunStore(args.db)
+        store.add(rec, directory.resolve())
+        notify(f"stored as {run_id} in {store.path}; 'ftlscope report RUN' on this drive's profile cites the gain")
+    err_console.print(f"[dim]ftlscope: wrote {', '.join(saved)}[/dim]")
+    return 0 if doc["completed"] else 1
+
+
+def write_run_files(outcome: Any, doc: dict[str, Any], frame: Any, directory: Path) -> list[str]:
+    """``newt.json``, ``results.csv`` (one row per operation and statistic: before, after, gain) and the report
+    page with its figures, into ``directory``. Returns the figures' paths relative to it."""
+    import pandas as pd
+
+    from ..jsonable import write_json
+    from ..report.newt_page import render_newt_report
+
+    directory.mkdir(parents=True, exist_ok=True)
+    write_json(directory / "newt.json", doc)
+    pd.DataFrame(result_rows(doc)).to_csv(directory / "results.csv", index=False)
+    paths = render_newt_report(outcome, doc, directory)
+    return [p.relative_to(directory).as_posix() for p in paths if p.suffix == ".png"]
+
+
+def result_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    from ..metrics import NEWT_STATISTICS, column_suffix
+
+    rows = []
+    for op, gains in doc["gain_pct"].items():
+        for key in NEWT_STATISTICS:
+            rows.append({"op": op, "statistic": column_suffix(key),
+                         "before_us": doc["before"][op]["lat_ns"][key] / 1e3,
+                         "after_us": doc["after"][op]["lat_ns"][key] / 1e3, "gain_pct": gains[key]})
+    return rows
+
+
+def gain_tables(doc: dict[str, Any], width: int) -> list[Any]:
+    """The terminal's table: per operation and percentile, before, after and the gain."""
+    from rich.table import Table
+
+    from ..metrics import NEWT_STATISTICS
+    from ..units import format_ns
+
+    title = f"{doc['target']} — {Path(doc['trace']).name}{' (SYNTHETIC)' if doc['synthetic'] else ''}: " + \
+        "; ".join(_optimized(doc))
+    table = Table(title=title)
+    for column in ("op", "", *NEWT_STATISTICS):
+        table.add_column(column, justify="left" if column in ("op", "") else "right")
+    for op, gains in doc["gain_pct"].items():
+        b, a = doc["before"][op]["lat_ns"], doc["after"][op]["lat_ns"]
+        table.add_row(op, "before", *(format_ns(b[k]) for k in NEWT_STATISTICS))
+        table.add_row("", "after", *(format_ns(a[k]) for k in NEWT_STATISTICS))
+        table.add_row("", "gain", *(_pct(gains[k]) for k in NEWT_STATISTICS), end_section=True)
+    return [table]
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1f} %"
+
+
+def _optimized(doc: dict[str, Any]) -> list[str]:
+    parts = []
+    aligned = doc["optimizations"]["align_reads"]
+    if aligned:
+        parts.append(f"reads aligned to {aligned['page_size']:,} B pages (+{aligned['extra_pct']:.1f} % bytes read)")
+    shim = doc["optimizations"]["rate_limit_writes"]
+    if shim and shim.get("active"):
+        parts.append(f"writes rate-limited to {shim['flush_speed_bps'] / 1e6:.1f} MB/s")
+    return parts
