@@ -7,16 +7,15 @@ wipe the file system's signature, detach. The mount and cache-dropping are fs-im
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import RunError, UsageError
 from ..units import format_size
+from ._attached import block_device, check_block_target
 from .context import Context
 from .fs_impact import _MKFS_YES, _Skip, drop_caches, mounted
 
@@ -39,11 +38,7 @@ def check_target(ctx: Context, name: str, fs: str) -> None:
     """Refuse what the experiment cannot run on, before anything is touched."""
     if fs not in FILESYSTEMS:
         raise UsageError(f"--param fs: unknown file system {fs} (known: {','.join(FILESYSTEMS)})")
-    if ctx.kind not in ("block_device", "simulated"):
-        raise UsageError(f"{name}: {ctx.target} is a file; it makes a file system, so give a block device "
-                         "(a loop device over the file will do: losetup --find --show FILE)")
-    if os.geteuid() != 0:
-        raise UsageError(f"{name}: making and mounting a file system needs root; run it as root")
+    check_block_target(ctx, name, "it makes and mounts a file system")
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess:
@@ -53,31 +48,6 @@ def _run(*cmd: str) -> subprocess.CompletedProcess:
 def _first_line(done: subprocess.CompletedProcess) -> str:
     lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
     return lines[0] if lines else f"exit status {done.returncode}"
-
-
-@contextlib.contextmanager
-def block_device(ctx: Context, name: str, attach_size: int) -> Iterator[tuple[str, int]]:
-    """The target itself, or a ``sim:`` target attached as a loop device at ``attach_size`` (its data in a
-    temporary store) and detached after."""
-    if ctx.kind != "simulated":
-        yield ctx.target, ctx.capacity
-        return
-    from .. import attach
-
-    spec = ctx.target.removeprefix("sim:")
-    size = min(attach_size, ctx.capacity) // MiB * MiB
-    store = Path(tempfile.mkdtemp(prefix=f"ftlscope-{name}-store-"))
-    try:
-        record = attach.attach(spec, str(size), str(store))
-        try:
-            if ctx.repetition == 0:
-                ctx.notes.append(f"{name}: sim:{spec} attached as {record.device} ({format_size(size)}); "
-                                 f"{attach.overhead_text(record)}")
-            yield record.device, size
-        finally:
-            attach.detach(record.device)
-    finally:
-        shutil.rmtree(store, ignore_errors=True)
 
 
 def _size_args(fs: str, size: int) -> list[str]:

@@ -43,6 +43,7 @@ from .. import plots
 from ..errors import FtlscopeError, TargetError, UsageError
 from ..targets import RealTarget
 from ..units import format_size
+from ._attached import block_device
 from ._common import op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context, Interrupted
@@ -210,35 +211,9 @@ def _measure_one(ctx: Context, p: dict[str, Any], device: str, fs: str, size: in
     return rows
 
 
-@contextlib.contextmanager
-def _block_device(ctx: Context, p: dict[str, Any]) -> Iterator[tuple[str, int]]:
-    """The block device to make file systems on, and its size: the target itself, or for a simulated target
-    the same drive attached as a loop device (``ftlscope sim attach``, ``attach_size`` bytes, its data in a
-    temporary store) and detached after, whatever happened."""
-    if ctx.kind != "simulated":
-        yield ctx.target, ctx.capacity
-        return
-    from .. import attach
-
-    spec = ctx.target.removeprefix("sim:")
-    size = min(p["attach_size"], ctx.capacity) // MiB * MiB
-    store = Path(tempfile.mkdtemp(prefix="ftlscope-fs-impact-store-"))
-    try:
-        record = attach.attach(spec, str(size), str(store))
-        try:
-            if ctx.repetition == 0:
-                ctx.notes.append(f"fs-impact: sim:{spec} attached as {record.device} ({format_size(size)}) for "
-                                 f"the file systems; {attach.overhead_text(record)}")
-            yield record.device, size
-        finally:
-            attach.detach(record.device)
-    finally:
-        shutil.rmtree(store, ignore_errors=True)
-
-
 def measure(ctx: Context, p: dict[str, Any]):
     _check_target(ctx, p, ctx.capacity if ctx.kind != "simulated" else min(p["attach_size"], ctx.capacity))
-    with _block_device(ctx, p) as (device, capacity):
+    with block_device(ctx, "fs-impact", p["attach_size"]) as (device, capacity):
         size = _check_target(ctx, p, capacity)
         try:
             for fs in p["filesystems"]:
