@@ -182,24 +182,9 @@ impl Feeder {
         Ok(self.full.send(chunk).is_ok())
     }
 
-    /// Fill `chunk` with a batch, checking each request; on an error the feeder's state is as before the batch.
+    /// Fill `chunk` with a batch, checking each request; the feeder's arrival times move on only when the whole
+    /// batch is good.
     fn fill(
-        &mut self,
-        chunk: &mut Chunk,
-        arrival: &[u8],
-        op: &[u8],
-        offset: &[u8],
-        len: &[u8],
-    ) -> Result<(), ReplayError> {
-        let (first, last) = (self.first, self.last);
-        let result = self.fill_checked(chunk, arrival, op, offset, len);
-        if result.is_err() {
-            (self.first, self.last) = (first, last);
-        }
-        result
-    }
-
-    fn fill_checked(
         &mut self,
         chunk: &mut Chunk,
         arrival: &[u8],
@@ -212,6 +197,7 @@ impl Feeder {
         chunk.offset.clear();
         chunk.len.clear();
         let (size, alignment) = self.target;
+        let (mut first, mut last) = (self.first, self.last);
         let values = le_values::<8>("arrival", arrival)?
             .zip(op)
             .zip(le_values::<8>("offset", offset)?)
@@ -224,13 +210,12 @@ impl Feeder {
                 return bad(format!("operation code {code} was not announced"));
             }
             if self.pushed + (k as u64) == 0 {
-                self.first = t;
-                self.last = t;
+                (first, last) = (t, t);
             }
-            if t < self.last {
+            if t < last {
                 return bad("arrival time goes backwards".into());
             }
-            self.last = t;
+            last = t;
             let op = Op::from_index(code);
             if op.has_range() {
                 let end = off.checked_add(l as u64);
@@ -241,11 +226,12 @@ impl Feeder {
                     return bad(format!("{} of {l} B at byte {off} is not aligned to {alignment} B", op.name()));
                 }
             }
-            chunk.due_ns.push(due(self.timing, t - self.first));
+            chunk.due_ns.push(due(self.timing, t - first));
             chunk.op.push(op);
             chunk.offset.push(off);
             chunk.len.push(l);
         }
+        (self.first, self.last) = (first, last);
         Ok(())
     }
 

@@ -29,6 +29,7 @@ import fcntl
 import os
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,12 @@ def _read(path: str) -> int:
 
 def _walk(top: str) -> list[tuple[str, int]]:
     """(path, inode) of every regular file, depth first, entries in the file system's listing order."""
-    found = []
+    return list(_files(top))
+
+
+def _files(top: str) -> Iterator[tuple[str, int]]:
+    """:func:`_walk` as it goes: each directory is listed only when the walk reaches it (as tar does), so a
+    reader of the files in this order reads while it lists."""
     stack = [top]
     while stack:
         directory = stack.pop()
@@ -102,9 +108,8 @@ def _walk(top: str) -> list[tuple[str, int]]:
                 if entry.is_dir(follow_symlinks=False):
                     subdirs.append(entry.path)
                 elif entry.is_file(follow_symlinks=False):
-                    found.append((entry.path, entry.inode()))
+                    yield entry.path, entry.inode()
         stack.extend(reversed(subdirs))
-    return found
 
 
 def traverse(top: Path, order: str) -> dict[str, Any]:
@@ -112,18 +117,9 @@ def traverse(top: Path, order: str) -> dict[str, Any]:
     began = time.monotonic()
     if order == "directory":
         files = total = 0
-        stack = [str(top)]
-        while stack:
-            directory = stack.pop()
-            subdirs = []
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        subdirs.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        total += _read(entry.path)
-                        files += 1
-            stack.extend(reversed(subdirs))
+        for path, _ in _files(str(top)):
+            total += _read(path)
+            files += 1
         scanned = began
     else:
         found = _walk(str(top))
