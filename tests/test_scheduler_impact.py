@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from attached_drives import attached_devices, still_ours
 
 from ftlscope import plots
 from ftlscope.errors import UsageError
@@ -49,24 +48,6 @@ def scheduler_of():
     yield set_it
     for device, name in reversed(changed):
         scheduler_file(device).write_text(name)
-
-
-def _attached_devices(notes: list[str]) -> list[str]:
-    return [n.split("attached as ")[1].split()[0] for n in notes if "attached as /dev/loop" in n]
-
-
-def _still_ours(device: str) -> bool:
-    """Whether ``device`` is still bound to an ftlscope attach server's file (other sessions on this machine
-    make and remove their own loop devices meanwhile, so the whole list is not compared)."""
-    from ftlscope.attach_state import attachments
-
-    backing = Path(f"/sys/block/{os.path.basename(device)}/loop/backing_file")
-    for _ in range(50):  # the kernel clears an autoclear loop device just after its last opener has gone
-        held = backing.exists() and "ftlscope" in backing.read_text()
-        if not (held or any(a.alive and a.device == device for a in attachments())):
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def _mounts(device: str) -> str:
@@ -160,10 +141,10 @@ def test_an_attached_simulated_drive_goes_through_the_loop_devices_scheduler(los
     assert set(table["operation"]) == OPERATIONS and (table["mb_s"] > 0).all()
     notes = outcome.conditions["notes"]
     assert any("sim:hdd-7200-consumer attached as /dev/loop" in n for n in notes)
-    (device,) = _attached_devices(notes)
+    (device,) = attached_devices(notes)
     assert any(n.startswith(f"scheduler-impact: {device} offers") for n in notes)
     # a hard disk: 1 MiB sequential reads are many times its 4 KiB random reads
     rows = table.set_index("operation")["mb_s"]
     assert rows["sequential_read"] > 5 * rows["random_read"]
-    assert not _still_ours(device)  # the attach's loop device is gone
+    assert not still_ours(device)  # the attach's loop device is gone
     assert _mounts(device) == ""

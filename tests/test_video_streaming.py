@@ -9,12 +9,11 @@ import glob
 import os
 import subprocess
 import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from attached_drives import attached_devices, still_ours
 
 from ftlscope import plots
 from ftlscope.errors import UsageError
@@ -86,24 +85,6 @@ def _mount_points() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "ftlscope-fs-impact-*")))
 
 
-def _attached_devices(notes: list[str]) -> list[str]:
-    return [n.split("attached as ")[1].split()[0] for n in notes if "attached as /dev/loop" in n]
-
-
-def _still_ours(device: str) -> bool:
-    """Whether ``device`` is still bound to an ftlscope attach server's file (other sessions on this machine
-    make and remove their own loop devices meanwhile, so the whole list is not compared)."""
-    from ftlscope.attach_state import attachments
-
-    backing = Path(f"/sys/block/{os.path.basename(device)}/loop/backing_file")
-    for _ in range(50):  # the kernel clears an autoclear loop device just after its last opener has gone
-        held = backing.exists() and "ftlscope" in backing.read_text()
-        if not (held or any(a.alive and a.device == device for a in attachments())):
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def _need_ext4() -> None:
     if subprocess.run(["which", "mkfs.ext4"], capture_output=True).returncode != 0:
         pytest.skip("mkfs.ext4 not installed (Debian package e2fsprogs)")
@@ -150,10 +131,10 @@ def test_the_ssd_serves_more_clients_than_the_hard_disk(losetup, tmp_path):
         outcome = run_experiment(get("video-streaming"), f"sim:{preset}", out=tmp_path / preset, params=params)
         assert outcome.completed, outcome.error
         served[preset] = outcome.findings["max_clients_served"]["value"]
-        devices += _attached_devices(outcome.conditions["notes"])
+        devices += attached_devices(outcome.conditions["notes"])
     assert served["consumer-tlc-dram"] == 128
     assert served["hdd-7200-consumer"] < served["consumer-tlc-dram"]
-    assert len(devices) == 2 and not any(_still_ours(d) for d in devices)
+    assert len(devices) == 2 and not any(still_ours(d) for d in devices)
     assert not any(subprocess.run(["findmnt", "--source", d], capture_output=True).returncode == 0 for d in devices)
     assert not glob.glob(os.path.join(tempfile.gettempdir(), "ftlscope-video-streaming-store-*"))
 
