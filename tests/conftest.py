@@ -267,3 +267,20 @@ def zram_device() -> Iterator[str]:
         if earlier not in ("", "0"):
             with contextlib.suppress(OSError):
                 (sysfs / "disksize").write_text(earlier)
+
+
+# Under pytest-xdist (`pytest -n auto --dist loadgroup`, the README's test command) a module runs whole on one
+# worker, so its module-scoped fixtures (a profile of a preset, a stored run) are computed once, not once per
+# worker. The modules that change machine-wide state (loop devices, zram0, mounts, FUSE attach servers, ftrace)
+# or check that none of ftlscope's is left attached share one group: they run one after another, and one never
+# sees another's devices. A new module that attaches or mounts anything belongs in MACHINE_STATE_MODULES.
+MACHINE_STATE_MODULES = frozenset({
+    "test_blockdev", "test_capture", "test_compare_system", "test_devices", "test_fs_impact", "test_git_checkout",
+    "test_safety", "test_scheduler_impact", "test_sim_attach", "test_tree_traversal", "test_video_streaming",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        item.add_marker(pytest.mark.xdist_group("machine-state" if module in MACHINE_STATE_MODULES else module))
