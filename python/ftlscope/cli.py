@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import time
@@ -527,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite_flags(p, "its data is destroyed")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("probe", help="infer the ten internal properties (page size ... flush window), seed 003")
+    p = sub.add_parser("probe", help="infer the ten internal properties (page size ... flush window) as "
+                                     "'Fantastic SSD Internals and How to Learn and Use Them' does")
     p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
     p.add_argument("--properties", help="which, e.g. P1,P4 (default all; the ones they build on are added)")
     p.add_argument("--out", default="ftlscope-probe", help="output directory (default ftlscope-probe)")
@@ -988,6 +990,11 @@ def cmd_man(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # pyarrow's default pool (mimalloc) keeps freed segments for reuse: a streamed replay drops thousands of
+    # record batches and its peak grew with the trace (312 MiB at 100 M requests, bench/trace_memory.py); the
+    # system allocator gives them back (273 against 287-305 MiB at 10 M). Arrow reads this once, when pyarrow
+    # first allocates, which no command has done yet; a user's own setting wins.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     from . import stopping
     from .cli_checks import check_args, negative_values_as_values
 
