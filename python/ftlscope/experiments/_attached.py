@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,4 +98,29 @@ def writing(ctx: Context) -> Iterator[None]:
         yield
     finally:
         ctx.device = target
+
+
+def drive_counters(device: str) -> dict | None:
+    """The counters of the simulated drive ``ftlscope sim attach`` serves as ``device``, as of now (the server
+    writes them every second: this waits for its next write, at most a few seconds), or None when ``device``
+    is not an attached drive. ``model_latency_total_ns`` is the simulated drive's own time, free of the
+    FUSE/loop path's and of the machine's load."""
+    from ..attach_state import attachment_for_device
+
+    record = attachment_for_device(device)
+    if record is None:
+        return None
+    path = record.directory / "stats.json"
+    asked = time.time()
+    deadline = asked + 5.0
+    while time.time() < deadline:
+        try:
+            fresh = path.stat().st_mtime > asked
+        except OSError:
+            fresh = False
+        stats = record.stats() if fresh else None
+        if stats is not None:
+            return stats
+        time.sleep(0.05)
+    return None
 
