@@ -5,7 +5,6 @@ without touching flash (6 us random reads, the zoning result meaningless); a sim
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from ftlscope import attach as attach_mod
 from ftlscope.attach_state import pid_alive
 from ftlscope.experiments import get, run_experiment
+from ftlscope.experiments._attached import drive_counters
 
 MiB = 1 << 20
 SHORT = {"positions": "3", "region": "16MiB", "runtime": "200ms", "random_runtime": "300ms", "warmup": "0"}
@@ -66,10 +66,7 @@ def attached_ssd(tmp_path, monkeypatch, scratch):
 
 
 def _written(record) -> int:
-    import time
-
-    time.sleep(1.2)  # the server writes its counters every second
-    return int(json.loads((record.directory / "stats.json").read_text())["bytes_written"])
+    return int(drive_counters(record.device)["bytes_written"])  # the server's counters, as of now
 
 
 @pytest.mark.skipif(_attach_missing() is not None, reason=_attach_missing() or "")
