@@ -185,3 +185,12 @@ def test_converting_a_longer_trace_takes_no_more_memory(tmp_path, monkeypatch):
     # what reading the longer trace whole takes
     assert peaks["long"] <= 1.25 * peaks["short"] + (1 << 20), peaks
     assert peaks["long"] * 3 < whole, (peaks, whole)
+
+
+def test_an_fio_iolog_error_names_its_line_across_chunks(tmp_path, small_batches):
+    lines = ["fio version 3 iolog", "0 x add", "0 x open"] + [f"{i} x read {i * 4096} 4096" for i in range(500)]
+    lines[299] = "299 x scribble 0 4096"
+    path = tmp_path / "f.log"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError, match=r"f\.log:300: action 'scribble'"):
+        list(text_frames(path, "fio"))
