@@ -299,16 +299,17 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
 
 
 def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
-    """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace
-    stays a path, replayed while it is read in batches (flat memory), unless it is needed ``whole`` (newt's two
-    passes), the report needs it (its inter-arrival figure) or ``--align-reads`` changes it; other formats are
-    read whole."""
+    """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
+    a CSV trace or an fio iolog stays a path, replayed while it is read in batches (flat memory), unless it is
+    needed ``whole`` (newt's two passes), the report needs it (its inter-arrival figure) or ``--align-reads``
+    changes it; blkparse output is read whole."""
     from .traces import read_trace, sniff
+    from .traces.streamed import STREAMED_FORMATS
 
-    fmt = args.format
     sort = args.sort
     path = Path(args.trace)
-    parquet = path.is_file() and (fmt or sniff(path)) == "parquet"
+    fmt = (args.format or sniff(path)) if path.is_file() else args.format
+    parquet = fmt == "parquet"
     if parquet and not sort:
         import pyarrow.parquet as pq
 
@@ -318,7 +319,7 @@ def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
-    if parquet and not (whole or args.report or getattr(args, "align_reads", None)):
+    if (parquet or fmt in STREAMED_FORMATS) and not (whole or args.report or getattr(args, "align_reads", None)):
         return path, sort
     return read_trace(path, fmt, sort=sort), sort
 
@@ -335,13 +336,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
            trace_name: str = "TRACE", notify: Any = None, sort: bool = False,
-           rate_limit_writes: ShimSettings | None = None, **run_kwargs: Any):
+           rate_limit_writes: ShimSettings | None = None, fmt: str | None = None, **run_kwargs: Any):
     """Replay a trace on ``target`` (a path, ``sim:PRESET`` or a :class:`SimDevice`) and return run's
     :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
 
-    ``frame`` is a trace table (:func:`ftlscope.traces.read_trace`'s), or the path of a Parquet trace: that one is
-    checked in a first pass and replayed while it is read again in batches, so memory stays flat whatever its
-    length (``sort`` orders it by arrival as it streams; one too disordered for that is read whole).
+    ``frame`` is a trace table (:func:`ftlscope.traces.read_trace`'s), or the path of a trace in Parquet or a
+    text format read in batches (CSV, fio iolog; ``fmt``, sniffed when None; blkparse output is read whole): that
+    one is checked in a first pass and replayed while it is read again in batches, so memory stays flat whatever
+    its length (``sort`` orders it by arrival as it streams; one too disordered for that is read whole).
     ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size, precondition, trace, progress, ...);
     ``notify(text)`` hears what was left out or folded. ``rate_limit_writes``
     (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine."""
@@ -364,16 +366,20 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
                "alignment": alignment, "flag_target": trace_name}
     streamed = None
     if isinstance(frame, (str, Path)):
-        from .traces.batched import Unsorted, parquet_meta
+        from .traces import read_trace, sniff
+        from .traces.batched import Unsorted, trace_meta
+        from .traces.streamed import STREAMED_FORMATS
 
-        try:
-            notes = _first_pass(frame, sort, prepare)
-            streamed = frame
-            meta = parquet_meta(frame)[2]
-        except Unsorted:
-            from .traces import read_trace
-
-            frame = read_trace(frame, "parquet", sort=True)
+        fmt = fmt or sniff(Path(frame))
+        if fmt != "parquet" and fmt not in STREAMED_FORMATS:
+            frame = read_trace(frame, fmt, sort=sort)
+        else:
+            try:
+                notes = _first_pass(frame, fmt, sort, prepare)
+                streamed = frame
+                meta = trace_meta(frame, fmt)
+            except Unsorted:
+                frame = read_trace(frame, fmt, sort=True)
     if streamed is None:
         columns, notes = requests(frame, **prepare)
         meta = frame.attrs.get("ftlscope", {})
@@ -398,7 +404,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     if streamed is None:
         result = _run_replay(device or target, workload, {**columns, **engine_replay}, labels, run_kwargs)
     else:
-        result = _run_streamed(device or target, workload, engine_replay, labels, run_kwargs, streamed, sort,
+        result = _run_streamed(device or target, workload, engine_replay, labels, run_kwargs, streamed, fmt, sort,
                                prepare, notes)
     # The time-window table too (a CSV has no metadata): one column, the same on every row.
     result.windows[SYNTHETIC_TRACE] = labels["synthetic"]
@@ -420,12 +426,12 @@ def _run_replay(target: Any, workload, engine_replay: dict[str, Any], labels: di
     return run(target, workload, label="replaying", replay=engine_replay, trace_metadata=labels, **run_kwargs)
 
 
-def _first_pass(path: str | Path, sort: bool, prepare: dict[str, Any]) -> dict[str, Any]:
+def _first_pass(path: str | Path, fmt: str, sort: bool, prepare: dict[str, Any]) -> dict[str, Any]:
     """A streamed trace's notes, every request checked as a whole trace's are (nothing is kept)."""
-    from .traces.batched import parquet_batches
+    from .traces.batched import trace_batches
 
     notes, row = None, 0
-    for op, offset, size, submit, *_ in parquet_batches(path, sort=sort, extra=(), batch_rows=STREAM_BATCH_ROWS):
+    for op, offset, size, submit, *_ in trace_batches(path, fmt, sort=sort, extra=(), batch_rows=STREAM_BATCH_ROWS):
         _, part = batch_requests(op, offset, size, submit, first_row=row, **prepare)
         notes = merge_notes(notes, part)
         row += len(op)
@@ -433,7 +439,7 @@ def _first_pass(path: str | Path, sort: bool, prepare: dict[str, Any]) -> dict[s
 
 
 def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: dict[str, Any],
-                  run_kwargs: dict[str, Any], path: str | Path, sort: bool, prepare: dict[str, Any],
+                  run_kwargs: dict[str, Any], path: str | Path, fmt: str, sort: bool, prepare: dict[str, Any],
                   notes: dict[str, Any]):
     """Replay ``path`` while a thread reads it again batch by batch and pushes each into the engine's feed."""
     import threading
@@ -441,7 +447,7 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
     import numpy as np
 
     from . import _native
-    from .traces.batched import parquet_batches
+    from .traces.batched import trace_batches
     from .workload import OPS
 
     codes = bytes(OPS.index(name) for name in notes["ops"])
@@ -453,8 +459,8 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
     def push_all() -> None:
         row = 0
         try:
-            for op, offset, size, submit, *_ in parquet_batches(path, sort=sort, extra=(),
-                                                                batch_rows=STREAM_BATCH_ROWS):
+            for op, offset, size, submit, *_ in trace_batches(path, fmt, sort=sort, extra=(),
+                                                              batch_rows=STREAM_BATCH_ROWS):
                 columns, _ = batch_requests(op, offset, size, np.asarray(submit), first_row=row, **prepare)
                 row += len(op)
                 if not feed.push(columns["arrival"], columns["op"], columns["offset"], columns["size"]):
@@ -521,7 +527,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     # The figures and the report need every request's latency: the trace is kept in memory for them.
-    result = replay(args.target, frame, sort=sort, timing=args.timing, mode=args.mode, qd=args.qd,
+    result = replay(args.target, frame, sort=sort, fmt=args.format, timing=args.timing, mode=args.mode, qd=args.qd,
                     reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,
                     trace_name=str(args.trace),
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),

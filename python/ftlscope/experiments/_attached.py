@@ -7,6 +7,8 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,3 +70,57 @@ def on_block_device(ctx: Context, device: str) -> Iterator[None]:
         yield
     finally:
         ctx.device = target
+
+
+def attached_flash_drive(device: str) -> str | None:
+    """``sim:PRESET`` when ``device`` is a simulated flash drive that ``ftlscope sim attach`` serves, else None
+    (a real device, an attached hard disk). Its model starts empty at attach, whatever its store holds, so a
+    read of a block not written since then touches no flash."""
+    from ..attach_state import attachment_for_device
+    from ..sim import SimDevice
+
+    record = attachment_for_device(device)
+    if record is None:
+        return None
+    config = tomllib.loads(SimDevice.open(record.spec).config_toml).get("device", {})
+    return None if config.get("kind") == "hdd" else f"sim:{record.spec}"
+
+
+@contextlib.contextmanager
+def writing(ctx: Context) -> Iterator[None]:
+    """Let a read-only experiment's context write to its block device for a while (the same device opened for
+    writing, under the usual safety checks: an attached drive that is blank needs no --destructive, one with a
+    file system needs --destructive DEVICE --force), then read-only again."""
+    target = ctx.device
+    ctx.device = RealTarget.open(ctx.target, writes=True, destructive=ctx.destructive, force=ctx.force, size=None,
+                                 engine=ctx.engine, progress=ctx.progress)
+    try:
+        yield
+    finally:
+        ctx.device = target
+
+
+def drive_counters(device: str) -> dict | None:
+    """The counters of the simulated drive ``ftlscope sim attach`` serves as ``device``, as of now (the server
+    writes them every second: this waits for its next write, at most a few seconds), or None when ``device``
+    is not an attached drive. ``model_latency_total_ns`` is the simulated drive's own time, free of the
+    FUSE/loop path's and of the machine's load."""
+    from ..attach_state import attachment_for_device
+
+    record = attachment_for_device(device)
+    if record is None:
+        return None
+    path = record.directory / "stats.json"
+    asked = time.time()
+    deadline = asked + 5.0
+    while time.time() < deadline:
+        try:
+            fresh = path.stat().st_mtime > asked
+        except OSError:
+            fresh = False
+        stats = record.stats() if fresh else None
+        if stats is not None:
+            return stats
+        time.sleep(0.05)
+    return None
+

@@ -17,6 +17,9 @@ class Target(ABC):
     kind: str
     capacity: int
     logical_block: int
+    # A simulated hard disk: its reads cost the same on written and never-written blocks (the head moves either
+    # way), unlike a flash drive's. False where not known (a real device).
+    hard_disk: bool = False
 
     def __init__(self) -> None:
         self.notes: list[str] = []

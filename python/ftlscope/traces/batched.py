@@ -383,3 +383,36 @@ def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int
     for cols in parquet_batches(path, sort=sort, batch_rows=batch_rows):
         stats.add(*cols)
     return stats.result(meta)
+
+
+def trace_batches(path: str | Path, fmt: str, *, sort: bool = False, batch_rows: int = BATCH_ROWS,
+                  extra: tuple[str, ...] = ("complete_ns", "process")):
+    """:func:`parquet_batches` for a trace of any format read in batches: Parquet, or a text format of
+    :data:`ftlscope.traces.streamed.STREAMED_FORMATS`."""
+    if fmt == "parquet":
+        return parquet_batches(path, sort=sort, batch_rows=batch_rows, extra=extra)
+    from .streamed import text_batches
+
+    return text_batches(path, fmt, sort=sort, batch_rows=batch_rows, extra=extra)
+
+
+def trace_meta(path: str | Path, fmt: str) -> dict[str, Any]:
+    """What the trace is, as ``read_trace`` puts it in ``frame.attrs["ftlscope"]``, without reading it."""
+    if fmt == "parquet":
+        return parquet_meta(path)[2]
+    from .streamed import format_name
+
+    return {"format": format_name(Path(path), fmt), "synthetic": False}
+
+
+def batched_trace_stats(path: str | Path, fmt: str, *, sort: bool = False,
+                        batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
+    """``trace_stats(read_trace(path, fmt, sort=sort))`` read in batches (see the module's docstring for what is
+    exact). Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole
+    then)."""
+    if fmt == "parquet":
+        return parquet_trace_stats(path, sort=sort, batch_rows=batch_rows)
+    stats = _Stats(latency=fmt == "msr")  # the one text format read here that records completions
+    for cols in trace_batches(path, fmt, sort=sort, batch_rows=batch_rows):
+        stats.add(*cols)
+    return stats.result(trace_meta(path, fmt))

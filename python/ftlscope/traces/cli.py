@@ -57,18 +57,20 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
 
 def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
     """The statistics ``trace info`` prints (and the replay report shows). A Parquet trace is read in record
-    batches (flat memory); other formats, and a Parquet trace too out of order for --sort's sliding window,
-    whole."""
-    from .batched import Unsorted, parquet_trace_stats
+    batches, a CSV trace or fio iolog in batches of text (flat memory); blkparse output, and a trace too out of
+    order for --sort's sliding window, whole."""
+    from .batched import Unsorted, batched_trace_stats
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .stats import trace_stats
+    from .streamed import STREAMED_FORMATS
 
     if not Path(path).is_file():
         raise TraceError(f"{path}: no such trace file")
-    if (fmt or sniff(Path(path))) == "parquet":
+    fmt = fmt or sniff(Path(path))
+    if fmt == "parquet" or fmt in STREAMED_FORMATS:
         try:
-            return parquet_trace_stats(path, sort=sort)
+            return batched_trace_stats(path, fmt, sort=sort)
         except Unsorted:
             pass
     return trace_stats(read_trace(path, fmt, sort=sort))
@@ -171,12 +173,27 @@ def process_table(processes: list[dict[str, Any]], requests: int, shown: int = 1
 def cmd_trace_convert(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .readers import read_trace
-    from .writers import convert
+    from .batched import Unsorted
+    from .readers import read_trace, sniff
+    from .schema import TraceError
+    from .streamed import STREAMED_FORMATS, text_frames
+    from .writers import convert, convert_frames
 
-    frame = read_trace(args.trace, args.format, sort=args.sort)
-    out = convert(frame, args.to, args.out, args.fio_file)
-    Console(stderr=True).print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests)[/dim]")
+    path = Path(args.trace)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such trace file")
+    fmt = args.format or sniff(path)
+    written = None
+    if fmt in STREAMED_FORMATS:  # text: converted batch by batch, in flat memory
+        try:
+            written = convert_frames(text_frames(path, fmt, sort=args.sort), args.to, args.out, args.fio_file)
+        except Unsorted:
+            pass  # too out of order for --sort's window: read whole below
+    if written is None:
+        frame = read_trace(path, fmt, sort=args.sort)
+        written = convert(frame, args.to, args.out, args.fio_file), len(frame)
+    out, rows = written
+    Console(stderr=True).print(f"[dim]ftlscope: wrote {out} ({rows:,} requests)[/dim]")
     return 0
 
 

@@ -23,7 +23,10 @@ from .schema import METADATA_KEY, TraceError, build_frame
 
 _INT = r"^\s*-?\d+\s*$"
 _NUM = r"^\s*-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
-_BLOCK = 4 << 20  # bytes of CSV text per batch
+# Bytes of CSV text per batch. pyarrow's streaming reader reads about 32 blocks ahead of the parser, so the
+# block size sets its peak memory: 1 MiB blocks hold 36-40 MiB whatever the file's length (4 MiB blocks held
+# 161 MiB for a 207 MB MSR trace, measured).
+_BLOCK = 1 << 20
 
 # (column names, pattern per column, text naming what was expected) per CSV format.
 _CSV = {
@@ -193,30 +196,43 @@ def _first_line_with_fields_not(path: Path, count: int) -> int | None:
     return None
 
 
+def csv_requests(path: Path, fmt: str):
+    """The requests of a CSV trace batch by batch, as pyarrow's streaming reader reads the text: (first line
+    number, dict of raw columns: op names, offset, size, submit in the trace's own clock (ns), complete or None).
+    Times are not yet made relative: :func:`ftlscope.traces.streamed.text_frames` and :func:`_read_csv` do that."""
+    for line, cols in _csv_batches(path, fmt):
+        yield line, _csv_columns(fmt, cols)
+
+
+def _csv_columns(fmt: str, cols: dict[str, Any]) -> dict[str, Any]:
+    if fmt == "msr":
+        ticks = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.int64()).to_numpy()
+        # Windows filetime: 100 ns ticks; ResponseTime counts the same ticks.
+        return {"op": pc.utf8_lower(cols["Type"]).to_numpy(zero_copy_only=False),
+                "offset": pc.cast(cols["Offset"], pa.int64()).to_numpy(),
+                "size": pc.cast(cols["Size"], pa.int64()).to_numpy(), "submit": ticks * 100,
+                "complete": (ticks + pc.cast(cols["ResponseTime"], pa.int64()).to_numpy()) * 100}
+    if fmt == "alibaba":
+        codes = pc.utf8_lower(cols["opcode"]).to_numpy(zero_copy_only=False)
+        return {"op": np.where(codes == "r", "read", "write").astype(object),
+                "offset": pc.cast(cols["offset"], pa.int64()).to_numpy(),
+                "size": pc.cast(cols["length"], pa.int64()).to_numpy(),
+                "submit": pc.cast(cols["timestamp"], pa.int64()).to_numpy() * 1_000,  # microseconds
+                "complete": None}
+    codes = pc.utf8_lower(pc.utf8_trim_whitespace(cols["Opcode"])).to_numpy(zero_copy_only=False)  # spc
+    seconds = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.float64()).to_numpy()
+    return {"op": np.where(codes == "r", "read", "write").astype(object),
+            "offset": pc.cast(pc.utf8_trim_whitespace(cols["LBA"]), pa.int64()).to_numpy() * 512,
+            "size": pc.cast(pc.utf8_trim_whitespace(cols["Size"]), pa.int64()).to_numpy(),
+            "submit": np.rint(seconds * 1e9).astype(np.int64), "complete": None}
+
+
 def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
     parts: dict[str, list[np.ndarray]] = defaultdict(list)
-    for _, cols in _csv_batches(path, fmt):
-        if fmt == "msr":
-            ticks = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.int64()).to_numpy()
-            parts["op"].append(pc.utf8_lower(cols["Type"]).to_numpy(zero_copy_only=False))
-            parts["offset"].append(pc.cast(cols["Offset"], pa.int64()).to_numpy())
-            parts["size"].append(pc.cast(cols["Size"], pa.int64()).to_numpy())
-            # Windows filetime: 100 ns ticks; ResponseTime counts the same ticks.
-            parts["submit"].append(ticks * 100)
-            parts["complete"].append((ticks + pc.cast(cols["ResponseTime"], pa.int64()).to_numpy()) * 100)
-        elif fmt == "alibaba":
-            codes = pc.utf8_lower(cols["opcode"]).to_numpy(zero_copy_only=False)
-            parts["op"].append(np.where(codes == "r", "read", "write").astype(object))
-            parts["offset"].append(pc.cast(cols["offset"], pa.int64()).to_numpy())
-            parts["size"].append(pc.cast(cols["length"], pa.int64()).to_numpy())
-            parts["submit"].append(pc.cast(cols["timestamp"], pa.int64()).to_numpy() * 1_000)  # microseconds
-        else:  # spc
-            codes = pc.utf8_lower(pc.utf8_trim_whitespace(cols["Opcode"])).to_numpy(zero_copy_only=False)
-            parts["op"].append(np.where(codes == "r", "read", "write").astype(object))
-            parts["offset"].append(pc.cast(pc.utf8_trim_whitespace(cols["LBA"]), pa.int64()).to_numpy() * 512)
-            parts["size"].append(pc.cast(pc.utf8_trim_whitespace(cols["Size"]), pa.int64()).to_numpy())
-            seconds = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.float64()).to_numpy()
-            parts["submit"].append(np.rint(seconds * 1e9).astype(np.int64))
+    for _, cols in csv_requests(path, fmt):
+        for name, values in cols.items():
+            if values is not None:
+                parts[name].append(values)
     if not parts:
         raise TraceError(f"{path}: the trace holds no requests")
     cat = {k: np.concatenate(v) for k, v in parts.items()}
@@ -305,21 +321,42 @@ _FIO_ACTIONS = {"read": "read", "write": "write", "trim": "trim", "sync": "flush
 _FIO_FILE_ACTIONS = ("add", "open", "close")
 
 
-def _read_fio(path: Path, sort: bool) -> pd.DataFrame:
-    """fio iolog v2 (``file action [offset length]``, ``file wait usec``) or v3 (``usec file action ...``)."""
+# Lines of an fio iolog per chunk read (pandas' C parser in chunks: the text never sits in memory whole).
+FIO_CHUNK_LINES = 1 << 18
+
+
+def fio_version(path: Path) -> int:
     with open(path, encoding="utf-8", errors="replace") as fh:
         header = fh.readline().strip()
-    version = 3 if header.startswith("fio version 3") else 2
+    return 3 if header.startswith("fio version 3") else 2
+
+
+def fio_requests(path: Path, chunk_lines: int | None = None):
+    """The I/O lines of an fio iolog v2 (``file action [offset length]``, ``file wait usec``) or v3 (``usec file
+    action ...``), chunk by chunk: (first line number, dict of raw columns: op names, offset, size, submit ns,
+    complete None). A v2 log's 'wait' delays carry from chunk to chunk."""
+    version = fio_version(path)
     names = (["t"] if version == 3 else []) + ["file", "action", "offset", "length"]
+    waited = 0  # v2: microseconds of 'wait' lines so far
+    first = 2  # blank lines aside, row i of the file after the header is line i + 2
     # pandas' C parser takes the ragged rows (file actions have fewer fields) and keeps the text as is.
     try:
-        table = pd.read_csv(path, sep=r"\s+", header=None, names=names, skiprows=1, dtype=str,
-                            engine="c", skip_blank_lines=True, on_bad_lines="error")
+        chunks = pd.read_csv(path, sep=r"\s+", header=None, names=names, skiprows=1, dtype=str, engine="c",
+                             skip_blank_lines=True, on_bad_lines="error",
+                             chunksize=chunk_lines or FIO_CHUNK_LINES)
+        for table in chunks:
+            table = table.reset_index(drop=True)
+            cols, waited = _fio_columns(path, version, table, first, waited)
+            yield first, cols
+            first += len(table)
+    except pd.errors.EmptyDataError:
+        return
     except pd.errors.ParserError as exc:
         raise TraceError(f"{path}: {exc}; expected fio iolog v{version} lines") from None
-    if table.empty:
-        raise TraceError(f"{path}: the trace holds no requests")
-    line = pd.Series(np.arange(len(table)) + 2)  # blank lines aside, row i is line i + 2
+
+
+def _fio_columns(path: Path, version: int, table: pd.DataFrame, first: int, waited: int) -> tuple[dict, int]:
+    line = pd.Series(np.arange(len(table)) + first)
     action = table["action"].fillna("")
     known = action.isin(list(_FIO_ACTIONS) + list(_FIO_FILE_ACTIONS) + (["wait"] if version == 2 else []))
     if not known.all():
@@ -342,9 +379,25 @@ def _read_fio(path: Path, sort: bool) -> pd.DataFrame:
     else:
         # v2 has no timestamps: 'wait' lines add a delay in microseconds, otherwise fio issues back to back.
         waits = np.where(action == "wait", pd.to_numeric(table["offset"], errors="coerce").fillna(0), 0)
-        submit = np.cumsum(waits).astype(np.int64) * 1_000
+        total = waited + np.cumsum(waits).astype(np.int64)
+        submit = total * 1_000
+        waited = int(total[-1]) if len(total) else waited
     sel = table[io]
-    offsets = pd.to_numeric(sel["offset"], errors="coerce").fillna(0).astype(np.int64)
-    lengths = pd.to_numeric(sel["length"], errors="coerce").fillna(0).astype(np.int64)
-    return build_frame(sel["action"].map(_FIO_ACTIONS).to_numpy(dtype=object), offsets, lengths, submit[io],
-                       path=path, fmt=f"fio-v{version}", sort=sort)
+    cols = {"op": sel["action"].map(_FIO_ACTIONS).to_numpy(dtype=object),
+            "offset": pd.to_numeric(sel["offset"], errors="coerce").fillna(0).astype(np.int64).to_numpy(),
+            "size": pd.to_numeric(sel["length"], errors="coerce").fillna(0).astype(np.int64).to_numpy(),
+            "submit": submit[io], "complete": None}
+    return cols, waited
+
+
+def _read_fio(path: Path, sort: bool) -> pd.DataFrame:
+    parts: dict[str, list[np.ndarray]] = defaultdict(list)
+    for _, cols in fio_requests(path):
+        for name, values in cols.items():
+            if values is not None:
+                parts[name].append(values)
+    if not parts:
+        raise TraceError(f"{path}: the trace holds no requests")
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    return build_frame(cat["op"], cat["offset"], cat["size"], cat["submit"], path=path,
+                       fmt=f"fio-v{fio_version(path)}", sort=sort)

@@ -27,32 +27,44 @@ class TraceError(UsageError):
     """A trace file cannot be read as asked (exit 2, one line naming the file and what is wrong)."""
 
 
+def check_columns(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path,
+                  first_row: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four columns as arrays, refused (TraceError naming the request) where a size or offset is negative or
+    an operation unknown; request numbers count from ``first_row + 1``."""
+    op = np.asarray(op, dtype=object)
+    offset = np.asarray(offset, dtype=np.int64)
+    size = np.asarray(size, dtype=np.int64)
+    submit = np.asarray(submit_ns, dtype=np.int64)
+    if (size < 0).any():
+        i = int(np.argmax(size < 0))
+        raise TraceError(f"{path}: request {first_row + i + 1} has a negative size ({size[i]}); sizes must be >= 0 "
+                         "bytes")
+    if (offset < 0).any():
+        i = int(np.argmax(offset < 0))
+        raise TraceError(f"{path}: request {first_row + i + 1} has a negative offset ({offset[i]}); offsets must "
+                         "be >= 0")
+    known = pd.Series(op).isin(OPS).to_numpy()
+    if not known.all():
+        i = int(np.argmin(known))
+        raise TraceError(f"{path}: request {first_row + i + 1} has operation {op[i]!r}; expected one of "
+                         f"{', '.join(OPS)}")
+    return op, offset, size, submit
+
+
 def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, fmt: str,
                 complete_ns: Any = None, process: Any = None, sort: bool = False,
-                meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Check and normalise columns into the trace table; times become relative to the first arrival.
+                meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
+                origin: int | None = None, first_row: int = 0) -> pd.DataFrame:
+    """Check and normalise columns into the trace table; times become relative to the first arrival (or to
+    ``origin``: a batch of a longer trace, whose first request is number ``first_row + 1``, takes the trace's).
 
     ``extra`` holds further columns a format records (a capture's ``pid``, ``queued_ns``, ``rwbs``, ...): kept in
     the given order after the standard ones, sorted with them; those that are clock readings (``CLOCK_COLUMNS``) are
     shifted to the same origin as ``submit_ns``, durations (a replay's ``issue_lag_ns``) are not.
     """
-    op = np.asarray(op, dtype=object)
-    offset = np.asarray(offset, dtype=np.int64)
-    size = np.asarray(size, dtype=np.int64)
-    submit = np.asarray(submit_ns, dtype=np.int64)
+    op, offset, size, submit = check_columns(op, offset, size, submit_ns, path=path, first_row=first_row)
     if len(submit) == 0:
         raise TraceError(f"{path}: the trace holds no requests")
-    if (size < 0).any():
-        i = int(np.argmax(size < 0))
-        raise TraceError(f"{path}: request {i + 1} has a negative size ({size[i]}); sizes must be >= 0 bytes")
-    if (offset < 0).any():
-        i = int(np.argmax(offset < 0))
-        raise TraceError(f"{path}: request {i + 1} has a negative offset ({offset[i]}); offsets must be >= 0")
-    known = pd.Series(op).isin(OPS).to_numpy()
-    if not known.all():
-        i = int(np.argmin(known))
-        raise TraceError(f"{path}: request {i + 1} has operation {np.asarray(op, dtype=object)[i]!r}; "
-                         f"expected one of {', '.join(OPS)}")
     ops = pd.Categorical(op, categories=list(OPS))
     frame = pd.DataFrame({
         "op": ops,
@@ -70,10 +82,10 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
     if len(back):
         if not sort:
             i = int(back[0]) + 1
-            raise TraceError(f"{path}: timestamps go backwards at request {i + 1} ({submit[i]} ns after "
+            raise TraceError(f"{path}: timestamps go backwards at request {first_row + i + 1} ({submit[i]} ns after "
                              f"{submit[i - 1]} ns); pass --sort to order the requests by arrival time")
         frame = frame.sort_values("submit_ns", kind="stable").reset_index(drop=True)
-    start = int(frame["submit_ns"].iloc[0])
+    start = int(frame["submit_ns"].iloc[0]) if origin is None else origin
     frame["submit_ns"] = (frame["submit_ns"] - start).astype(np.uint64)
     for name in extra or {}:
         if name in CLOCK_COLUMNS:
