@@ -277,6 +277,7 @@ def zram_device() -> Iterator[str]:
 MACHINE_STATE_MODULES = frozenset({
     "test_blockdev", "test_capture", "test_compare_system", "test_devices", "test_fs_impact", "test_git_checkout",
     "test_safety", "test_scheduler_impact", "test_sim_attach", "test_tree_traversal", "test_video_streaming",
+    "test_zoning",
 })
 
 
