@@ -281,7 +281,12 @@ MACHINE_STATE_MODULES = frozenset({
 })
 
 
+# ... and any test elsewhere that asks for one of these fixtures.
+MACHINE_STATE_FIXTURES = frozenset({"losetup", "make_loop", "zram_device"})
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2]
-        item.add_marker(pytest.mark.xdist_group("machine-state" if module in MACHINE_STATE_MODULES else module))
+        shared = module in MACHINE_STATE_MODULES or not MACHINE_STATE_FIXTURES.isdisjoint(item.fixturenames)
+        item.add_marker(pytest.mark.xdist_group("machine-state" if shared else module))
