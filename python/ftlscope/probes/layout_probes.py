@@ -117,13 +117,16 @@ STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are t
 ADMISSION_DISTANCES = 8
 ADMISSION_RUNS = 4
 PAIRS_ON_NOISE = 0.5  # the most confidence pairs of reads are given on a drive with timing noise
-# P5 behind a serial stage: single reads of k = 1 .. SPAN_MAX whole chunks, SPAN_READS kept per k per round (a
-# read that crosses into the next stripe row is left out), rounds until the posterior reaches SETTLED (at most
-# SPAN_ROUNDS). optane-like with one command processor at medium noise: 2 channels' 2.6 us step shows at ~1000
-# reads per k, not at 200.
+# P5 behind a serial stage: single reads of k = 1 .. SPAN_MAX whole chunks (at most SPAN_BYTES a read), about
+# SPAN_READS[r] kept per k in round r (a read that crosses into the next stripe row is left out), until the
+# posterior reaches SETTLED or SPAN_BUDGET_S of device time is spent. The first round is short: a drive without
+# noise shows its steps exactly. optane-like with one command processor at medium noise: 2 channels' 2.6 us
+# step shows at ~1000 reads per k, not at 200. kelpie-n500g-s with a wrong 512 KiB chunk spent 1300 s here
+# before the budget.
 SPAN_MAX = 48
-SPAN_READS = 500
-SPAN_ROUNDS = 4
+SPAN_BYTES = 2 * MiB
+SPAN_READS = (32, 500, 500, 500)
+SPAN_BUDGET_S = 60.0
 SPAN_TRIM = 0.1  # share of the reads trimmed from each end of a size's latencies
 
 
@@ -733,15 +736,19 @@ def see_through(ctx: Context, known: dict[str, Answer], answer: Answer) -> Answe
     row = stripe * chunk
     first_row = -(-start // row)
     rows = max(1, (start + length) // row - first_row)
-    sizes = range(1, min(stripe, SPAN_MAX) + 1)
+    sizes = range(1, max(1, min(stripe, SPAN_MAX, SPAN_BYTES // chunk)) + 1)
     frames: list[pd.DataFrame] = []
     reading = None
     before = ctx.device_time_ns
-    for round_index in range(SPAN_ROUNDS):
-        frames += [span_run(ctx, first_row, rows, stripe, chunk, k, SPAN_READS, 1000 * round_index + k,
-                            f"see-through round {round_index}: reads of {k} chunks") for k in sizes]
+    for round_index, reads in enumerate(SPAN_READS):
+        for k in sizes:
+            if (ctx.device_time_ns - before) / 1e9 > SPAN_BUDGET_S:
+                break
+            frames.append(span_run(ctx, first_row, rows, stripe, chunk, k, reads, 1000 * round_index + k,
+                                   f"see-through round {round_index}: reads of {k} chunks"))
         reading = p5.channels_from_spans(span_cells(pd.concat(frames, ignore_index=True)), stripe)
-        if reading.found and (reading.posterior or 0.0) >= SETTLED:
+        if reading.found and (reading.posterior or 0.0) >= SETTLED or \
+                (ctx.device_time_ns - before) / 1e9 > SPAN_BUDGET_S:
             break
     assert reading is not None
     spent = (ctx.device_time_ns - before) / 1e9
