@@ -29,6 +29,9 @@ rounds of streams go on until the posterior settles; if the streams stay unsure 
 and the more confident answer kept (at most 0.5 on a noisy drive). Pairs issued together first check for a
 serial stage in front of the buses (one command processor): one that spaces reads by at least the fastest bus's
 page transfer can hide every bus wait, and the answer then says so (``controller_limited``, low confidence).
+Behind such a stage P5 then reads single commands of k whole chunks (:func:`see_through`): one command passes
+the processors once, and its chunks queue on the buses behind them, a step each time k passes a multiple of the
+channel count; a step found replaces the hidden answer (still marked controller-limited), none keeps it.
 Every P5 read is one logical block of its page: the page still crosses the channel bus, but only the block the
 host link, so a host link slower than a channel (optane-like) no longer hides the buses. A single pair's
 completion gap drowns in such noise: the bus transfer is a few microseconds, the spread of two reads' sensing
