@@ -696,7 +696,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .jsonable import write_json
-    from .probes.runner import probe_device
+    from .probes.runner import legend_lines, probe_device
     from .units import parse_size
 
     report = probe_device(
@@ -706,7 +706,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
     )
     for note in report.notes:
         err_console.print(f"[dim]ftlscope: {note}[/dim]")
-    console.print(_rich_frame(report.table(), f"Properties of {args.target}"))
+    table = report.table()
+    console.print(_rich_frame(table, f"Properties of {args.target}"))
+    for note in legend_lines(table):
+        console.print(note, markup=False, highlight=False)
     if args.json:
         write_json(Path(args.json), report.to_json())
     err_console.print(f"[dim]ftlscope: wrote {args.out}/ (properties.json, .md, .csv, figures, raw/)"

@@ -207,3 +207,86 @@ def channels_from_streams(cells: pd.DataFrame, stripe: int, page_bytes: int = 40
     reading.controller_limited = bool(hides)
     reading.serial_stage_ns = float(stage_ns)
     return reading
+
+
+# ---- seeing through a serial stage: one command over several units -----------------------------------------------
+
+# A stage of steps is taken only when each step stands this many standard errors (after the dispersion) above
+# nothing: a smaller one is the trend's curvature or noise, not a bus transfer.
+SPAN_STEP_Z = 4.0
+
+
+def span_fit(k: np.ndarray, y: np.ndarray, w: np.ndarray, channels: int | None) -> tuple[float, int, float, float]:
+    """Weighted least squares of ``y`` = a quadratic in ``k`` plus ``step`` x ceil(k / channels): (chi-square,
+    parameters, step, its standard error). ``channels`` None: no step (no two units share a bus)."""
+    scale = max(float(np.ptp(k)), 1.0)
+    x = (k - k.mean()) / scale
+    columns = [np.ones_like(x), x, x ** 2]
+    if channels is not None:
+        columns.append(np.ceil(k / channels))
+    design = np.column_stack(columns)
+    sw = np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(design * sw[:, None], y * sw, rcond=None)
+    chi2 = float(np.sum(w * (y - design @ coef) ** 2))
+    if channels is None:
+        return chi2, design.shape[1], 0.0, 0.0
+    covariance = np.linalg.pinv((design * w[:, None]).T @ design)
+    return chi2, design.shape[1], float(coef[-1]), float(np.sqrt(max(covariance[-1, -1], 0.0)))
+
+
+def channels_from_spans(cells: pd.DataFrame, stripe: int) -> ChannelReading:
+    """P5 seen through a serial stage: ``cells`` has one row per ``k`` (one read command of k whole chunks inside
+    one stripe row, so k consecutive units, one read at a time) with its trimmed mean latency (``mean_ns``),
+    standard error (``se_ns``) and reads (``n``).
+
+    One command passes the command processors once, whatever it reads, so their time cannot hide what happens
+    behind them: the units sense in parallel and their chunks then queue on the channel buses, the pages of
+    ceil(k / C) units on the busiest of C channels (unit u is on channel u mod C). The latency rises by one
+    chunk's bus transfer each time k passes a multiple of C, on top of a smooth rise (the host link's transfer
+    of k chunks, the slowest of k sensing times). Each channel count C from 2 to k's largest is fitted as a
+    quadratic in k plus an equal step per ceil(k / C) (equal: each is one more chunk on the busiest bus, so a
+    divisor of C, whose extra steps would have to be zero, does not fit as well), "no two units share a bus" as
+    the quadratic alone; scored by Akaike's criterion after the quasi-likelihood dispersion, as the streams are.
+    Written here because it is a model selection over this probe's own design, not a library routine."""
+
+    def layout(channels: int) -> dict[str, int]:
+        return {"channels": int(channels), "chips_per_channel": int(-(-stripe // max(channels, 1)))}
+
+    none = np.zeros(0, dtype=int)
+    if len(cells) < 4:
+        return ChannelReading(layout(stripe), None, [], cells, none, "too few read sizes were measured", False)
+    k = cells["k"].to_numpy(float)
+    y = cells["mean_ns"].to_numpy(float)
+    se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
+    w = 1 / se ** 2
+    largest = int(k.max())
+    # A channel count needs a step inside the sizes measured (at k = C + 1); None: no step at all.
+    candidates: list[int | None] = [*range(2, largest), None]
+    fits = {c: span_fit(k, y, w, c) for c in candidates}
+    first = min(fits, key=lambda c: fits[c][0] + 2 * fits[c][1])
+    dispersion = max(1.0, fits[first][0] / max(len(y) - fits[first][1], 1))
+    score = {c: f[0] / dispersion + 2 * f[1] for c, f in fits.items()}
+    # A step that falls (a bus transfer never makes a read faster) or does not stand out is no layout.
+    for c, f in fits.items():
+        if c is not None and f[2] <= SPAN_STEP_Z * f[3] * np.sqrt(dispersion):
+            score[c] = np.inf
+    low = min(score.values())
+    weights = {c: float(np.exp(-(s - low) / 2)) for c, s in score.items()}
+    total = sum(weights.values())
+    ranked = sorted(weights, key=lambda c: (-weights[c], stripe if c is None else c))
+    best = ranked[0]
+    posterior = weights[best] / total
+    others = [{"value": layout(stripe if c is None else c), "confidence": round(weights[c] / total, 4)}
+              for c in ranked[1:4] if weights[c] / total >= 1e-4]
+    note = f"dispersion {dispersion:.1f}x the medians' standard errors"
+    if best is None:
+        note = (f"one read of k chunks (k = 1-{largest}) takes no step at any channel count: no bus transfer "
+                f"showed behind the serial stage; {note}")
+        confidence = posterior if largest >= stripe else min(posterior, 0.5)  # more channels than k also fit
+        return ChannelReading(layout(stripe), confidence, others, cells, none, note, False, posterior)
+    step = fits[best][2]
+    abnormal = np.arange(best + 1, largest + 1, best)
+    note = (f"one read of k chunks (k = 1-{largest}) takes {step / 1e3:.2f} us longer each time k passes a "
+            f"multiple of {best} (at k = {_listed(abnormal)}): one more chunk on the busiest of {best} channel "
+            f"buses; posterior {posterior:.2f} against the other channel counts; {note}")
+    return ChannelReading(layout(best), posterior, others, cells, abnormal, note, True, posterior)

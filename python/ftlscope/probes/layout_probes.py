@@ -29,6 +29,9 @@ rounds of streams go on until the posterior settles; if the streams stay unsure 
 and the more confident answer kept (at most 0.5 on a noisy drive). Pairs issued together first check for a
 serial stage in front of the buses (one command processor): one that spaces reads by at least the fastest bus's
 page transfer can hide every bus wait, and the answer then says so (``controller_limited``, low confidence).
+Behind such a stage P5 then reads single commands of k whole chunks (:func:`see_through`): one command passes
+the processors once, and its chunks queue on the buses behind them, a step each time k passes a multiple of the
+channel count; a step found replaces the hidden answer (still marked controller-limited), none keeps it.
 Every P5 read is one logical block of its page: the page still crosses the channel bus, but only the block the
 host link, so a host link slower than a channel (optane-like) no longer hides the buses. A single pair's
 completion gap drowns in such noise: the bus transfer is a few microseconds, the spread of two reads' sensing
@@ -54,6 +57,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
+from scipy.stats import mstats
 
 from .. import plots
 from ..experiments.context import Context
@@ -115,6 +120,17 @@ STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are t
 ADMISSION_DISTANCES = 8
 ADMISSION_RUNS = 4
 PAIRS_ON_NOISE = 0.5  # the most confidence pairs of reads are given on a drive with timing noise
+# P5 behind a serial stage: single reads of k = 1 .. SPAN_MAX whole chunks (at most SPAN_BYTES a read), about
+# SPAN_READS[r] kept per k in round r (a read that crosses into the next stripe row is left out), until the
+# posterior reaches SETTLED or SPAN_BUDGET_S of device time is spent. The first round is short: a drive without
+# noise shows its steps exactly. optane-like with one command processor at medium noise: 2 channels' 2.6 us
+# step shows at ~1000 reads per k, not at 200. kelpie-n500g-s with a wrong 512 KiB chunk spent 1300 s here
+# before the budget.
+SPAN_MAX = 48
+SPAN_BYTES = 2 * MiB
+SPAN_READS = (32, 500, 500, 500)
+SPAN_BUDGET_S = 60.0
+SPAN_TRIM = 0.1  # share of the reads trimmed from each end of a size's latencies
 
 
 # ---- shared ------------------------------------------------------------------------------------------------
@@ -678,8 +694,113 @@ def channel_figure(answer: Answer, directory: Path) -> Path:
                       "slower.")
 
 
+def span_run(ctx: Context, first_row: int, rows: int, stripe: int, chunk: int, k: int, reads: int, seed: int,
+             label: str) -> pd.DataFrame:
+    """Single reads of ``k`` whole chunks (one at a time) at random chunk-aligned places of ``rows`` stripe rows
+    from ``first_row``: the latency of each read that stays inside one stripe row (its k chunks on k consecutive
+    units: ceil(k / C) of them on the busiest of C channels, wherever the read starts). Random places, so every k
+    reads the same mix of rows (page types); kept reads only, about ``reads`` of them."""
+    starts = [j * k % stripe for j in range(stripe)]  # where a k-chunk slot starts in its row, over one period
+    inside = sum(1 for u in starts if u + k <= stripe) / stripe
+    ops = int(np.ceil(reads / max(inside, 1e-9)))
+    length = rows * stripe * chunk // (k * chunk) * (k * chunk)
+    wl = _reads(start=first_row * stripe * chunk, length=length, size=k * chunk, ops=ops, batch=1,
+                pattern={"kind": "random"}, seed=seed)
+    t = _trace(ctx, wl, label)
+    unit = (t["offset_bytes"].to_numpy(np.int64) - first_row * stripe * chunk) // chunk % stripe
+    kept = unit + k <= stripe
+    return pd.DataFrame({"k": k, "latency_ns": t["latency_ns"].to_numpy(np.int64)[kept]})
+
+
+def span_cells(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per k: the 10 %-trimmed mean latency and its standard error (scipy's winsorised estimate). Not the
+    median: the random rows hold a mix of page types (MLC's 40 and 60 us reads), and a median of such a mix jumps
+    between the two modes from one k to the next (a two-mode drive read "no step" at 3000x dispersion), while a
+    trimmed mean moves with the mix's share only as much as its standard error says; the trimming drops the
+    retried and stalled reads."""
+    rows = []
+    for k, group in raw.groupby("k"):
+        latency = group["latency_ns"].to_numpy(float)
+        rows.append({"k": int(k), "n": len(latency), "mean_ns": float(stats.trim_mean(latency, SPAN_TRIM)),
+                     "se_ns": float(mstats.trimmed_stde(latency, limits=(SPAN_TRIM, SPAN_TRIM)))
+                     if len(latency) > 2 else 0.0})
+    return pd.DataFrame(rows, columns=["k", "n", "mean_ns", "se_ns"])
+
+
+def see_through(ctx: Context, known: dict[str, Answer], answer: Answer) -> Answer:
+    """P5 behind a serial stage that hides the buses (``answer`` is controller-limited): one read command of k
+    whole chunks passes the command processors once, and behind them its k chunks queue on the channel buses
+    (:func:`._p5_analysis.channels_from_spans`). The layout it finds replaces the hidden one; when it finds
+    none (the stage may also space the senses of one command), the controller-limited answer stays."""
+    page = _page_size(ctx, known)
+    chunk = _chunk_size(known, page)
+    stripe = int(_known_value(known, "P4"))
+    start, length = _regions(ctx)["P5"]
+    row = stripe * chunk
+    first_row = -(-start // row)
+    rows = max(1, (start + length) // row - first_row)
+    sizes = range(1, max(1, min(stripe, SPAN_MAX, SPAN_BYTES // chunk)) + 1)
+    frames: list[pd.DataFrame] = []
+    reading = None
+    before = ctx.device_time_ns
+    for round_index, reads in enumerate(SPAN_READS):
+        for k in sizes:
+            if (ctx.device_time_ns - before) / 1e9 > SPAN_BUDGET_S:
+                break
+            frames.append(span_run(ctx, first_row, rows, stripe, chunk, k, reads, 1000 * round_index + k,
+                                   f"see-through round {round_index}: reads of {k} chunks"))
+        reading = p5.channels_from_spans(span_cells(pd.concat(frames, ignore_index=True)), stripe)
+        if reading.found and (reading.posterior or 0.0) >= SETTLED or \
+                (ctx.device_time_ns - before) / 1e9 > SPAN_BUDGET_S:
+            break
+    assert reading is not None
+    spent = (ctx.device_time_ns - before) / 1e9
+    raw = pd.concat(frames, ignore_index=True)
+    if not reading.found:
+        answer.evidence += (f"; single reads of 1-{max(sizes)} chunks ({len(raw)} reads, {spent:.1f} s) could not "
+                            f"see through it: {reading.note}")
+        answer.extra["seen_through"] = False
+        return answer
+    evidence = (f"{answer.extra.get('serial_stage_us', 0):.2f} us a read of a serial stage in front of the buses "
+                f"hides them from concurrent reads; seen through it with {len(raw)} single reads of 1-{max(sizes)} "
+                f"whole chunks ({spent:.1f} s): {reading.note}; chips per channel = stripe width {stripe} / "
+                f"{reading.layout['channels']} channels, rounded up")
+    seen = Answer(reading.layout, reading.confidence, evidence,
+                  alternatives=reading.alternatives + [{"value": answer.value,
+                                                        "confidence": round(answer.confidence or 0.0, 4)}],
+                  extra={"abnormal_distances": [int(x) for x in reading.abnormal[:32]],
+                         "bus_contention_seen": True, "posterior": reading.posterior, "controller_limited": True,
+                         "serial_stage_us": answer.extra.get("serial_stage_us", 0.0), "seen_through": True},
+                  raw=raw)
+    seen.rounds = answer.rounds
+    return seen
+
+
+def span_figure(answer: Answer, directory: Path) -> Path:
+    """Median latency of one read against the whole chunks it reads: a step each time one more chunk lands on
+    the busiest channel bus."""
+    cells = span_cells(answer.raw)
+    fig, ax = plots.figure("P5 channel layout behind a serial stage: one read of k chunks",
+                           "chunks in one read (k consecutive units)", "trimmed mean read latency (us)")
+    ax.errorbar(cells["k"], plots.microseconds(cells["mean_ns"]), yerr=plots.microseconds(cells["se_ns"]),
+                marker="o", markersize=3, linewidth=0.6, label="trimmed mean latency")
+    for x in answer.extra.get("abnormal_distances", []):
+        ax.axvline(x - 0.5, color="grey", linestyle=":", linewidth=0.8)
+    return plots.save(fig, directory, "P5_channel_layout",
+                      "Latency (10 %-trimmed mean) of single reads of k whole chunks: the command passes the "
+                      "controller once, and the read is one chunk's bus transfer slower each time k passes a "
+                      "multiple of the channel count.")
+
+
 def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
     answer = _channel_layout(ctx, known, directory)
+    if answer.extra.get("controller_limited") and answer.value and int(_known_value(known, "P4") or 0) > 2:
+        figures = answer.figures
+        answer = see_through(ctx, known, answer)
+        if answer.extra.get("seen_through"):
+            answer.figures = [span_figure(answer, directory)]
+        else:
+            answer.figures = figures
     # The layout is read over P3's chunks and P4's stripe: it is no surer than they are (at harsh noise a stripe
     # of 1 read at 0.54 gave "1 ch x 1" at 1.0).
     basis = [known[pid].confidence for pid in ("P3", "P4") if pid in known and known[pid].confidence is not None]

@@ -20,7 +20,8 @@ from ..sim import SimDevice
 from ..units import format_size
 from . import NAMES, PROBES, parse_properties
 from .base import ERASED, REFILLED, Answer
-from .truth import describe, has_notation, notation
+from .notation import has_detail, legend, shown
+from .truth import describe
 
 DEFAULT_SPAN = 4 << 30
 
@@ -57,7 +58,7 @@ class ProbeReport:
                 "property": pid,
                 "name": NAMES[pid],
                 "answer": describe(pid, a.value),
-                "table 4": notation(pid, a.value, a.extra) if has_notation(pid, a.extra) else "",
+                "table 4": shown(pid, a.value, a.extra) if has_detail(pid, a.extra) else "",
                 "confidence": None if a.confidence is None else round(float(a.confidence), 2),
                 "alternatives": alternatives,
                 "device_time_s": round(a.device_time_s, 3),
@@ -155,11 +156,25 @@ def markdown_table(report: ProbeReport) -> str:
     lines = [f"Properties of {report.device['name']} ({format_size(report.device['size_bytes'])}, "
              f"probed over the first {format_size(report.device['probed_span_bytes'])})", "",
              "| property | answer | confidence | alternatives | device time |", "| --- | --- | --- | --- | --- |"]
-    for row in report.table().itertuples():
-        confidence = "" if pd.isna(row.confidence) else f"{row.confidence:.2f}"
-        lines.append(f"| {row.property} {row.name} | {row.answer} | {confidence} | {row.alternatives} | "
-                     f"{row.device_time_s:.2f} s |")
+    table = report.table()
+    for row in table.to_dict("records"):
+        confidence = "" if pd.isna(row["confidence"]) else f"{row['confidence']:.2f}"
+        answer = row["table 4"] or row["answer"]  # the answer with its Table 4 notation and marks
+        cells = [_cell(answer), confidence, _cell(row["alternatives"])]
+        lines.append(f"| {row['property']} {row['name']} | {' | '.join(cells)} | {row['device_time_s']:.2f} s |")
+    notes = legend_lines(table)
+    lines += ["", *(f"{note}  " for note in notes)] if notes else []
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: Table 4's two-level ``a | b`` would otherwise split the cell."""
+    return str(text).replace("|", "\\|")
+
+
+def legend_lines(table: pd.DataFrame) -> list[str]:
+    """The legend under a property table: one line per mark its answers carry."""
+    return legend(table["table 4"]) if "table 4" in table else []
 
 
 def _scratch_dir() -> str:

@@ -26,9 +26,10 @@ from ..experiments import run_experiment
 from ..experiments.context import Context, Interrupted
 from ..jsonable import write_json
 from ..probes import NAMES
+from ..probes.notation import MARK_KEYS, has_detail, shown
 from ..probes.runner import DEFAULT_SPAN as PROBE_SPAN
 from ..probes.runner import probe_device
-from ..probes.truth import NOTATION_KEYS, describe, has_notation, notation
+from ..probes.truth import NOTATION_KEYS, describe
 from ..runner import job_progress
 from ..sim import SimDevice
 from ..units import parse_size
@@ -230,10 +231,12 @@ def _run_probes(record, subject, directory, span, io) -> FtlscopeError | None:
             "device_time_s": answer.device_time_s,
             "figures": [f"probes/{Path(p).name}" for p in answer.figures],
         }
-        if has_notation(pid, answer.extra):
-            # Table 4's notation (``11.50 MiB p 7.50 MiB | 406 MiB``, ``4 ✗``, ``200 ms | 2.5 s``) and its parts.
-            properties[pid]["notation"] = notation(pid, answer.value, answer.extra)
-            properties[pid]["details"] = {k: v for k, v in answer.extra.items() if k in NOTATION_KEYS.get(pid, ())}
+        if has_detail(pid, answer.extra):
+            # Table 4's notation (``11.50 MiB p 7.50 MiB | 406 MiB``, ``4 ✗``, ``200 ms | 2.5 s``), ftlscope's
+            # marks (``4 ch x 4 chips ‡``) and their parts.
+            properties[pid]["notation"] = shown(pid, answer.value, answer.extra)
+            properties[pid]["details"] = {k: v for k, v in answer.extra.items()
+                                          if k in NOTATION_KEYS.get(pid, ()) or k in MARK_KEYS}
     record["probes"] = {
         "directory": "probes",
         "completed": report.error is None,

@@ -16,6 +16,7 @@ from matplotlib.ticker import ScalarFormatter
 
 from .. import plots
 from ..metrics import WINDOW_INDEX
+from ..probes.notation import legend
 from .card import build_card
 from .compare_guidance import build_compare_guidance
 from .facts import Facts
@@ -46,7 +47,8 @@ def render_compare(runs: list[tuple[dict[str, Any], Path]], out: Path) -> list[P
                   "suite": record.get("suite"), "created_at": record.get("created_at"),
                   "completed": record.get("completed")} for label, (record, _) in zip(labels, runs, strict=True)],
         "card_rows": _card_rows(runs),
-        "property_rows": _property_rows(runs),
+        "property_rows": (property_rows := _property_rows(runs)),
+        "property_legend": legend(cell for row in property_rows for cell in row["cells"]),
         "figures": [{**embed_figure(path, out), "caption": caption} for path, caption in figures],
         "guidance": build_compare_guidance([(label, record) for label, (record, _) in zip(labels, runs,
                                                                                            strict=True)]),

@@ -15,6 +15,7 @@ import jinja2
 import pandas as pd
 
 from .. import metrics, plots
+from ..probes.notation import legend
 from ..units import format_size
 from .card import SPEC_TOLERANCE, build_card, corner_rows
 from .facts import Facts, format_bytes, significant
@@ -142,6 +143,7 @@ def build_view(record: dict[str, Any], directory: Path, out: Path) -> dict[str, 
         "has_spec": bool(record.get("spec")),
         "guidance": guidance,
         "properties": properties,
+        "property_legend": legend(p["answer"] for p in properties),
         "probes": probes,
         "sections": sections,
         "environment_rows": _environment_rows(record),
