@@ -61,7 +61,7 @@ def test_run_writes_json_trace_and_windows(cli, scratch):
     trace = pd.read_parquet(scratch / "out.parquet")
     assert len(trace) == ops
     assert list(trace.columns) == ["op", "offset_bytes", "size", "queue", "submit_ns", "complete_ns", "latency_ns",
-                                   "status", "warmup"]
+                                   "status", "warmup", "submit_seq"]
     windows = pd.read_csv(scratch / "w.csv")
     assert windows["ops"].sum() == ops
     assert set(windows["op"]) == {"read"}

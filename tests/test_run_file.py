@@ -36,7 +36,8 @@ OP_KEYS = {"ops", "iops", "bw_bytes", "bytes", "errors", "ops_over_1ms", "lat_ns
            "lat_ns_fio_percentiles"}
 LAT_KEYS = {"mean", "stddev", "min", "max", "p50", "p90", "p95", "p99", "p99.9", "p99.99"}
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9", "p99.99")
-TRACE_COLUMNS = ["op", "offset_bytes", "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup"]
+TRACE_COLUMNS = ["op", "offset_bytes", "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup",
+                 "submit_seq"]
 
 
 @pytest.fixture(scope="module")

@@ -106,3 +106,17 @@ def test_a_trace_naming_processes_gets_the_same_breakdown_in_batches(tmp_path):
     streamed = batched.parquet_trace_stats(path, batch_rows=700)
     assert "processes" in whole
     _assert_same(whole, streamed)
+
+
+def test_a_run_traces_ties_come_in_submission_order_whole_and_in_batches(tmp_path):
+    # Batches of 16 submitted in one nanosecond each: no timestamp goes backwards, but the rows (completion order)
+    # list each batch's requests out of submission order, and batches of 7 rows cut through the ties.
+    path = tmp_path / "batches.parquet"
+    run("sim:consumer-tlc-dram", from_flags(rw="randrw", batch=16, ops=480, seed=2), trace_file=path)
+    ran = pd.read_parquet(path)
+    submitted = ran.sort_values("submit_seq")["offset_bytes"].to_numpy()
+    assert not (ran["offset_bytes"].to_numpy() == submitted).all()
+    assert (read_trace(path)["offset_bytes"].to_numpy() == submitted).all()
+    streamed = np.concatenate([cols[1] for cols in batched.parquet_batches(path, batch_rows=7)])
+    assert (streamed == submitted).all()
+    _assert_same(trace_stats(read_trace(path)), batched.parquet_trace_stats(path, batch_rows=7))

@@ -45,8 +45,12 @@ LATENCY_COLUMNS = tuple((key, latency_column(key)) for key in
 WINDOW_INDEX = "window_index"
 # A request's byte offset in the trace (OFFSET is a reserved word in SQL).
 OFFSET_BYTES = "offset_bytes"
+# A request's place in the run's submission order over every queue (0 first): the order of requests submitted in
+# the same nanosecond, which the trace's rows (in completion order) and submit_ns cannot tell.
+SUBMIT_SEQ = "submit_seq"
 # The per-request trace (run --trace, capture, the trace readers): one row per request.
-TRACE_COLUMNS = ("op", OFFSET_BYTES, "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup")
+TRACE_COLUMNS = ("op", OFFSET_BYTES, "size", "queue", "submit_ns", "complete_ns", "latency_ns", "status", "warmup",
+                 SUBMIT_SEQ)
 # The engine's windows table (``RunResult.windows``; ``ftlscope run --windows FILE``).
 WINDOW_COLUMNS = ((WINDOW_INDEX, "op", "start_ns", "duration_ns", "ops", "bytes", "iops", "bw_bytes",
                    "ops_over_1ms") + tuple(latency_column(key, "ns") for key in LATENCY_KEYS))

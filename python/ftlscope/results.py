@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .metrics import LATENCY_KEYS, OFFSET_BYTES, WINDOW_INDEX, latency_column
+from .metrics import LATENCY_KEYS, OFFSET_BYTES, SUBMIT_SEQ, WINDOW_INDEX, latency_column
 from .workload import OPS
 
 __all__ = ["LATENCY_KEYS", "RunResult", "trace_frame", "windows_frame"]
@@ -28,6 +28,7 @@ TRACE_DTYPES = {
     "complete_ns": np.uint64,
     "status": np.int32,
     "warmup": np.bool_,
+    SUBMIT_SEQ: np.uint64,
 }
 
 

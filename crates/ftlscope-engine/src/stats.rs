@@ -41,6 +41,10 @@ pub struct Record {
     pub issued_in_warmup: bool,
     /// Replays: how much later than its schedule the request was submitted (0 otherwise).
     pub issue_lag_ns: u64,
+    /// Where the request came in the run's submission order, over every queue (0 first). Requests submitted
+    /// in the same nanosecond (a simulated drive's whole batch) are told apart by it, so a replay can issue
+    /// them in the order the run did.
+    pub submit_seq: u64,
 }
 
 impl Record {
@@ -282,6 +286,7 @@ trace_columns!(|rec, t0| {
     complete_ns: u64 = rec.complete_ns.saturating_sub(t0);
     status: i32 = rec.result;
     warmup: bool = rec.warmup;
+    submit_seq: u64 = rec.submit_seq;
 } optional {
     // a replay's: how late each request was submitted against its schedule
     issue_lag_ns: u64 = rec.issue_lag_ns;
@@ -673,6 +678,7 @@ mod tests {
             warmup: false,
             issued_in_warmup: false,
             issue_lag_ns: 0,
+            submit_seq: 0,
         }
     }
 
@@ -839,7 +845,10 @@ mod tests {
         trace.push(&rec(Op::Read, 7, 5, 1), 2, false);
         let columns = trace.columns();
         let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
-        assert_eq!(names, ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "status", "warmup"]);
+        assert_eq!(
+            names,
+            ["op", "offset", "size", "queue", "submit_ns", "complete_ns", "status", "warmup", "submit_seq"]
+        );
         assert_eq!(columns[4].1, 5u64.to_le_bytes());
         assert_eq!(columns[3].1, 1u16.to_le_bytes());
     }

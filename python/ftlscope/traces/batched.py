@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..metrics import SUBMIT_SEQ
 from ..workload import OPS
 from .schema import METADATA_KEY, TraceError
 from .stats import BLOCK, _size_label
@@ -330,49 +331,70 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
                     extra: tuple[str, ...] = ("complete_ns", "process")):
     """The trace's requests batch by batch, checked as ``read_trace`` checks them: tuples (op codes, offset,
     size, submit_ns, latency_ns[, process]) of numpy arrays, in arrival order with ``sort`` (else a timestamp
-    going backwards is one TraceError). ``extra=()`` reads only the four columns a replay needs (the latency is
-    then NaN). Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole
-    then), and TraceError for an empty trace (after the last batch)."""
+    going backwards is one TraceError), a run trace's requests of one nanosecond in its ``submit_seq`` order.
+    ``extra=()`` reads only the four columns a replay needs (the latency is then NaN). Raises :class:`Unsorted`
+    when ``sort`` cannot be done in its sliding window (read the trace whole then), and TraceError for an empty
+    trace (after the last batch)."""
     path = Path(path)
     pf, offset_column, _ = parquet_meta(path)
     names = pf.schema_arrow.names
     wanted = ["op", offset_column, "size", "submit_ns"] + [c for c in extra if c in names]
-    held: tuple[np.ndarray, ...] | None = None  # --sort: rows held back until later rows cannot precede them
-    emitted_up_to: int | None = None
+    # A run trace's submission order: ordered by with the other columns, left out of what is yielded.
+    in_order = SUBMIT_SEQ in names
+    if in_order and SUBMIT_SEQ not in wanted:
+        wanted.append(SUBMIT_SEQ)
+    held: tuple[np.ndarray, ...] | None = None  # rows held back until later rows cannot precede them
+    emitted: tuple[int, int] | None = None  # --sort: the (submit_ns, submit_seq) of the last row yielded
     last_submit: int | None = None
+    width = 0  # columns yielded
     row = 0
     try:
         for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
             cols = _columns(batch, offset_column, path, row)
+            width = len(cols)
             submit = cols[3]
+            seq = (batch.column(batch.schema.names.index(SUBMIT_SEQ)).to_numpy(zero_copy_only=False)
+                   .astype(np.uint64) if in_order else np.arange(row, row + len(submit), dtype=np.uint64))
+            row += batch.num_rows
             if not sort:
                 back = np.flatnonzero(np.diff(np.r_[submit[:1] if last_submit is None else last_submit, submit]) < 0)
                 if len(back):
                     i = int(back[0])
                     before = submit[i - 1] if i else last_submit
-                    raise TraceError(f"{path}: timestamps go backwards at request {row + i + 1} ({submit[i]} ns "
-                                     f"after {before} ns); pass --sort to order the requests by arrival time")
-                if len(submit):
-                    last_submit = int(submit[-1])
+                    raise TraceError(f"{path}: timestamps go backwards at request {row - len(submit) + i + 1} "
+                                     f"({submit[i]} ns after {before} ns); pass --sort to order the requests by "
+                                     "arrival time")
+                if not len(submit):
+                    continue
+                last_submit = int(submit[-1])
+                if not in_order:
                     yield cols
-            else:
-                if emitted_up_to is not None and len(submit) and submit.min() < emitted_up_to:
-                    raise Unsorted(path)
-                merged = cols if held is None else tuple(np.concatenate(ab) for ab in zip(held, cols, strict=True))
-                order = np.argsort(merged[3], kind="stable")
-                merged = tuple(c[order] for c in merged)
-                ready = max(len(order) - batch_rows, 0)  # the rest is held back for later, earlier arrivals
-                if ready:
-                    yield tuple(c[:ready] for c in merged)
-                    emitted_up_to = int(merged[3][ready - 1])
-                held = tuple(c[ready:] for c in merged)
-            row += batch.num_rows
+                    continue
+            elif emitted is not None and len(submit) and _before(submit, seq, emitted):
+                raise Unsorted(path)
+            merged = (*cols, seq) if held is None else tuple(
+                np.concatenate(ab) for ab in zip(held, (*cols, seq), strict=True))
+            order = np.lexsort((merged[-1], merged[3]))  # stable: rows (file order) break ties without a sequence
+            merged = tuple(c[order] for c in merged)
+            # Held back for later rows that may precede them: under --sort a batch's worth; otherwise (ties in a
+            # run trace) the last nanosecond's requests, since the next batch may hold more of that nanosecond.
+            ready = (max(len(order) - batch_rows, 0) if sort
+                     else int(np.searchsorted(merged[3], merged[3][-1], side="left")))
+            if ready:
+                yield tuple(c[:ready] for c in merged[:width])
+                emitted = (int(merged[3][ready - 1]), int(merged[-1][ready - 1]))
+            held = tuple(c[ready:] for c in merged)
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
     if held is not None and len(held[3]):
-        yield held
+        yield held[:width]
     if row == 0:
         raise TraceError(f"{path}: the trace holds no requests")
+
+
+def _before(submit: np.ndarray, seq: np.ndarray, last: tuple[int, int]) -> bool:
+    """Whether a row of the batch comes before the last row yielded (by arrival, then submission sequence)."""
+    return bool(((submit < last[0]) | ((submit == last[0]) & (seq < last[1]))).any())
 
 
 def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 Columns follow ``run --trace``: ``op`` (categorical over ftlscope's operations), ``offset_bytes`` and ``size`` in bytes,
 ``submit_ns`` (arrival time since the trace's first request), and where the format records them ``complete_ns``
-and ``latency_ns`` (same clock) and ``process``. What the trace is (its format, whether it is synthetic) travels
-in ``frame.attrs["ftlscope"]`` and, in Parquet, in the schema metadata under the key ``ftlscope``.
+and ``latency_ns`` (same clock) and ``process``. Rows are in arrival order, a run trace's requests of one
+nanosecond in the order the run submitted them (its ``submit_seq``). What the trace is (its format, whether it is
+synthetic) travels in ``frame.attrs["ftlscope"]`` and, in Parquet, in the schema metadata under the key ``ftlscope``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
+from ..metrics import SUBMIT_SEQ
 from ..workload import OPS
 
 METADATA_KEY = b"ftlscope"
@@ -79,11 +81,17 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
     for name, values in (extra or {}).items():
         frame[name] = values.to_numpy() if isinstance(values, pd.Series) else values
     back = np.flatnonzero(np.diff(submit) < 0)
-    if len(back):
-        if not sort:
-            i = int(back[0]) + 1
-            raise TraceError(f"{path}: timestamps go backwards at request {first_row + i + 1} ({submit[i]} ns after "
-                             f"{submit[i - 1]} ns); pass --sort to order the requests by arrival time")
+    if len(back) and not sort:
+        i = int(back[0]) + 1
+        raise TraceError(f"{path}: timestamps go backwards at request {first_row + i + 1} ({submit[i]} ns after "
+                         f"{submit[i - 1]} ns); pass --sort to order the requests by arrival time")
+    if SUBMIT_SEQ in frame:
+        # A run trace says in which order its requests were submitted, which neither its rows (in completion
+        # order) nor its times (many requests in one nanosecond on a simulated drive) tell: that order.
+        order = np.lexsort((frame[SUBMIT_SEQ].to_numpy(), submit))
+        if (np.diff(order) != 1).any():
+            frame = frame.iloc[order].reset_index(drop=True)
+    elif len(back):
         frame = frame.sort_values("submit_ns", kind="stable").reset_index(drop=True)
     start = int(frame["submit_ns"].iloc[0]) if origin is None else origin
     frame["submit_ns"] = (frame["submit_ns"] - start).astype(np.uint64)
