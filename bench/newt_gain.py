@@ -10,20 +10,26 @@ apply: drives without a read-size penalty (consumer-tlc-dram, optane-like) for a
 flush speed anyway.
 
 Each row is `ftlscope newt`'s measurement (ftlscope.newt.measure): the trace replayed twice on a fresh simulated
-drive with the range it touches written first and drained, without and with the optimization. The parameters
-are the presets' ground truth (what a correct probe answers: P1, P6, P8, P10), so the rows measure the
-optimizations, not the probes. The table shows the change in latency with the optimization, in the paper's
-sign: -64 % is 64 % lower (the JSON's gain_pct is the same number with the opposite sign).
+drive with the range it touches written first and drained, without and with the optimization. By default the
+parameters are the presets' ground truth (what a correct probe answers: P1, P6, P8, P10), so the rows measure the
+optimizations, not the probes; `--probed` takes them as a user would, from `ftlscope probe sim:PRESET
+--properties P1,P6,P8,P10` run once per drive (about a minute each), read as `--from-profile` reads a profile.
+The table shows the change in latency with the optimization, in the paper's sign: -64 % is 64 % lower (the
+JSON's gain_pct is the same number with the opposite sign).
 
 Goal (issue 19): read p99 -64 % or better with the shim where it applies (the paper's 64-82 %); no percentile
 worse by more than 5 % where it does not apply.
 
-    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--markdown out.md]
+    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--probed] [--markdown out.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import subprocess
+import sys
 import tempfile
 import time
 import tomllib
@@ -34,8 +40,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ftlscope.metrics import NEWT_STATISTICS
-from ftlscope.newt.align import Alignment
+from ftlscope.newt.align import Alignment, alignment_from_params
 from ftlscope.newt.measure import Plan, gain_pct, held, measure
+from ftlscope.newt.params import NewtParams
+from ftlscope.newt.shim import ShimSettings
 from ftlscope.probes.noise_levels import noisy_device_file
 from ftlscope.probes.truth import ground_truth
 from ftlscope.sim import show
@@ -105,7 +113,36 @@ def target_of(case: Case, directory: Path) -> str:
     return f"sim:{noisy_device_file(case.preset, case.noise, directory)}"
 
 
-def plan_of(case: Case) -> Plan | None:
+def probed_params(preset: str, directory: Path) -> NewtParams:
+    """The drive's P1, P6, P8 and P10 as `ftlscope probe` answers them (the CLI, as a user runs it), turned into
+    what `--from-profile` gives the optimizations."""
+    out = directory / f"probe-{preset}.json"
+    if not out.exists():
+        subprocess.run([sys.executable, "-m", "ftlscope.cli", "probe", f"sim:{preset}", "--properties",
+                        "P1,P6,P8,P10", "--out", str(directory / f"probe-{preset}"), "--json", str(out), "--quiet"],
+                       check=True, stdout=subprocess.DEVNULL)
+    answers = json.loads(out.read_text())["properties"]
+    value = lambda p: (answers.get(p) or {}).get("value")  # noqa: E731
+    p6 = value("P6") if isinstance(value("P6"), dict) else None
+    window = value("P10")
+    return NewtParams(
+        page_size=value("P1"),
+        penalised_reads=None if p6 is None else tuple((int(lo), int(hi)) for lo, hi in p6.get("penalised_sizes") or []),
+        unaligned_penalty_ns=None if p6 is None else float(answers["P6"].get("unaligned_penalty_us") or 0) * 1e3,
+        buffer_bytes=value("P8"),
+        # P10 answers None for "never" (the buffer does not drain while idle), as --from-profile reads it.
+        flush_window_s=math.inf if "P10" in answers and window is None else window,
+        source=f"ftlscope probe sim:{preset}")
+
+
+def plan_of(case: Case, probed: Path | None = None) -> Plan:
+    if probed is not None and not case.forced:
+        # As `ftlscope newt --from-profile RUN` with `--align-reads auto` or `--rate-limit-writes auto`.
+        params = probed_params(case.preset, probed)
+        if case.group == "align":
+            return Plan(alignment=alignment_from_params(params))
+        settings = ShimSettings.resolve("auto", params, allow_noop=True)
+        return Plan(shim=settings if settings.active else None)
     truth = ground_truth(show(case.preset))
     if case.group == "align":
         if case.forced:
@@ -115,16 +152,12 @@ def plan_of(case: Case) -> Plan | None:
         whole_pages = parse_duration_ns(str(quirks.get("unaligned_size_penalty", "0us")), "penalty") > 0
         ranges = tuple(tuple(r) for r in truth["P6"]["penalised_sizes"])
         return Plan(alignment=Alignment(truth["P1"], ranges, whole_pages))
-    try:
-        from ftlscope.newt.shim import ShimSettings  # the rate limiter (ftlscope.newt.shim)
-    except ImportError:
-        return None
     reference = ground_truth(show("kelpie-n2t-i"))
     buffer, window = (reference["P8"], reference["P10"]) if case.forced else (truth["P8"], truth["P10"])
     if not buffer or not window:
         return Plan()  # as --rate-limit-writes auto --allow-noop: no write buffer, no shim
     source = f"{'kelpie-n2t-i' if case.forced else 'the preset'}'s ground truth: P8 / P10"
-    return Plan(shim=ShimSettings(buffer / window, source=source))
+    return Plan(shim=ShimSettings(buffer / window, source=source, buffer_bytes=int(buffer)))
 
 
 def write_mb_s(frame, load: float) -> float:
@@ -138,7 +171,11 @@ def main() -> None:
     parser.add_argument("--duration", default="10s", help="length of each synthetic trace (default 10s)")
     parser.add_argument("--only", choices=("align", "shim"))
     parser.add_argument("--traces", help="only these traces (comma-separated, e.g. 'search + write bursts,cloud')")
+    parser.add_argument("--drives", help="only these presets (comma-separated, e.g. kelpie-n2t-i,optane-like)")
     parser.add_argument("--markdown", help="also write the table as Markdown here")
+    parser.add_argument("--probed", action="store_true",
+                        help="take P1, P6, P8, P10 from 'ftlscope probe' on each drive (as a user would) instead of "
+                             "the presets' ground truth")
     args = parser.parse_args()
     duration = parse_duration_ns(args.duration, "--duration")
     console = Console(width=200)
@@ -148,16 +185,14 @@ def main() -> None:
                "write p99", "extra read", "writes delayed", "held max", "verdict"]
     for column in columns:
         table.add_column(column, justify="left" if column in columns[:3] or column == "verdict" else "right")
-    rows, skipped = [], []
+    rows = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="newt-gain-") as scratch:
         for case in cases():
-            if (args.only and case.group != args.only) or (args.traces and case.trace not in args.traces.split(",")):
+            if (args.only and case.group != args.only) or (args.traces and case.trace not in args.traces.split(",")) \
+                    or (args.drives and case.preset not in args.drives.split(",")):
                 continue
-            plan = plan_of(case)
-            if plan is None:
-                skipped.append(case)
-                continue
+            plan = plan_of(case, Path(scratch) if args.probed else None)
             frame = synth(case.trace.split(",")[0].split(" ")[0], duration, seed=1)
             if case.trace == BURSTS:
                 frame = with_write_bursts(frame, duration)
@@ -203,8 +238,6 @@ def main() -> None:
     console.print(table)
     console.print(f"{len(rows)} rows in {time.monotonic() - started:.0f} s of wall time; statistics: "
                   f"{', '.join(NEWT_STATISTICS)}")
-    if skipped:
-        console.print(f"not measured ({len(skipped)} shim rows): ftlscope.newt.shim is not in this build")
     if args.markdown:
         lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]

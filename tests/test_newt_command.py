@@ -153,6 +153,17 @@ def test_a_stored_newt_run_renders_with_report(newt_run, tmp_path):
     assert "read mean gain pct" in (tmp_path / "again" / "report.md").read_text()
 
 
+def test_report_of_a_newt_run_without_out_keeps_its_page(newt_run, capsys):
+    # Regression: 'ftlscope report NEWT_RUN' rendered the profile page over the newt page in the run's directory.
+    root, _, db = newt_run
+    run_id = RunStore(db, create=False).list_runs()["run_id"][0]
+    page = (root / "page" / "report.md").read_text()
+    assert main(["report", run_id, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "--out DIR" in err and "Traceback" not in err
+    assert (root / "page" / "report.md").read_text() == page
+
+
 WRITE_THROUGH = {"P1": {"value": 4096, "answer": "4 KiB"},
                  "P6": {"value": {"consistent": True, "penalised_sizes": []}, "answer": "consistent"},
                  "P8": {"value": 0, "answer": "none"}, "P10": {"value": 0.0, "answer": "0 s"}}
@@ -210,3 +221,27 @@ def test_newt_with_the_shim_reports_the_bytes_held_over_time(tmp_path):
     assert "write_shim" in doc["after"] and "write_shim" not in doc["before"]
     assert (tmp_path / "page" / "figures" / "held-bytes-over-time.png").is_file()
     assert "Writes held back" in (tmp_path / "page" / "report.html").read_text()
+
+
+def test_a_forced_shim_on_a_drive_without_its_premise_is_warned_about(tmp_path, capsys):
+    # A speed forced on a write-through drive (P8 none) only delays writes: newt says which premise is missing.
+    trace = write_parquet(_bursty(1), tmp_path / "t.parquet")
+    profile = _profile(tmp_path, "write-through", WRITE_THROUGH, identity="sim:optane-like")
+    out = tmp_path / "n.json"
+    assert main(["newt", "sim:optane-like", str(trace), "--from-profile", str(profile), "--rate-limit-writes",
+                 "57.5MB/s", "--quiet", "--no-store", "--json", str(out), "--report", str(tmp_path / "p")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --rate-limit-writes 57.5MB/s is forced" in err and "P8 none" in err
+    assert any("is forced" in note for note in json.loads(out.read_text())["notes"])
+
+
+def test_forced_warnings_name_the_missing_premise():
+    from ftlscope.newt.params import NewtParams
+    from ftlscope.newt.premises import forced_warnings
+
+    consistent = NewtParams(page_size=4096, penalised_reads=(), unaligned_penalty_ns=0, buffer_bytes=64 << 20,
+                            flush_window_s=1.0, source="p")
+    (warning,) = forced_warnings("4k", "57.5MB/s", consistent)
+    assert "--align-reads 4k" in warning and "P6" in warning
+    assert forced_warnings("auto", "auto", consistent) == []
+    assert forced_warnings("4k", "57.5MB/s", None) == [], "without a profile nothing is known to warn about"

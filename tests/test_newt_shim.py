@@ -65,8 +65,8 @@ T200_FLUSH_SPEED = 64 * MIB / 1.0
 def t200_before_after():
     # Two bursts of 72 MiB (more than the buffer holds) arriving at 400 MB/s, 3 s apart, under 1,500 reads/s.
     frame = read_heavy_with_bursts(seconds=3.5, burst=72 * MIB, every=3.0, write_rate=400e6)
-    return frame, replayed(frame, None, T200, trace=True), replayed(frame, ShimSettings(T200_FLUSH_SPEED), T200,
-                                                                  trace=True)
+    shim = ShimSettings(T200_FLUSH_SPEED, buffer_bytes=64 * MIB)  # as auto takes them from the profile
+    return frame, replayed(frame, None, T200, trace=True), replayed(frame, shim, T200, trace=True)
 
 
 def test_the_shim_removes_the_flush_spikes_reads_wait_for(t200_before_after):
@@ -228,7 +228,7 @@ def test_settings_resolve():
     assert (s.flush_speed_bps, s.period_ns, s.max_held_bytes) == (pytest.approx(N2T_FLUSH_SPEED), 50_000_000,
                                                                    64 * MIB)
     assert s.engine_options() == {"flush_speed_bps": s.flush_speed_bps, "period_ns": 50_000_000,
-                                  "max_held_bytes": 64 * MIB}
+                                  "max_held_bytes": 64 * MIB, "buffer_bytes": int(11.5 * MIB)}
     assert ShimSettings.resolve(None, params) is None
     assert parse_speed("57.5MB/s") == 57_500_000 and parse_speed("1GiB") == 1 << 30
     noop = ShimSettings.resolve("auto", NewtParams(buffer_bytes=0, flush_window_s=0.0), allow_noop=True)

@@ -96,12 +96,18 @@ def add_output_flags(p: argparse.ArgumentParser, title: str, *, json_help: str, 
 def shim_settings(args: argparse.Namespace):
     """The write shim's settings from run's and replay's flags (see :func:`ftlscope.newt.shim.add_flags`), checked
     before anything is opened; a shim --allow-noop turned off is said here."""
+    from .newt.params import NewtParams
+    from .newt.premises import forced_warnings
     from .newt.shim import noop_notice, settings_from_args
 
     settings = settings_from_args(args)
     notice = noop_notice(settings)
     if notice:
         err_console.print(f"ftlscope: {notice}")
+    spec, ref = getattr(args, "rate_limit_writes", None), getattr(args, "from_profile", None)
+    if spec and spec.strip().lower() != "auto":
+        for warning in forced_warnings(None, spec, NewtParams.from_profile(ref) if ref else None):
+            err_console.print(f"ftlscope: {warning}")
     return settings
 
 
@@ -878,6 +884,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     store = RunStore(args.db, create=False)
     stored = store.get(args.run)
     attach_newt_runs(stored.record, store)  # the guidance cites a gain 'ftlscope newt' measured on this drive
+    from .metrics import NEWT_EXPERIMENT
+
+    if stored.record.get("suite") == NEWT_EXPERIMENT and args.out is None:
+        # Its report.html/report.md are the newt page, drawn from the replays themselves; the store holds only
+        # their findings, so re-rendering in place would replace the page with a poorer one.
+        raise UsageError(f"run {stored.record['run_id']} is an 'ftlscope newt' run whose page "
+                         f"({stored.directory / 'report.html'}) would be overwritten; give --out DIR to render its "
+                         "stored findings elsewhere")
     if not stored.directory.is_dir() and args.out is None:
         raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
                          "from the store alone")

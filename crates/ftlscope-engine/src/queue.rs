@@ -1270,7 +1270,16 @@ mod tests {
 
     fn shim_context(qd: u32, arrivals: &[u64], ops: &[u8], flush_speed_bps: f64) -> QueueContext {
         let mut ctx = replay_context(qd, arrivals, ops, Timing::Faithful, Mode::Open);
-        ctx.write_shim = Some(WriteShimSettings { flush_speed_bps, period_ns: 100_000_000, max_held_bytes: 256 << 20 });
+        // A 404 kB buffer: its half is full after 49 writes of 4 KiB, when the urgency reaches 0.5 at 4 MB/s.
+        let buffer_bytes = 404_000;
+        let period_ns = 100_000_000;
+        ctx.write_shim = Some(WriteShimSettings {
+            flush_speed_bps,
+            period_ns,
+            max_held_bytes: 256 << 20,
+            buffer_bytes,
+            target_fill: 0.5,
+        });
         ctx
     }
 

@@ -173,8 +173,12 @@ def align_for_replay(args: Any, frame: pd.DataFrame, notify: Callable[[str], Non
     if not text:
         return frame
     ref = getattr(args, "from_profile", None)
-    params = NewtParams.from_profile(ref) if ref and text == "auto" else None
+    params = NewtParams.from_profile(ref) if ref else None
     aligned, stats = align_reads(frame, parse_align(text, params))
     if notify:
+        from .premises import forced_warnings
+
+        for warning in forced_warnings(text, None, params):
+            notify(warning)
         notify(f"--align-reads: {stats.describe()}")
     return aligned

@@ -87,6 +87,9 @@ def plan_from_args(args: argparse.Namespace) -> Any:
             plan.shim = ShimSettings.resolve("auto", params, args.period, args.max_held)
         else:
             plan.notes.append(f"writes not rate-limited: {params.why_no_flush_speed()}")
+    from .premises import forced_warnings
+
+    plan.notes += forced_warnings(args.align_reads, args.rate_limit_writes, params)
     if plan.alignment is None and plan.shim is None and not args.allow_noop:
         raise UsageError(f"--from-profile {args.from_profile}: the profile calls for no optimization ("
                          f"{'; '.join(plan.notes)}); give --align-reads SIZE or --rate-limit-writes SPEED to "

@@ -25,13 +25,15 @@ class ShimSettings:
     """``flush_speed_bps``: the drive's flush speed (P8 / P10, bytes/s) the shim paces writes to, or None when
     ``--allow-noop`` let a run go on without it (``noop_reason`` says why); ``period_ns``: the monitored period
     over which write intensity is measured; ``max_held_bytes``: the most the shim holds back; ``source``: where
-    the flush speed came from, in words."""
+    the flush speed came from, in words; ``buffer_bytes``: the drive's write buffer (P8) the shim models, None
+    when not known (a speed given on the command line: the engine takes 200 ms of the flush speed)."""
 
     flush_speed_bps: float | None
     period_ns: int = 100_000_000
     max_held_bytes: int = 256 << 20
     source: str = ""
     noop_reason: str | None = None
+    buffer_bytes: int | None = None
 
     @property
     def active(self) -> bool:
@@ -62,7 +64,7 @@ class ShimSettings:
                 return cls(None, period_ns, max_held_bytes, source=f"profile {params.source}", noop_reason=why)
             source = (f"profile {params.source}: P8 {format_size(params.buffer_bytes or 0)} / P10 "
                       f"{(params.flush_window_s or 0) * 1e3:g} ms")
-            return cls(speed, period_ns, max_held_bytes, source=source)
+            return cls(speed, period_ns, max_held_bytes, source=source, buffer_bytes=params.buffer_bytes)
         return cls(parse_speed(spec), period_ns, max_held_bytes, source=f"{FLAG} {spec}")
 
     def engine_options(self) -> dict[str, Any] | None:
@@ -70,11 +72,12 @@ class ShimSettings:
         if not self.active:
             return None
         return {"flush_speed_bps": float(self.flush_speed_bps), "period_ns": int(self.period_ns),
-                "max_held_bytes": int(self.max_held_bytes)}
+                "max_held_bytes": int(self.max_held_bytes), "buffer_bytes": int(self.buffer_bytes or 0)}
 
     def to_json(self) -> dict[str, Any]:
         return {"active": self.active, "flush_speed_bps": self.flush_speed_bps, "period_ns": self.period_ns,
-                "max_held_bytes": self.max_held_bytes, "source": self.source, "noop_reason": self.noop_reason}
+                "max_held_bytes": self.max_held_bytes, "buffer_bytes": self.buffer_bytes, "source": self.source,
+                "noop_reason": self.noop_reason}
 
 
 def parse_speed(text: str) -> float:
