@@ -168,52 +168,6 @@ impl PackedArray {
     }
 }
 
-/// One bit per physical page, set while the page holds current data, in chunks allocated on first write.
-///
-/// The same fact as "the logical page the P2L map names still maps here", but stored by physical page: a
-/// victim block's bits are a few contiguous words, so garbage collection finds the pages it must copy
-/// without looking up each candidate's map entry (a cache miss apiece, scattered over hundreds of MiB).
-/// 1/8 byte per page. Written by hand for the lazy chunks (bit-vector crates allocate the whole length).
-pub struct BitArray {
-    chunks: Vec<Option<Box<[u64]>>>,
-}
-
-impl BitArray {
-    pub fn new(len: u64) -> BitArray {
-        BitArray { chunks: (0..len.div_ceil(1 << CHUNK_BITS)).map(|_| None).collect() }
-    }
-
-    #[inline]
-    fn word(i: u64) -> (usize, usize, u64) {
-        let within = i & ((1 << CHUNK_BITS) - 1);
-        ((i >> CHUNK_BITS) as usize, (within >> 6) as usize, 1u64 << (within & 63))
-    }
-
-    #[inline]
-    pub fn get(&self, i: u64) -> bool {
-        let (chunk, word, bit) = Self::word(i);
-        self.chunks[chunk].as_ref().is_some_and(|c| c[word] & bit != 0)
-    }
-
-    #[inline]
-    pub fn set(&mut self, i: u64) {
-        let (chunk, word, bit) = Self::word(i);
-        self.chunks[chunk].get_or_insert_with(|| vec![0; 1 << (CHUNK_BITS - 6)].into_boxed_slice())[word] |= bit;
-    }
-
-    #[inline]
-    pub fn clear(&mut self, i: u64) {
-        let (chunk, word, bit) = Self::word(i);
-        if let Some(c) = &mut self.chunks[chunk] {
-            c[word] &= !bit;
-        }
-    }
-
-    pub fn allocated_bytes(&self) -> u64 {
-        self.chunks.iter().filter(|c| c.is_some()).count() as u64 * (8 << (CHUNK_BITS - 6))
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum BlockState {
     Free,
@@ -245,8 +199,6 @@ pub struct Ftl {
     frontier_left: u64,
     l2p: LazyArray<LogicalPage>,
     p2l: PackedArray,
-    /// Which physical pages hold current data (what `valid` counts per block).
-    live: BitArray,
     valid: Vec<u16>,
     state: Vec<BlockState>,
     slc_block: Vec<bool>,
@@ -299,7 +251,6 @@ impl Ftl {
             frontier_left: (cfg.mapping.chunk_size / page).max(1),
             l2p: LazyArray::new(logical_pages, LogicalPage { ppn: UNMAPPED, fingerprint: 0 }),
             p2l: PackedArray::new(total_pages, logical_pages),
-            live: BitArray::new(total_pages),
             valid: vec![0; blocks],
             state: vec![BlockState::Free; blocks],
             slc_block: vec![false; blocks],
@@ -349,7 +300,7 @@ impl Ftl {
 
     pub fn mapping_bytes(&self) -> u64 {
         // The logical-to-physical half of each entry (the other half is the integrity check's fingerprint).
-        self.l2p.allocated_bytes() / 2 + self.p2l.allocated_bytes() + self.live.allocated_bytes()
+        self.l2p.allocated_bytes() / 2 + self.p2l.allocated_bytes()
     }
 
     fn unit_of_block(&self, block: u32) -> u32 {
@@ -415,7 +366,6 @@ impl Ftl {
         if closed {
             self.bucket_remove(block);
         }
-        self.live.clear(ppn as u64);
         self.valid[b] -= 1;
         if closed {
             if self.valid[b] == 0 && !self.in_gc {
@@ -486,7 +436,6 @@ impl Ftl {
         let page_type = self.page_type(block, page);
         self.l2p.get_mut(lpn).ppn = ppn;
         self.p2l.set(ppn as u64, lpn as u32);
-        self.live.set(ppn as u64);
         self.valid[block as usize] += 1;
         self.counters.pages_programmed += 1;
         (unit, page_type)
@@ -562,31 +511,26 @@ impl Ftl {
         self.bucket_remove(victim);
         self.state[victim as usize] = BlockState::Free; // out of the buckets while it is copied
         let first = victim * self.pages_per_block;
-        // The pages still holding current data, with their logical pages. Their map entries are scattered
-        // over the whole logical space: each copy's update is a cache miss. So they are requested all at
+        // The map entries of a victim's pages are scattered over the whole logical space: each check is a
+        // cache miss. So the pages that may hold data are listed first, and their entries requested all at
         // once, letting the misses overlap; the copies then find them in cache.
         let mut candidates = std::mem::take(&mut self.victim_pages);
         candidates.clear();
         for page in 0..self.pages_per_block {
-            let ppn = (first + page) as u64;
-            if self.live.get(ppn) {
-                candidates.push((page, self.p2l.get(ppn)));
+            let lpn = self.p2l.get((first + page) as u64);
+            if lpn != UNMAPPED {
+                self.l2p.prefetch(lpn as u64);
+                candidates.push((page, lpn));
             }
         }
-        debug_assert_eq!(candidates.len(), self.valid[victim as usize] as usize);
+        // Which of them still hold current data (not rewritten or trimmed since). A separate loop of
+        // independent loads, so that the processor overlaps the ones the prefetches have not brought in yet.
+        candidates.retain(|&(page, lpn)| self.l2p.get(lpn as u64).ppn == first + page);
         self.valid[victim as usize] -= candidates.len() as u16;
         self.counters.pages_read += candidates.len() as u64;
         self.counters.gc_pages_copied += candidates.len() as u64;
         let mut last = at;
-        const AHEAD: usize = 24;
-        for &(_, lpn) in candidates.iter().take(AHEAD) {
-            self.l2p.prefetch(lpn as u64);
-        }
-        for (i, &(page, lpn)) in candidates.iter().enumerate() {
-            if let Some(&(_, ahead)) = candidates.get(i + AHEAD) {
-                self.l2p.prefetch(ahead as u64);
-            }
-            self.live.clear((first + page) as u64);
+        for &(page, lpn) in &candidates {
             let read = flash.read(unit, self.page_type(victim, page), at);
             let done = self.program_page(lpn as u64, read, flash);
             last = last.max(done);
@@ -594,23 +538,6 @@ impl Ftl {
         self.victim_pages = candidates;
         self.erase_block(victim, last, flash);
         true
-    }
-
-    /// The live-page bits say exactly what the maps say: a physical page is live when the logical page its
-    /// P2L entry names still maps to it, and each block's valid count is its number of live pages.
-    #[cfg(test)]
-    pub fn check_live_pages(&self) {
-        let ppb = self.pages_per_block as u64;
-        for block in 0..self.valid.len() as u64 {
-            let mut live = 0;
-            for ppn in block * ppb..(block + 1) * ppb {
-                let lpn = self.p2l.get(ppn);
-                let mapped = lpn != UNMAPPED && self.l2p.get(lpn as u64).ppn as u64 == ppn;
-                assert_eq!(self.live.get(ppn), mapped, "physical page {ppn}");
-                live += mapped as u16;
-            }
-            assert_eq!(self.valid[block as usize], live, "valid count of block {block}");
-        }
     }
 
     /// Background GC (`ftl.gc_idle_after`): from `from` until `until`, while the flash has nothing else to
