@@ -107,6 +107,15 @@ def test_one_page_chunks_when_every_read_is_served_in_parallel():
     assert answer.value == 8 * KIB
 
 
+def test_a_boundary_that_makes_reads_dearer_is_no_chunk():
+    # kelpie-n500g-s (4 KiB chunks): every two-page read is served in parallel, those across a 512 KiB boundary
+    # cost 20 us more; P3 read that as a 512 KiB chunk at confidence 1. A chunk boundary makes a read cheaper.
+    raw = p3_sweep(4 * KIB, 1, pages=512, rounds=3)
+    raw.loc[(raw["page_index"] + 1) % 128 == 0, "two_page_ns"] += 20_000
+    answer = p3.analyse(raw, 4 * KIB)
+    assert answer.value == 4 * KIB
+
+
 def test_one_page_chunks_when_no_read_stands_out():
     flat = p3_sweep(4 * KIB, 1).assign(two_page_ns=60_000.0, first_alone_ns=55_000.0, second_alone_ns=55_000.0)
     answer = p3.analyse(flat, 4 * KIB)

@@ -16,6 +16,7 @@ def test_hmb_4k_random_writes_stop_at_the_write_command_rate():
     params = {"rw": "randwrite", "bs": "4k", "qd": 1024, "span": "1GiB"}
     iops = fid.metrics("consumer-tlc-hmb", "steady", params)["write.iops"]
     assert iops == pytest.approx(114e3, rel=0.05)
-    # Reads take no processor time: 4 KiB random reads are not held to that rate (the probes need it so).
+    # Reads have their own processor time (6 us a command + 5.4 us a sense): 4 KiB random reads stop at the
+    # Report's Table 1 rate (161-175K at QD 64-1024), not at the writes' (they were 386-395K before).
     reads = fid.metrics("consumer-tlc-hmb", "steady", {**params, "rw": "randread"})["read.iops"]
-    assert reads > 2 * iops
+    assert 161e3 * 0.95 <= reads <= 175e3 * 1.05

@@ -16,7 +16,7 @@ Written here because it is this probe family's own test design; the statistics a
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import trim_mean, ttest_ind
@@ -86,6 +86,13 @@ def _trimmed_error(x: np.ndarray) -> float:
     """The standard error of a trimmed mean: the winsorised standard deviation / ((1 - 2 TRIM) sqrt(n))."""
     low, high = np.quantile(x, [TRIM, 1 - TRIM])
     return float(np.std(np.clip(x, low, high), ddof=1)) / ((1 - 2 * TRIM) * np.sqrt(len(x)))
+
+
+def toward(tests: list[LevelTest], direction: int) -> list[LevelTest]:
+    """The tests with every level that moves against ``direction`` (+1: costs more, -1: costs less) made alike
+    (z 0): a structure that makes a pair cheaper across its boundary is not shown by a boundary that makes it
+    dearer (a block's or a mapping region's)."""
+    return [t if np.sign(t.shift) == direction else replace(t, z=0.0) for t in tests]
 
 
 def strength(z: float) -> float:

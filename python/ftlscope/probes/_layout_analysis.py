@@ -446,8 +446,11 @@ def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[StripeCand
         sure = min(_sureness(z_odd, threshold), _sureness(z_all, threshold)) if contrast >= MIN_STRIPE_CONTRAST else 0.0
         rest = count - len(all_x)
         rise = float(np.mean(all_x)) - (total - float(all_x.sum())) / rest if rest else 0.0
+        # The error of its own mean takes its own pairs' spread when that is wider: a width whose few multiples
+        # met a retried read or a stall is not "surely slower" than the stripe's thousand pairs.
+        own = float(np.std(odd_x, ddof=1)) if len(odd_x) > 1 else float("inf")
         out.append(StripeCandidate(width, sure, z_odd, contrast, len(all_x) * rise * abs(rise),
-                                   spread / np.sqrt(len(odd_x)) / max(centre, 1e-12)))
+                                   max(spread, own) / np.sqrt(len(odd_x)) / max(centre, 1e-12)))
     return out
 
 
@@ -497,8 +500,12 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
         # A rival: a passing width that is neither a multiple nor a divisor of the best (multiples of the stripe
         # are slow too; a divisor, a channel count, holds the stripe's multiples), nor a multiple of a slower
         # level's width passed over (a channel's multiples).
+        # A divisor that passes is a channel count (pairs on one channel wait for its bus): its multiples are slow
+        # for that reason, not as rivals.
+        divisors = [c.width for c in passing if c.width < best.width and best.width % c.width == 0]
         rivals = sorted((c for c in passing if c.width % best.width and best.width % c.width and
-                         (first.width == best.width or c.width % first.width)), key=lambda c: -c.explained)
+                         (first.width == best.width or c.width % first.width) and
+                         all(c.width % d for d in divisors)), key=lambda c: -c.explained)
         rival = min(rivals[0].explained / max(best.explained, 1e-12), 1.0) if rivals else 0.0
         confidence = best.sure * (1.0 - rival)
         abnormal = inc[inc % best.width == 0]
