@@ -276,6 +276,7 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
         answer.evidence += (f"; batches of {format_size(state['capacity'])}, the bytes a first batch held before it "
                             f"overflowed the empty buffer (P8 read {format_size(capacity)})")
     tests = _gap_tests(answer.raw)
+    tests = _window_tests(tests) if not tests.empty else tests  # drawn at the gaps the answer is in
     answer.figures = [figure_flush_window(answer.raw, tests, directory, answer.value)]
     second = int((buffer.extra or {}).get("second_level") or 0)
     if second > state["capacity"]:
@@ -453,6 +454,10 @@ def figure_flush_window(raw: pd.DataFrame, tests: pd.DataFrame, directory: Path,
         left.set_yscale("log")
         spiked = tests[tests["spiked"]]
         clean = tests[~tests["spiked"]]
+        if window:
+            # The tests either side of the step: a stall's spike after a longer gap is not the one to show.
+            spiked = spiked[spiked["gap_ns"] < window * 1e9 * (1 - 1e-9)]
+            clean = clean[clean["gap_ns"] >= window * 1e9 * (1 - 1e-9)]
         if not spiked.empty:
             row = spiked.loc[spiked["gap_ns"].idxmax()]
             shown.append((raw[(raw["round"] == row["round"]) & (raw["test"] == row["test"])], "tab:red",
