@@ -300,3 +300,17 @@ def test_a_buffer_p8_read_too_large_is_recounted_from_the_overflow(tmp_path):
     answer = p10.probe_flush_window(ctx, known, tmp_path)
     assert 0.95 * 0.020 <= answer.value <= p10.GAP_RESOLUTION * 0.020, answer.evidence
     assert "batches of 1 MiB" in answer.evidence and "P8 read 1.25 MiB" in answer.evidence
+
+
+def test_a_buffer_p8_read_twice_too_large_is_recounted_from_the_first_overflow(tmp_path):
+    # kelpie-n1.6t-i at harsh noise: P8 read 23.36 MiB for 11.5 MiB (one flush missed), the first batch overflowed at
+    # half its length, which P10 then took for a stall (only the last quarter counted): batches of twice the buffer
+    # flushed inside themselves and P10 read "never" for 10 ms at confidence 0.98. Now an overflow counts where it
+    # repeats in a second run of the batch.
+    drive = simdevices.small_ssd(tmp_path, "halved", write_buffer={"capacity": "1MiB", "idle_flush_window": "20ms"})
+    known = {"P8": Answer(value=2 * MIB, confidence=1.0, evidence="read twice too large")}
+    ctx = Context(drive, raw_dir=tmp_path / "raw", writes=True)
+    ctx.precondition("purge")
+    answer = p10.probe_flush_window(ctx, known, tmp_path)
+    assert 0.95 * 0.020 <= answer.value <= p10.GAP_RESOLUTION * 0.020, answer.evidence
+    assert "P8 read 2 MiB" in answer.evidence

@@ -10,11 +10,19 @@ window: on the presets, batches of 75 % read 0.75-0.86 of it. Only a full batch 
 the shape of the drain. Where a full batch overflows the empty buffer (P8 read it too large), the bytes it held
 before overflowing become the batch; should that overflow too, the batches shrink and the analysis scales their
 gaps by the proportional drain (:func:`drained_share`).
+
+Noise (issue 16): a firmware stall or a background operation can make one test spike after a long gap, and a
+single test per gap sent the search astray (a 10 ms stall after 105 ms of idle read as an unfinished flush: 114 ms
+for 40 ms). An unfinished flush repeats at every gap shorter than the window and never at a longer one, a step in
+the gap; a stall is rare and unrelated to it. So every gap's tests are votes, the window is the step that explains
+the votes best (:func:`flush_step`, a likelihood over the cut points), the gaps either side of it are tested again
+until their votes are clear, and the confidence is the step's posterior mass within 20 % of the answer.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +51,7 @@ from ._write_common import (
     spike_mask,
     write_series,
 )
-from .base import ERASED, Answer, Probe, until_stable
+from .base import ERASED, Answer, Probe
 
 # F7_seqwSleep's binary search over idle gaps.
 GAP_MIN_NS = 2 * MS
@@ -56,7 +64,15 @@ SHRINK = 0.8  # when a batch overflowed the empty buffer (P8 read it too large),
 MIN_FRACTION = 0.5  # ... down to this share (with GAP_BATCHES batches their sum still overflows a buffer)
 GAP_BATCHES = 3
 RECOUNT_MARGIN = 0.01
-OVERFLOW_FROM = 0.75
+OVERFLOW_AGREE = 0.1  # two runs of a batch overflow at the same place when their overflows are this close (share)
+# The step model: the share of tests a stall, a background operation or a missed flush turns over (a stated
+# prior, not fitted). On the harsh noise level a batch of a whole 64 MiB buffer meets ~1 stall in 1000 writes,
+# which blocks the writes in flight in about one batch in eight; a whole-buffer test needs every later batch to
+# spike, so it turns over in about 2 % of tests, a smaller-batch test (the last batch alone) in about 12 %.
+TURNOVER = 0.1
+CLEAR_VOTES = 2  # a gap beside the step is clear once its tests agree by this many more votes than disagree
+MAX_TESTS = 40  # tests per probe: far more than a clean drive needs (~10); the search stops, unsure, after that
+ANSWER_TOLERANCE = 1.2  # the confidence is the step's posterior mass within this factor of the answer
 
 
 # ---- analysis: pure functions on latencies (unit-tested on synthetic series) -----------------------------------
@@ -78,18 +94,98 @@ def drained_share(fraction: float, batches: int) -> float | None:
     return 1.0 - max(x, 0.0)
 
 
+@dataclass
+class Step:
+    """Where the spikes stop: ``window`` the shortest gap on the clean side (seconds; None = every gap tried
+    spiked), ``longest_spiked`` the longest on the spiked side (None = none), ``confidence`` the posterior mass
+    of the steps within ANSWER_TOLERANCE of ``window``, times the share of the bracket that is within it."""
+
+    window: float | None
+    longest_spiked: float | None
+    confidence: float
+
+
+def flush_step(tests: pd.DataFrame, turnover: float = TURNOVER) -> Step:
+    """``tests``: one row per idle-gap test with ``gap_ns`` and ``spiked``. The step in the gap that explains the
+    tests best: a gap shorter than the window spikes, a longer one does not, each test turned over with
+    probability ``turnover`` (noise). Every cut between two gaps tried is a step; its log-likelihood sums the
+    votes on each side, and the cuts' posterior (uniform prior) gives the confidence. A monotone fit (isotonic
+    regression) would place the step too, but gives no probability for it; the cuts are few (the gaps tried)."""
+    if tests.empty:
+        return Step(None, None, 0.0)
+    votes = tests.groupby("gap_ns")["spiked"].agg(["sum", "count"]).sort_index()
+    gaps = votes.index.to_numpy(dtype=float)
+    k = votes["sum"].to_numpy(dtype=float)
+    n = votes["count"].to_numpy(dtype=float)
+    hit, miss = math.log(1 - turnover), math.log(turnover)
+    below = k * hit + (n - k) * miss  # the gap is shorter than the window: its tests should spike
+    above = k * miss + (n - k) * hit
+    # Cut c: gaps[:c] below the window, gaps[c:] above it (c = len(gaps): every gap tried is too short).
+    ll = np.r_[0.0, np.cumsum(below)] + np.r_[np.cumsum(above[::-1])[::-1], 0.0]
+    posterior = np.exp(ll - ll.max())
+    posterior /= posterior.sum()
+    cut = int(np.argmax(posterior))
+    windows = [float(g) for g in gaps] + [None]
+
+    def near(w):
+        if w is None or windows[cut] is None:
+            return w is None and windows[cut] is None
+        return max(w, windows[cut]) <= ANSWER_TOLERANCE * min(w, windows[cut])
+
+    confidence = float(sum(p for p, w in zip(posterior, windows, strict=True) if near(w)))
+    window = windows[cut]
+    longest = float(gaps[cut - 1]) if cut > 0 else None
+    if window is not None and longest is not None and window / longest > ANSWER_TOLERANCE:
+        # An unresolved bracket: the window is anywhere in it (log-uniform), the answer its upper end.
+        confidence *= math.log(ANSWER_TOLERANCE) / math.log(window / longest)
+    return Step(None if window is None else window / 1e9, None if longest is None else longest / 1e9, confidence)
+
+
 def flush_window(tests: pd.DataFrame) -> tuple[float | None, float | None]:
-    """``tests``: one row per idle-gap test with ``gap_ns`` and ``spiked``. The shortest gap after which no test
-    with that or a longer gap spiked (seconds; None = even the longest spiked), and the longest spiked gap."""
-    by_gap = tests.groupby("gap_ns")["spiked"].any().sort_index()
-    if by_gap.empty:
-        return None, None
-    if by_gap.iloc[-1]:
-        return None, float(by_gap.index[-1]) / 1e9
-    spiked = by_gap[by_gap]
-    longest_spiked = float(spiked.index[-1]) if not spiked.empty else None
-    clean = by_gap[(~by_gap) & (by_gap.index > (longest_spiked if longest_spiked is not None else -1))]
-    return float(clean.index[0]) / 1e9, None if longest_spiked is None else longest_spiked / 1e9
+    """The shortest gap after which the tests stop spiking and the longest that spiked, as :func:`flush_step`
+    places the step (seconds; window None = even the longest spiked)."""
+    step = flush_step(tests)
+    return step.window, step.longest_spiked
+
+
+def clear_votes(tests: pd.DataFrame, step: Step) -> pd.Series:
+    """Per gap tried: the votes for its side of ``step`` less those against (spiked below the window, clean above)."""
+    votes = tests.groupby("gap_ns")["spiked"].agg(["sum", "count"]).sort_index()
+    spikes = votes["sum"].astype(int)
+    below = votes.index.to_numpy(dtype=float) < (math.inf if step.window is None else step.window * 1e9 * (1 - 1e-9))
+    return pd.Series(np.where(below, 2 * spikes - votes["count"], votes["count"] - 2 * spikes), index=votes.index)
+
+
+def next_gap(tests: pd.DataFrame) -> int | None:
+    """The adaptive search (seed 003's F7_seqwSleep binary search, made robust): the next window gap to test,
+    or None when the step is placed to GAP_RESOLUTION with its gaps clear. Up from GAP_MIN_NS in steps of
+    GAP_GROWTH until a gap is clean (GAP_MAX_NS at most: never), down by halves to GAP_FLOOR_NS while even the
+    shortest is clean; a gap whose votes are not CLEAR_VOTES on its side of the step is tested again (the one
+    nearest the step first): more repetitions only where a gap is unclear. Single tests while the search
+    bisects between the step's gaps; the two it ends on are tested until clear (should one turn over, the step
+    moves and the search goes on from there)."""
+    if tests.empty:
+        return GAP_MIN_NS
+    step = flush_step(tests)
+    net = clear_votes(tests, step)
+    lo = None if step.longest_spiked is None else round(step.longest_spiked * 1e9)
+    hi = None if step.window is None else round(step.window * 1e9)
+    unclear = net[net < CLEAR_VOTES]
+    # Gaps on the wrong side of the step (a stall's spike after a long gap) first, then the step's two gaps.
+    wrong = unclear[unclear <= 0]
+    if not wrong.empty:
+        pivot = hi if hi is not None else lo
+        return int(wrong.index[np.argmin(np.abs(np.log(wrong.index.to_numpy(float) / pivot)))])
+    if lo is None and hi > GAP_FLOOR_NS:
+        return max(hi // 2, GAP_FLOOR_NS)
+    if hi is None and lo < GAP_MAX_NS:
+        return min(lo * GAP_GROWTH, GAP_MAX_NS)
+    if lo is not None and hi is not None and hi / lo > GAP_RESOLUTION:
+        return int(math.sqrt(lo * hi))
+    for gap in (lo, hi):
+        if gap is not None and gap in unclear.index:
+            return int(gap)
+    return None
 
 
 # ---- measurement ------------------------------------------------------------------------------------------------
@@ -114,32 +210,45 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
     if ios:
         size = max(size, power_of_two_above(capacity / ios))
     size = max(size, ctx.logical_block, 4 * KIB)
-    state: dict[str, Any] = {"fraction": BATCH_FRACTION, "test": 0, "capacity": capacity}
+    state: dict[str, Any] = {"fraction": BATCH_FRACTION, "test": 0, "capacity": capacity, "frames": []}
 
-    def test(gap_ns: int) -> bool:
-        """One F7_seqwSleep test: is there a spike after ``gap_ns`` of idle time?"""
+    def test(window_gap_ns: int) -> bool:
+        """One F7_seqwSleep test: is there a spike after ``window_gap_ns`` of idle time (the gap a whole-buffer
+        batch needs; smaller batches idle the share of it that drains theirs, :func:`drained_share`)?"""
+        seen: list[float] = []  # the first overflow's position in each run of the same batch (inf: none)
         while True:
             batch = max(int(state["capacity"] * state["fraction"]) // size, 1) * size
-            frame = gap_test(ctx, region, batch, size, gap_ns, batches=GAP_BATCHES)
+            share = drained_share(batch / state["capacity"], GAP_BATCHES) or 1.0
+            frame = gap_test(ctx, region, batch, size, max(int(window_gap_ns * share), 1), batches=GAP_BATCHES)
             frame["test"] = state["test"]
             frame["fraction"] = batch / state["capacity"]
+            frame["window_gap_ns"] = window_gap_ns
             state["test"] += 1
             first = frame[frame["batch"] == 0]
             # A stall in the first batch is no overflow: only writes nothing overtook (blocking).
             overflow = blocking(first["submit_ns"], first["complete_ns"], quick_spikes(first["latency_ns"].to_numpy()))
-            # An empty buffer P8 read within its error overflows near the batch's end only: a blocking spike in the
-            # first OVERFLOW_FROM of the batch is noise (harsh noise: a batch of 98 % of the buffer "overflowed").
-            overflow &= first["position"].to_numpy() >= OVERFLOW_FROM * batch
-            if overflow.any():
+            at = float(first["position"].to_numpy()[np.flatnonzero(overflow)[0]]) if overflow.any() else math.inf
+            if seen or math.isfinite(at):
+                # A stall that blocks the writes in flight looks like an overflow (harsh noise: one shrank the
+                # batches to 80 %, another to a third), but it falls anywhere; an overflow of the empty buffer
+                # falls where the buffer is full, run after run. So the same batch runs again: an overflow at the
+                # same place (within OVERFLOW_AGREE of the batch) counts; none the second time, no overflow; two
+                # that disagree, a third run and the median of the three.
+                seen.append(at)
+                if len(seen) == 1 or (len(seen) == 2 and math.isfinite(at)
+                                      and abs(seen[0] - at) > OVERFLOW_AGREE * batch):
+                    continue
+                at = min(seen) if len(seen) == 2 and math.isfinite(at) else float(np.median(seen))
+                seen = []
+            if math.isfinite(at):
                 # The first batch overflowed the empty buffer, so the test says nothing about the gap. P8 read the
                 # buffer too large: the bytes written before the overflow are its capacity (as P8 reads it), once;
-                # after that the batches shrink, and the analysis scales their gaps (drained_share).
+                # after that the batches shrink, and their gaps with them (drained_share).
                 # Less RECOUNT_MARGIN (to the nearest write): the overflow point moves a little with noise (the
                 # buffer drains in the moments the device idles between writes), and a batch that just overflows
                 # again would send the search to shrinking batches; (1 - margin) of the buffer reads (1 - margin)
                 # of the window.
-                held = int(round(first["position"].to_numpy()[np.flatnonzero(overflow)[0]] * (1 - RECOUNT_MARGIN)
-                                 / size)) * size
+                held = int(round(at * (1 - RECOUNT_MARGIN) / size)) * size
                 if not state.get("recounted") and size <= held < state["capacity"]:
                     state["capacity"] = held
                     state["recounted"] = True
@@ -147,61 +256,30 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
                 if state["fraction"] * SHRINK >= MIN_FRACTION:
                     state["fraction"] *= SHRINK
                     continue
-            state.setdefault("frames", []).append(frame)
+            state["frames"].append(frame)
             high = frame["latency_ns"].to_numpy() >= SPIKE_RATIO * np.median(first["latency_ns"].to_numpy())
             high &= frame["batch"].to_numpy() > 0
             # A write that later ones overtook met a stall, not a flush: the buffer blocks every write.
             marked = frame.assign(spike=_blocking_spikes(frame, high))
             return bool(_test_spiked(marked[marked["batch"] > 0], batch / state["capacity"]))
 
-    def measure_round(index: int) -> pd.DataFrame:
-        state["frames"] = []
-        if index == 0:
-            search(test)
-        else:
-            # Confirm the boundary the first round found.
-            for gap in state["confirm"]:
-                test(gap)
-        frame = pd.concat(state["frames"], ignore_index=True)
-        frame["round"] = index
-        return frame
-
-    def search(spiked) -> None:
-        """The shortest clean gap: up from 2 ms in steps of 4 to the first gap without a spike (5 s at most:
-        never, if that still spikes), or down by halves when even 2 ms is clean; then a geometric binary search
-        between the longest spiked and the shortest clean gap."""
-        lo, hi = None, GAP_MIN_NS
-        if spiked(hi):
-            while True:
-                lo, hi = hi, min(hi * GAP_GROWTH, GAP_MAX_NS)
-                if not spiked(hi):
-                    break
-                if hi >= GAP_MAX_NS:
-                    state["confirm"] = [GAP_MAX_NS]
-                    return
-        else:
-            while hi > GAP_FLOOR_NS:
-                if spiked(hi // 2):
-                    lo = hi // 2
-                    break
-                hi //= 2
-            else:
-                state["confirm"] = [hi]
-                return
-        while hi / lo > GAP_RESOLUTION:
-            mid = int(math.sqrt(lo * hi))
-            if spiked(mid):
-                lo = mid
-            else:
-                hi = mid
-        state["confirm"] = [lo, hi]
-
-    answer = until_stable(measure_round, analyse_flush_window, min_rounds=2, max_rounds=3)
+    votes: list[dict[str, Any]] = []
+    while len(votes) < MAX_TESTS:
+        gap = next_gap(pd.DataFrame(votes, columns=["gap_ns", "spiked"]))
+        if gap is None:
+            break
+        votes.append({"gap_ns": gap, "spiked": test(gap)})
+    frame = pd.concat(state["frames"], ignore_index=True)
+    frame["round"] = 0
+    answer = analyse_flush_window(frame)
+    if len(votes) >= MAX_TESTS:
+        answer.evidence += f"; the search stopped after {MAX_TESTS} tests without a clear step"
     region.release()
     if state["capacity"] != capacity:
         answer.evidence += (f"; batches of {format_size(state['capacity'])}, the bytes a first batch held before it "
                             f"overflowed the empty buffer (P8 read {format_size(capacity)})")
     tests = _gap_tests(answer.raw)
+    tests = _window_tests(tests) if not tests.empty else tests  # drawn at the gaps the answer is in
     answer.figures = [figure_flush_window(answer.raw, tests, directory, answer.value)]
     second = int((buffer.extra or {}).get("second_level") or 0)
     if second > state["capacity"]:
@@ -295,15 +373,21 @@ def _gap_tests(raw: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     batches = raw.groupby(["round", "test"])["batch"].max().rename("batches") + 1
     later = raw[raw["batch"] > 0]
-    tests = later.groupby(["round", "test"]).agg(gap_ns=("gap_ns", "first"), worst_ns=("latency_ns", "max"),
-                                                 fraction=("fraction", "first"))
+    columns = {"gap_ns": ("gap_ns", "first"), "worst_ns": ("latency_ns", "max"), "fraction": ("fraction", "first")}
+    if "window_gap_ns" in later:
+        columns["window_gap_ns"] = ("window_gap_ns", "first")
+    tests = later.groupby(["round", "test"]).agg(**columns)
     tests["spiked"] = [_test_spiked(g, float(g["fraction"].iloc[0])) for _, g in later.groupby(["round", "test"])]
     return tests.join(batches).reset_index()
 
 
 def _window_tests(tests: pd.DataFrame) -> pd.DataFrame:
     """The gap tests with each gap as the share of the window it stands for (:func:`drained_share`): the gap
-    itself for full-buffer batches; tests whose batches fit without any drain are left out."""
+    itself for full-buffer batches; tests whose batches fit without any drain are left out. Tests that carry the
+    window gap they were run for (``window_gap_ns``, the probe's own) keep it exactly, so repeated tests of one
+    gap are votes on one gap."""
+    if "window_gap_ns" in tests:
+        return tests.assign(gap_ns=tests["window_gap_ns"])
     share = [drained_share(f, int(b)) for f, b in zip(tests["fraction"], tests["batches"], strict=True)]
     kept = np.array([s is not None for s in share], dtype=bool)
     out = tests[kept].copy()
@@ -330,8 +414,10 @@ def analyse_flush_window(frame: pd.DataFrame) -> Answer:
     for c in classes or [None]:
         marked = frame.copy()
         marked["spike"] = _blocking_spikes(marked, spike_mask(lat, c))
-        window, longest_spiked = flush_window(_window_tests(_gap_tests(marked)))
-        answers.append((window, longest_spiked, c.silhouette if c is not None else flatness(lat)))
+        step = flush_step(_window_tests(_gap_tests(marked)))
+        # As sure as the classes are apart (silhouette) and the step is clear, whichever is less.
+        separation = c.silhouette if c is not None else flatness(lat)
+        answers.append((step.window, step.longest_spiked, min(separation, step.confidence)))
         if raw is None:
             raw = marked
     window, longest_spiked, confidence = answers[0]
@@ -371,6 +457,10 @@ def figure_flush_window(raw: pd.DataFrame, tests: pd.DataFrame, directory: Path,
         left.set_yscale("log")
         spiked = tests[tests["spiked"]]
         clean = tests[~tests["spiked"]]
+        if window:
+            # The tests either side of the step: a stall's spike after a longer gap is not the one to show.
+            spiked = spiked[spiked["gap_ns"] < window * 1e9 * (1 - 1e-9)]
+            clean = clean[clean["gap_ns"] >= window * 1e9 * (1 - 1e-9)]
         if not spiked.empty:
             row = spiked.loc[spiked["gap_ns"].idxmax()]
             shown.append((raw[(raw["round"] == row["round"]) & (raw["test"] == row["test"])], "tab:red",
