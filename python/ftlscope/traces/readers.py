@@ -227,15 +227,20 @@ def _csv_columns(fmt: str, cols: dict[str, Any]) -> dict[str, Any]:
             "submit": np.rint(seconds * 1e9).astype(np.int64), "complete": None}
 
 
-def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
+def _joined(path: Path, chunks) -> dict[str, np.ndarray]:
+    """The columns of a text trace's chunks (``(line, columns)`` pairs) joined into one of each."""
     parts: dict[str, list[np.ndarray]] = defaultdict(list)
-    for _, cols in csv_requests(path, fmt):
+    for _, cols in chunks:
         for name, values in cols.items():
             if values is not None:
                 parts[name].append(values)
     if not parts:
         raise TraceError(f"{path}: the trace holds no requests")
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
+    cat = _joined(path, csv_requests(path, fmt))
     return build_frame(cat["op"], cat["offset"], cat["size"], cat["submit"], path=path, fmt=fmt,
                        complete_ns=cat.get("complete"), sort=sort)
 
@@ -391,13 +396,6 @@ def _fio_columns(path: Path, version: int, table: pd.DataFrame, first: int, wait
 
 
 def _read_fio(path: Path, sort: bool) -> pd.DataFrame:
-    parts: dict[str, list[np.ndarray]] = defaultdict(list)
-    for _, cols in fio_requests(path):
-        for name, values in cols.items():
-            if values is not None:
-                parts[name].append(values)
-    if not parts:
-        raise TraceError(f"{path}: the trace holds no requests")
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    cat = _joined(path, fio_requests(path))
     return build_frame(cat["op"], cat["offset"], cat["size"], cat["submit"], path=path,
                        fmt=f"fio-v{fio_version(path)}", sort=sort)
