@@ -464,12 +464,20 @@ def test_trace_info_and_convert_read_a_capture(tracing, make_loop, spawn, cli, s
     info = cli("trace", "info", out, "--json", scratch / "info.json")
     assert info.returncode == 0, info.stderr
     assert "processes (by requests)" in info.stdout and "dd" in info.stdout, info.stdout
+    # What info says of dd is what the capture holds of it: dd's four writes, and now and then more in dd's name
+    # (the kernel issues other work queued on the device, e.g. writeback of its page cache, from the task that
+    # unplugs the queue: seen once, in a CI run with the other test worker busy), which the exact-count test above
+    # checks on its own.
+    t = read_trace(out)
+    mine = t[t["process"] == "dd"]
+    assert {0, 8192, 16384, 24576} <= set(mine.loc[mine["op"] == "write", "offset_bytes"])
     dd = [p for p in json.loads((scratch / "info.json").read_text())["processes"] if p["process"] == "dd"]
-    assert [(p["requests"], p["bytes"], p["writes"]) for p in dd] == [(4, 32 * KiB, 4)]
+    assert [(p["requests"], p["bytes"], p["writes"]) for p in dd] == [
+        (len(mine), int(mine["size"].sum()), int((mine["op"] == "write").sum()))]
     done = cli("trace", "convert", out, "--to", "fio", "--out", scratch / "back.iolog")
     assert done.returncode == 0, done.stderr
     back = read_trace(scratch / "back.iolog")
-    assert list(back["offset_bytes"]) == [0, 8192, 16384, 24576]
+    assert list(back["offset_bytes"]) == list(t["offset_bytes"])
 
 
 def test_lost_events_are_reported_not_dropped_silently(tracing, make_loop, spawn, scratch):
