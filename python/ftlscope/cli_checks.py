@@ -210,15 +210,25 @@ def _check_run(args: argparse.Namespace) -> None:
         check_output_file(args.verify_record, "--verify-record", ROOM_DIRECTORY)
 
 
+def _check_new_file_size(args: argparse.Namespace, confine: str) -> None:
+    """--size of bench, probe and profile is the size of a file they create: on a simulated drive, which has its
+    preset's capacity, it would confine nothing, and a user who meant a range is told which flag does that."""
+    if getattr(args, "size", None) and str(getattr(args, "target", "") or "").startswith("sim:"):
+        raise UsageError(f"--size {args.size}: is the size of a file to create; {args.target} has its preset's "
+                         f"capacity: to confine the ranges use {confine.format(size=args.size)}")
+
+
 def _check_bench(args: argparse.Namespace) -> None:
     if args.list:
         return
+    _check_new_file_size(args, "--param span={size}")
     _check_force(args)
     _check_repeat(args)
     check_output_dir(args.out, "--out")
 
 
 def _check_probe(args: argparse.Namespace) -> None:
+    _check_new_file_size(args, "--span {size}")
     _check_force(args)
     _check_properties(args)
     _check_span(args, "the default 4GiB")
@@ -228,6 +238,7 @@ def _check_probe(args: argparse.Namespace) -> None:
 
 
 def _check_profile(args: argparse.Namespace) -> None:
+    _check_new_file_size(args, "--span {size}")
     _check_force(args)
     _check_repeat(args)
     _check_span(args, "the whole device")
