@@ -285,6 +285,9 @@ MACHINE_STATE_MODULES = frozenset({
 MACHINE_STATE_FIXTURES = frozenset({"losetup", "make_loop", "zram_device"})
 
 
+# tryfirst: pytest-xdist's worker reads the groups in its own collection hook, which is registered after this
+# file and so would run first (without it every test ran on either worker, groups ignored).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2]
