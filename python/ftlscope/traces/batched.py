@@ -357,16 +357,9 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
                    .astype(np.uint64) if in_order else np.arange(row, row + len(submit), dtype=np.uint64))
             row += batch.num_rows
             if not sort:
-                back = np.flatnonzero(np.diff(np.r_[submit[:1] if last_submit is None else last_submit, submit]) < 0)
-                if len(back):
-                    i = int(back[0])
-                    before = submit[i - 1] if i else last_submit
-                    raise TraceError(f"{path}: timestamps go backwards at request {row - len(submit) + i + 1} "
-                                     f"({submit[i]} ns after {before} ns); pass --sort to order the requests by "
-                                     "arrival time")
                 if not len(submit):
                     continue
-                last_submit = int(submit[-1])
+                last_submit = check_forward(path, submit, last_submit, row - len(submit))
                 if not in_order:
                     yield cols
                     continue
@@ -390,6 +383,19 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
         yield held[:width]
     if row == 0:
         raise TraceError(f"{path}: the trace holds no requests")
+
+
+def check_forward(path: Path, submit: np.ndarray, last_submit: int | None, first_row: int) -> int:
+    """The last arrival of a batch (not empty) of a trace read without --sort; TraceError naming the request (its
+    number in the trace: the batch's first is ``first_row + 1``) where a timestamp goes backwards, against the
+    batch before (``last_submit``) too."""
+    back = np.flatnonzero(np.diff(np.r_[submit[:1] if last_submit is None else last_submit, submit]) < 0)
+    if len(back):
+        i = int(back[0])
+        before = submit[i - 1] if i else last_submit
+        raise TraceError(f"{path}: timestamps go backwards at request {first_row + i + 1} ({submit[i]} ns after "
+                         f"{before} ns); pass --sort to order the requests by arrival time")
+    return int(submit[-1])
 
 
 def _before(submit: np.ndarray, seq: np.ndarray, last: tuple[int, int]) -> bool:

@@ -109,15 +109,21 @@ def build_frame(op: Any, offset: Any, size: Any, submit_ns: Any, *, path: Path, 
     return frame
 
 
+def parquet_table(frame: pd.DataFrame) -> Any:
+    """The trace table as Arrow, with what the trace is (``frame.attrs["ftlscope"]``) in the schema metadata."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[METADATA_KEY] = json.dumps(frame.attrs.get("ftlscope", {})).encode()
+    return table.replace_schema_metadata(meta)
+
+
 def write_parquet(frame: pd.DataFrame, out: str | Path) -> Path:
     """ftlscope's Parquet trace (zstd), with what the trace is in the schema metadata."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[METADATA_KEY] = json.dumps(frame.attrs.get("ftlscope", {})).encode()
-    pq.write_table(table.replace_schema_metadata(meta), out, compression="zstd")
+    pq.write_table(parquet_table(frame), out, compression="zstd")
     return out

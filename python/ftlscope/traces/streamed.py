@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .batched import BATCH_ROWS, Unsorted
+from .batched import BATCH_ROWS, Unsorted, check_forward
 from .readers import csv_requests, fio_requests, fio_version
 from .schema import TraceError, build_frame, check_columns
 
@@ -69,13 +69,7 @@ def text_frames(path: str | Path, fmt: str, *, sort: bool = False,
             continue
         submit = cols["submit"]
         if not sort:  # (build_frame checks each request, numbered in the file's order)
-            back = np.flatnonzero(np.diff(np.r_[submit[:1] if last_submit is None else last_submit, submit]) < 0)
-            if len(back):
-                i = int(back[0])
-                before = submit[i - 1] if i else last_submit
-                raise TraceError(f"{path}: timestamps go backwards at request {row + i + 1} ({submit[i]} ns after "
-                                 f"{before} ns); pass --sort to order the requests by arrival time")
-            last_submit = int(submit[-1])
+            last_submit = check_forward(path, submit, last_submit, row)
             yield frame(cols, row)
         else:
             # Checked in the file's order, so a bad request is named by its number in the file as the whole read

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .schema import METADATA_KEY, TraceError, write_parquet
+from .schema import TraceError, parquet_table
 
 # fio has no write-zeroes action; a zeroing write is a write of the same range. A flush is fio's 'sync'.
 _FIO_ACTION = {"read": "read", "write": "write", "trim": "trim", "write_zeroes": "write", "flush": "sync"}
@@ -56,20 +55,17 @@ def _write_fio_frames(frames: Iterable[pd.DataFrame], out: Path, filename: str) 
 
 
 def _write_parquet_frames(frames: Iterable[pd.DataFrame], out: Path) -> tuple[Path, int]:
-    """:func:`write_parquet` of the frames as one trace, a row group per frame (the trace's metadata from the
-    first)."""
-    import pyarrow as pa
+    """:func:`ftlscope.traces.schema.write_parquet` of the frames as one trace, a row group per frame (the
+    trace's metadata from the first)."""
     import pyarrow.parquet as pq
 
     out.parent.mkdir(parents=True, exist_ok=True)
     writer, rows = None, 0
     try:
         for frame in frames:
-            table = pa.Table.from_pandas(frame, preserve_index=False)
+            table = parquet_table(frame)
             if writer is None:
-                meta = dict(table.schema.metadata or {})
-                meta[METADATA_KEY] = json.dumps(frame.attrs.get("ftlscope", {})).encode()
-                schema = table.schema.with_metadata(meta)
+                schema = table.schema
                 writer = pq.ParquetWriter(out, schema, compression="zstd")
             writer.write_table(table.replace_schema_metadata(schema.metadata))
             rows += len(frame)
@@ -80,11 +76,8 @@ def _write_parquet_frames(frames: Iterable[pd.DataFrame], out: Path) -> tuple[Pa
 
 
 def convert(frame: pd.DataFrame, to: str, out: str | Path, fio_file: str = "target") -> Path:
-    if to == "fio":
-        return write_fio_iolog(frame, out, fio_file)
-    if to == "parquet":
-        return write_parquet(frame, out)
-    raise TraceError(f"--to {to}: unknown output format; use fio or parquet")
+    """The trace ``frame`` written as ``to`` (fio or parquet), as :func:`convert_frames` writes a batched one."""
+    return convert_frames([frame], to, out, fio_file)[0]
 
 
 def convert_frames(frames: Iterable[pd.DataFrame], to: str, out: str | Path,
