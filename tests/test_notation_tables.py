@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ftlscope import cli
+from ftlscope.analysis import property_marks
 from ftlscope.probes import notation as nt
 from ftlscope.probes import runner as probe_runner
 from ftlscope.probes.base import Answer
@@ -40,10 +41,10 @@ def test_one_place_formats_an_answer_with_its_notation_and_marks():
     assert nt.shown("P9", 4, {"serialized_when_idle": True}) == "4 ✗"
     assert nt.shown("P8", 20 * MIB, {"second_level": 126 * MIB + MIB // 2, "second_level_capacity_ios": 1280}) == \
         "20 MiB | 126.50 MiB †1280"
-    lines = nt.legend(["4 ch x 4 chips ‡", "11.50 MiB p 7.50 MiB | 406 MiB", "4 ✗", "2 MiB or 64 writes",
+    lines = property_marks.legend(["4 ch x 4 chips ‡", "11.50 MiB p 7.50 MiB | 406 MiB", "4 ✗", "2 MiB or 64 writes",
                        "300 ms | ∞"])
     assert [line.split(" ")[0] for line in lines] == ["‡", "p", "or", "a", "N", "∞"]
-    assert nt.legend(["4 KiB", "TLC 1L 1M 1H", "consistent", "8 ch x 2 chips"]) == []
+    assert property_marks.legend(["4 KiB", "TLC 1L 1M 1H", "consistent", "8 ch x 2 chips"]) == []
 
 
 def test_the_probe_table_shows_the_mark_with_its_legend(monkeypatch, capsys, tmp_path):

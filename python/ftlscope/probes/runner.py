@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.property_marks import legend
 from ..env import system_env
 from ..errors import FtlscopeError, RunError
 from ..jsonable import write_json
@@ -20,7 +21,7 @@ from ..sim import SimDevice
 from ..units import format_size
 from . import NAMES, PROBES, parse_properties
 from .base import ERASED, REFILLED, Answer
-from .notation import has_detail, legend, shown
+from .notation import has_detail, shown
 from .truth import describe
 
 DEFAULT_SPAN = 4 << 30

@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.ticker import ScalarFormatter
 
 from .. import plots
+from ..analysis.property_marks import legend
 from ..metrics import WINDOW_INDEX
-from ..probes.notation import legend
 from .card import build_card
 from .compare_guidance import build_compare_guidance
 from .facts import Facts

@@ -15,7 +15,7 @@ import jinja2
 import pandas as pd
 
 from .. import metrics, plots
-from ..probes.notation import legend
+from ..analysis.property_marks import legend
 from ..units import format_size
 from .card import SPEC_TOLERANCE, build_card, corner_rows
 from .facts import Facts, format_bytes, significant
