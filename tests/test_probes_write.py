@@ -156,9 +156,10 @@ def test_a_busy_queue_gives_the_parallelism_a_serialised_batch_hides():
 def test_the_flush_window_is_the_shortest_gap_after_which_nothing_spikes():
     tests = pd.DataFrame({"gap_ns": [2e6, 8e6, 32e6, 128e6, 64e6, 45e6], "spiked": [1, 1, 1, 0, 0, 1]}).astype(
         {"spiked": bool})
-    assert p10.flush_window(tests) == (pytest.approx(0.064), pytest.approx(0.045))
+    step = p10.flush_step(tests)
+    assert (step.window, step.longest_spiked) == (pytest.approx(0.064), pytest.approx(0.045))
     never = pd.DataFrame({"gap_ns": [2e6, 5e9], "spiked": [True, True]})
-    assert p10.flush_window(never)[0] is None
+    assert p10.flush_step(never).window is None
 
 
 # ---- simulated devices ------------------------------------------------------------------------------------------
@@ -262,8 +263,8 @@ def test_gaps_of_smaller_batches_are_scaled_to_the_whole_buffer():
     gaps = np.geomspace(2e6, 80e6, 40)
     tests = pd.DataFrame({"gap_ns": gaps, "fraction": 0.75, "batches": 3,
                           "spiked": [proportional_spike(0.75, 3, g / window) for g in gaps]})
-    unscaled, _ = p10.flush_window(tests)
-    found, _ = p10.flush_window(p10._window_tests(tests))
+    unscaled = p10.flush_step(tests).window
+    found = p10.flush_step(p10._window_tests(tests)).window
     assert unscaled * 1e9 / window == pytest.approx(0.76, abs=0.05)  # the old bias
     assert found * 1e9 / window == pytest.approx(1.0, abs=0.1)
 

@@ -141,13 +141,6 @@ def flush_step(tests: pd.DataFrame, turnover: float = TURNOVER) -> Step:
     return Step(None if window is None else window / 1e9, None if longest is None else longest / 1e9, confidence)
 
 
-def flush_window(tests: pd.DataFrame) -> tuple[float | None, float | None]:
-    """The shortest gap after which the tests stop spiking and the longest that spiked, as :func:`flush_step`
-    places the step (seconds; window None = even the longest spiked)."""
-    step = flush_step(tests)
-    return step.window, step.longest_spiked
-
-
 def clear_votes(tests: pd.DataFrame, step: Step) -> pd.Series:
     """Per gap tried: the votes for its side of ``step`` less those against (spiked below the window, clean above)."""
     votes = tests.groupby("gap_ns")["spiked"].agg(["sum", "count"]).sort_index()
