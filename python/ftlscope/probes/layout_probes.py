@@ -743,27 +743,29 @@ def see_through(ctx: Context, known: dict[str, Answer], answer: Answer) -> Answe
     frames: list[pd.DataFrame] = []
     reading = None
     before = ctx.device_time_ns
+
+    def spent() -> float:
+        return (ctx.device_time_ns - before) / 1e9
+
     for round_index, reads in enumerate(SPAN_READS):
         for k in sizes:
-            if (ctx.device_time_ns - before) / 1e9 > SPAN_BUDGET_S:
+            if spent() > SPAN_BUDGET_S:
                 break
             frames.append(span_run(ctx, first_row, rows, stripe, chunk, k, reads, 1000 * round_index + k,
                                    f"see-through round {round_index}: reads of {k} chunks"))
         reading = p5.channels_from_spans(span_cells(pd.concat(frames, ignore_index=True)), stripe)
-        if reading.found and (reading.posterior or 0.0) >= SETTLED or \
-                (ctx.device_time_ns - before) / 1e9 > SPAN_BUDGET_S:
+        if reading.found and (reading.posterior or 0.0) >= SETTLED or spent() > SPAN_BUDGET_S:
             break
     assert reading is not None
-    spent = (ctx.device_time_ns - before) / 1e9
     raw = pd.concat(frames, ignore_index=True)
     if not reading.found:
-        answer.evidence += (f"; single reads of 1-{max(sizes)} chunks ({len(raw)} reads, {spent:.1f} s) could not "
+        answer.evidence += (f"; single reads of 1-{max(sizes)} chunks ({len(raw)} reads, {spent():.1f} s) could not "
                             f"see through it: {reading.note}")
         answer.extra["seen_through"] = False
         return answer
     evidence = (f"{answer.extra.get('serial_stage_us', 0):.2f} us a read of a serial stage in front of the buses "
                 f"hides them from concurrent reads; seen through it with {len(raw)} single reads of 1-{max(sizes)} "
-                f"whole chunks ({spent:.1f} s): {reading.note}; chips per channel = stripe width {stripe} / "
+                f"whole chunks ({spent():.1f} s): {reading.note}; chips per channel = stripe width {stripe} / "
                 f"{reading.layout['channels']} channels, rounded up")
     seen = Answer(reading.layout, reading.confidence, evidence,
                   alternatives=reading.alternatives + [{"value": answer.value,
@@ -777,8 +779,8 @@ def see_through(ctx: Context, known: dict[str, Answer], answer: Answer) -> Answe
 
 
 def span_figure(answer: Answer, directory: Path) -> Path:
-    """Median latency of one read against the whole chunks it reads: a step each time one more chunk lands on
-    the busiest channel bus."""
+    """The trimmed mean latency of one read against the whole chunks it reads: a step each time one more chunk
+    lands on the busiest channel bus."""
     cells = span_cells(answer.raw)
     fig, ax = plots.figure("P5 channel layout behind a serial stage: one read of k chunks",
                            "chunks in one read (k consecutive units)", "trimmed mean read latency (us)")
