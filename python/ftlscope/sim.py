@@ -72,6 +72,12 @@ class SimDevice:
         """The ground truth: every key of the device's configuration."""
         return self._native.config_toml()
 
+    @property
+    def hard_disk(self) -> bool:
+        """A simulated hard disk (``[device] kind = "hdd"``): its reads cost the same on written and never-written
+        blocks, and the kernel is told it is rotational."""
+        return tomllib.loads(self.config_toml).get("device", {}).get("kind") == "hdd"
+
     def idle(self, duration: str | int | float) -> None:
         """Let the device sit idle (``"500ms"``, or seconds): buffers drain, the SLC cache folds."""
         self._native.idle(parse_duration_ns(duration, "idle"))

@@ -8,7 +8,6 @@ import os
 import shutil
 import tempfile
 import time
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,14 +61,9 @@ def on_block_device(ctx: Context, device: str) -> Iterator[None]:
     if ctx.kind != "simulated":
         yield
         return
-    target = ctx.device
     # A blank attached drive needs no --destructive: it is ftlscope's own (docs/attach.md, safety).
-    ctx.device = RealTarget.open(device, writes=True, destructive=None, force=False, size=None, engine=ctx.engine,
-                                 progress=ctx.progress)
-    try:
+    with _writing_to(ctx, device, destructive=None, force=False):
         yield
-    finally:
-        ctx.device = target
 
 
 def attached_flash_drive(device: str) -> str | None:
@@ -82,8 +76,7 @@ def attached_flash_drive(device: str) -> str | None:
     record = attachment_for_device(device)
     if record is None:
         return None
-    config = tomllib.loads(SimDevice.open(record.spec).config_toml).get("device", {})
-    return None if config.get("kind") == "hdd" else f"sim:{record.spec}"
+    return None if SimDevice.open(record.spec).hard_disk else f"sim:{record.spec}"
 
 
 @contextlib.contextmanager
@@ -91,8 +84,16 @@ def writing(ctx: Context) -> Iterator[None]:
     """Let a read-only experiment's context write to its block device for a while (the same device opened for
     writing, under the usual safety checks: an attached drive that is blank needs no --destructive, one with a
     file system needs --destructive DEVICE --force), then read-only again."""
+    with _writing_to(ctx, ctx.target, destructive=ctx.destructive, force=ctx.force):
+        yield
+
+
+@contextlib.contextmanager
+def _writing_to(ctx: Context, device: str, *, destructive: str | None, force: bool) -> Iterator[None]:
+    """``ctx``'s workloads on ``device`` opened for writing (under the safety checks ``destructive`` and
+    ``force`` pass), then on its own device again."""
     target = ctx.device
-    ctx.device = RealTarget.open(ctx.target, writes=True, destructive=ctx.destructive, force=ctx.force, size=None,
+    ctx.device = RealTarget.open(device, writes=True, destructive=destructive, force=force, size=None,
                                  engine=ctx.engine, progress=ctx.progress)
     try:
         yield
@@ -123,4 +124,3 @@ def drive_counters(device: str) -> dict | None:
             return stats
         time.sleep(0.05)
     return None
-

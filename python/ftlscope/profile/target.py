@@ -41,7 +41,7 @@ def _simulated(device: SimDevice) -> dict[str, Any]:
         "serial": None, "firmware": None, "size_bytes": int(info["size_bytes"]),
         "logical_block_size": int(info["logical_block_size"]),
         "physical_block_size": int(info.get("physical_block_size") or info["logical_block_size"]),
-        "scheduler": None, "rotational": config.get("kind") == "hdd", "identity": f"sim:{preset}",
+        "scheduler": None, "rotational": device.hard_disk, "identity": f"sim:{preset}",
         "description": config.get("description"),
     }
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 from ..results import RunResult
@@ -21,7 +20,7 @@ class SimulatedTarget(Target):
         self.kind = "simulated"
         self.capacity = int(info["size_bytes"])
         self.logical_block = int(info["logical_block_size"])
-        self.hard_disk = tomllib.loads(device.config_toml).get("device", {}).get("kind") == "hdd"
+        self.hard_disk = device.hard_disk
 
     def run(self, workload: Workload, *, engine: str, trace: bool, window: str, destructive: str | None,
             force: bool, progress: bool, label: str, health_interval: str | int,
