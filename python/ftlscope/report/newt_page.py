@@ -14,7 +14,7 @@ import numpy as np
 from .. import plots
 from ..metrics import NEWT_STATISTICS
 from ..units import format_ns, format_size
-from .render import _environment, embed_figure
+from .render import embed_figure, write_pages
 
 SYNTHETIC_NOTE = " — synthetic trace"
 # Figure 7's top panels show every read: beyond this many the dots are a sample (every k-th read).
@@ -43,13 +43,7 @@ def render_newt_report(outcome: Any, doc: dict[str, Any], out: Path) -> list[Pat
         "held_rows": held_rows(doc.get("held")),
         "shim": bool((doc["optimizations"]["rate_limit_writes"] or {}).get("active")),
     }
-    env = _environment()
-    pages = []
-    for suffix in ("html", "md"):
-        page = out / f"report.{suffix}"
-        page.write_text(env.get_template(f"newt.{suffix}.j2").render(**view))
-        pages.append(page)
-    return [*pages, *cdfs, *over_time, *held]
+    return [*write_pages("report", view, out, template="newt"), *cdfs, *over_time, *held]
 
 
 def conditions(doc: dict[str, Any]) -> list[tuple[str, str]]:

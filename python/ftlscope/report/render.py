@@ -61,13 +61,14 @@ def render_report(record: dict[str, Any], directory: Path, out: Path | None = No
     return write_pages("report", build_view(record, Path(directory), out), out)
 
 
-def write_pages(name: str, view: dict[str, Any], out: Path) -> list[Path]:
-    """Render ``templates/NAME.html.j2`` and ``NAME.md.j2`` with ``view`` into ``out/NAME.html`` and ``.md``."""
+def write_pages(name: str, view: dict[str, Any], out: Path, template: str | None = None) -> list[Path]:
+    """Render ``templates/TEMPLATE.html.j2`` and ``TEMPLATE.md.j2`` (``template`` defaults to ``name``) with
+    ``view`` into ``out/NAME.html`` and ``.md``."""
     env = _environment()
     pages = []
     for suffix in ("html", "md"):
         page = out / f"{name}.{suffix}"
-        page.write_text(env.get_template(f"{name}.{suffix}.j2").render(**view))
+        page.write_text(env.get_template(f"{template or name}.{suffix}.j2").render(**view))
         pages.append(page)
     return pages
 

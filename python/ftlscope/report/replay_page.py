@@ -20,7 +20,7 @@ import pandas as pd
 from .. import plots
 from ..results import RunResult
 from ..units import format_ns, format_size
-from .render import _environment, embed_figure
+from .render import embed_figure, write_pages
 
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
 # "Issued late by more than": 10 µs is beyond any timer's slack, 1 ms is a visible distortion of the workload.
@@ -68,13 +68,7 @@ def render_replay_report(result: RunResult, frame: pd.DataFrame, target: str, ou
         "trace_figures": shown(trace_figures),
         "notices": list(result.notices),
     }
-    env = _environment()
-    pages = []
-    for suffix in ("html", "md"):
-        page = out / f"report.{suffix}"
-        page.write_text(env.get_template(f"replay.{suffix}.j2").render(**view))
-        pages.append(page)
-    return [*pages, *run_figures, *lag_figures, *trace_figures]
+    return [*write_pages("report", view, out, template="replay"), *run_figures, *lag_figures, *trace_figures]
 
 
 def replay_heading(summary: dict[str, Any], target: str) -> str:
