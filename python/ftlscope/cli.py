@@ -877,15 +877,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .metrics import NEWT_EXPERIMENT
     from .newt.stored import attach_newt_runs
     from .report.render import render_report
     from .store import RunStore
 
     store = RunStore(args.db, create=False)
     stored = store.get(args.run)
-    attach_newt_runs(stored.record, store)  # the guidance cites a gain 'ftlscope newt' measured on this drive
-    from .metrics import NEWT_EXPERIMENT
-
     if stored.record.get("suite") == NEWT_EXPERIMENT and args.out is None:
         # Its report.html/report.md are the newt page, drawn from the replays themselves; the store holds only
         # their findings, so re-rendering in place would replace the page with a poorer one.
@@ -895,6 +893,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not stored.directory.is_dir() and args.out is None:
         raise UsageError(f"{stored.directory} (the run's directory) is gone; give --out DIR to render there "
                          "from the store alone")
+    attach_newt_runs(stored.record, store)  # the guidance cites a gain 'ftlscope newt' measured on this drive
     paths = render_report(stored.record, stored.directory, Path(args.out) if args.out else None)
     err_console.print(f"[dim]ftlscope: wrote {', '.join(str(p) for p in paths)}[/dim]")
     return 0
