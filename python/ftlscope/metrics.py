@@ -41,6 +41,11 @@ LAT_P99_9_US = latency_column("p99.9")
 LATENCY_COLUMNS = tuple((key, latency_column(key)) for key in
                         ("mean", "stddev", "min", "p50", "p90", "p95", "p99", "p99.9", "p99.99", "max"))
 
+# On a simulated drive served by ``ftlscope sim attach``: the drive's own time for a phase's requests (the sum of
+# the model's latencies, free of the FUSE/loop path and of the machine's load) and the MB/s that time gives.
+DRIVE_S = "drive_s"
+DRIVE_MB_S = "drive_mb_s"
+
 # The time-window number in windows CSV/Parquet and in the experiments' window rows.
 WINDOW_INDEX = "window_index"
 # A request's byte offset in the trace (OFFSET is a reserved word in SQL).

@@ -21,7 +21,10 @@ nothing has mounted (ftlscope's usual write checks, made before anything is touc
 (``sim:PRESET``) is attached as a block device for the run (what ``ftlscope sim attach`` does, at
 ``attach_size`` bytes, its data in a temporary store) and detached after; that needs root and /dev/fuse.
 
-Findings per operation: the best and worst file system's MB/s and the spread (best / worst).
+Findings per operation: the best and worst file system's MB/s and the spread (best / worst). On a simulated
+drive (attached by the run or by ``ftlscope sim attach``) each row also has ``drive_s`` and ``drive_mb_s``: the
+drive's own time for the phase's requests (the sum of the model's latencies) and the MB/s it gives, free of the
+FUSE/loop path's overhead and of the machine's load, and the findings the best of those per operation.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ import pandas as pd
 
 from .. import plots
 from ..errors import FtlscopeError, TargetError, UsageError
+from ..metrics import DRIVE_MB_S, DRIVE_S
 from ..targets import RealTarget
 from ..units import format_size
-from ._attached import block_device
+from ._attached import block_device, drive_counters
 from ._common import op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context, Interrupted
@@ -202,13 +206,30 @@ def _measure_one(ctx: Context, p: dict[str, Any], device: str, fs: str, size: in
                 "warmup_ns": p["warmup"]}
             wl = workload(op, size=p[size_param], pattern=pattern, qd=1, span=size, runtime_ns=p["runtime"],
                           seed=1 + ctx.repetition, **bounded)
+            before = drive_counters(device)
             result = ctx.run(wl, f"{fs} {name.replace('_', ' ')} {format_size(p[size_param])}")
+            after = drive_counters(device) if before is not None else None
             if op == "write":
                 wait_for_write_back(device)
             rows.append({"filesystem": fs, "operation": name, "status": "measured", "reason": "",
-                         "file_bytes": size, **op_metrics(result, op)})
+                         "file_bytes": size, **op_metrics(result, op), **drive_rate(before, after, op)})
         drop_caches(point)
     return rows
+
+
+def drive_rate(before: dict | None, after: dict | None, op: str) -> dict[str, float]:
+    """On a simulated drive ``ftlscope sim attach`` serves: the bytes it moved in the phase (warm-up included)
+    over the sum of its own latencies for them, ``drive_mb_s``, and that time, ``drive_s``. The phases run at
+    QD 1, so the sum is the drive's busy time: what the drive itself delivers, free of the FUSE/loop path and of
+    the machine's load (a request the path splits into pieces served at once counts each piece's time, which
+    can only lower it). Empty on any other device."""
+    if before is None or after is None:
+        return {}
+    counter = "bytes_read" if op == "read" else "bytes_written"
+    busy_ns = after["model_latency_total_ns"] - before["model_latency_total_ns"]
+    if busy_ns <= 0:
+        return {}
+    return {DRIVE_S: busy_ns / 1e9, DRIVE_MB_S: (after[counter] - before[counter]) / busy_ns * 1e3}
 
 
 def measure(ctx: Context, p: dict[str, Any]):
@@ -253,6 +274,12 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         if rows[worst] > 0:
             findings[f"{name}_spread_ratio"] = finding(rows[best] / rows[worst], "ratio",
                                                        f"{name}: {best} / {worst}")
+        if DRIVE_MB_S in measured:
+            drive = measured[measured["operation"] == name].set_index("filesystem")[DRIVE_MB_S].dropna()
+            if not drive.empty:
+                findings[f"{name}_best_drive_mb_s"] = finding(
+                    drive.max(), "MB/s", f"results.csv: {name} on {drive.idxmax()}, in the attached simulated "
+                    f"drive's own time ({DRIVE_MB_S}: without the FUSE/loop path and the machine's load)")
     return findings
 
 

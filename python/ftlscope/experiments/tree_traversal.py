@@ -40,6 +40,7 @@ import pandas as pd
 
 from .. import plots
 from ..errors import UsageError
+from ..metrics import DRIVE_S
 from ..units import format_size
 from . import _fs_session as fss
 from ._attached import drive_counters
@@ -167,7 +168,7 @@ def measure(ctx: Context, p: dict[str, Any]):
                 row = {"read_order": order, "status": "measured", "reason": "", **traverse(top, order)}
                 after = drive_counters(device) if before is not None else None
                 if after is not None:
-                    row["drive_s"] = (after["model_latency_total_ns"] - before["model_latency_total_ns"]) / 1e9
+                    row[DRIVE_S] = (after["model_latency_total_ns"] - before["model_latency_total_ns"]) / 1e9
                     row["drive_requests"] = after["requests"] - before["requests"]
                 yield row
     except fss.Skip as skip:
@@ -197,9 +198,9 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
                 findings[f"{order}_time_saved_share"] = finding(
                     1 - rows.loc[order, "seconds"] / base, "share",
                     f"1 - {order} / directory time (the thesis's disk: 67 % by sorting, its SSDs 0-3 %)")
-            if "drive_s" in rows and order in rows.index and rows.loc[order, "drive_s"] > 0:
+            if DRIVE_S in rows and order in rows.index and rows.loc[order, DRIVE_S] > 0:
                 findings[f"{order}_drive_speedup"] = finding(
-                    rows.loc["directory", "drive_s"] / rows.loc[order, "drive_s"], "ratio",
+                    rows.loc["directory", DRIVE_S] / rows.loc[order, DRIVE_S], "ratio",
                     f"results.csv: the attached simulated drive's own time (drive_s), directory order / {order} "
                     "order: the same comparison without the FUSE/loop path and the machine's load")
     return findings
