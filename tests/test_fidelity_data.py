@@ -87,6 +87,18 @@ def test_report_latency_columns_are_microseconds_by_littles_law():
         assert 0.5 * qd <= n <= 1.3 * qd, f"{bs} {rw} {mix} QD {qd}: {n:.0f} in flight"
 
 
+def test_report_latencies_of_cells_without_a_full_queue_are_marked():
+    """The latency points whose cell holds under 0.85 x its queue depth in flight (every 4 KiB cell, 32 KiB
+    writes at QD 64: 0.70) carry ``queue_not_full`` and say so in their note; no other point does."""
+    marked = {p.id for p in POINTS if p.queue_not_full}
+    assert all(p.metric.endswith("lat_mean") and p.source == published.REPORT for p in POINTS if p.queue_not_full)
+    assert all("x the queue depth" in p.note for p in POINTS if p.queue_not_full)
+    assert {p.params["bs"] for p in POINTS if p.queue_not_full} == {"4k", "32k"}
+    assert len(marked) == 19
+    assert published.report_in_flight("32k", "only write", 64) == pytest.approx(0.696, abs=0.005)
+    assert published.report_in_flight("128k", "only write", 64) == pytest.approx(0.99, abs=0.01)
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s.name}-{s.drive}")
 def test_shape_is_well_formed(shape: Shape):
     assert shape.kind in measure.SHAPES and shape.drive in DRIVES and shape.source in SOURCES

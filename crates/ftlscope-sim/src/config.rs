@@ -169,6 +169,10 @@ pub struct WriteBuffer {
 pub struct SlcCache {
     pub capacity: u64,
     pub fold_rate: Rate,
+    /// Added key: foreground folding, old SLC pages folded per host page written in SLC mode (0 = none).
+    pub fold_while_writing: f64,
+    /// Added key: the share of the SLC capacity in use above which foreground folding runs.
+    pub fold_above: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -261,6 +261,8 @@ section! {
     ["slc_cache"] SlcCache, fn read_slc_cache(), fn write_slc_cache, SLC_CACHE_KEYS, fn slc_cache_docs {
         capacity: Size = 0, Any, "bytes written in SLC mode before writes fall to native speed";
         fold_rate: RateC = Rate(0.0), Any, "background folding speed while idle (frees SLC capacity)";
+        fold_while_writing: Float = 0.0, Between(0.0, 1.0), "pages of the oldest SLC-mode blocks folded in the foreground for each page the host writes in SLC mode (a valid page is read and programmed in native mode on its die, a replaced one costs nothing: a fresh fill pays for every page it wrote, a small rewritten span almost nothing; 0: fold only while idle)";
+        fold_above: Float = 0.0, Between(0.0, 1.0), "foreground folding (fold_while_writing) starts once this share of the SLC capacity is in use";
     }
 }
 

@@ -220,6 +220,12 @@ pub struct Ftl {
     /// SLC-mode blocks in the order they were opened (folding converts the oldest first).
     slc_blocks: VecDeque<u32>,
     fold_credit: u64,
+    /// `slc_cache.fold_while_writing` (pages of old SLC blocks folded per host page written in SLC mode) and
+    /// `fold_above` in pages; per unit, the pages owed and the block being folded with its next page.
+    fold_per_page: f64,
+    fold_above_pages: f64,
+    fold_owed: Vec<f64>,
+    fold_cursor: Vec<(u32, u32)>,
     logical_pages: u64,
     pub counters: FtlCounters,
 }
@@ -268,6 +274,10 @@ impl Ftl {
             slc_used_pages: 0,
             slc_blocks: VecDeque::new(),
             fold_credit: 0,
+            fold_per_page: cfg.slc_cache.fold_while_writing,
+            fold_above_pages: cfg.slc_cache.fold_above * (cfg.slc_cache.capacity / page) as f64,
+            fold_owed: vec![0.0; width as usize],
+            fold_cursor: vec![(NONE, 0); width as usize],
             logical_pages,
             counters: FtlCounters::default(),
         }
@@ -411,6 +421,9 @@ impl Ftl {
         }
         let placed = self.place(lpn);
         self.run_pending_gc(at, flash);
+        if self.fold_per_page > 0.0 {
+            self.fold_while_writing(placed.0, at, flash);
+        }
         Some(placed)
     }
 
@@ -581,6 +594,9 @@ impl Ftl {
         self.counters.erases += 1;
         self.state[b] = BlockState::Free;
         self.valid[b] = 0;
+        if self.fold_cursor[unit as usize].0 == block {
+            self.fold_cursor[unit as usize] = (NONE, 0); // emptied while being folded: nothing left to fold
+        }
         if self.slc_block[b] {
             self.slc_used_pages = self.slc_used_pages.saturating_sub(self.pages_per_block as u64);
             self.slc_block[b] = false;
@@ -589,6 +605,61 @@ impl Ftl {
             }
         }
         self.free[unit as usize].push(block);
+    }
+
+    /// `slc_cache.fold_while_writing` (once `fold_above` of the SLC capacity is in use): a host page just went
+    /// into an SLC-mode block on `unit`, so `unit` folds its share of pages of its oldest closed SLC-mode block,
+    /// from `at`, in the foreground. A still-valid page is read in SLC mode and programmed again in native mode
+    /// on that unit (the block keeps its place: the cost, not the destination, is what shows); a page replaced
+    /// since costs nothing. So a fresh fill pays for every page it wrote while a small span rewritten many
+    /// times finds its old blocks nearly empty. Folding page by page interleaves it with the host's programs,
+    /// as firmware does, instead of holding a die for a whole block. A folded block is native from then on.
+    fn fold_while_writing(&mut self, unit: u32, at: SimTime, flash: &mut Flash) {
+        let u = unit as usize;
+        let open = self.active[u].0;
+        if !self.slc_block[open as usize] || self.slc_used_pages as f64 <= self.fold_above_pages {
+            return;
+        }
+        self.fold_owed[u] += self.fold_per_page;
+        while self.fold_owed[u] >= 1.0 {
+            let (block, page) = match self.fold_cursor[u] {
+                (NONE, _) => match self.oldest_slc_block(unit) {
+                    Some(block) => (block, 0),
+                    None => {
+                        self.fold_owed[u] = 0.0;
+                        return;
+                    }
+                },
+                cursor => cursor,
+            };
+            self.fold_owed[u] -= 1.0;
+            let ppn = block * self.pages_per_block + page;
+            let lpn = self.p2l.get(ppn as u64);
+            if lpn != UNMAPPED && self.l2p.get(lpn as u64).ppn == ppn {
+                let read = flash.read(unit, PageType::L, at);
+                flash.program(unit, self.page_types[page as usize], read);
+                self.counters.pages_read += 1;
+                self.counters.pages_programmed += 1;
+            }
+            if page + 1 < self.pages_per_block {
+                self.fold_cursor[u] = (block, page + 1);
+                continue;
+            }
+            self.fold_cursor[u] = (NONE, 0);
+            self.slc_block[block as usize] = false;
+            self.slc_used_pages = self.slc_used_pages.saturating_sub(self.pages_per_block as u64);
+            if let Some(i) = self.slc_blocks.iter().position(|&x| x == block) {
+                self.slc_blocks.remove(i);
+            }
+        }
+    }
+
+    /// `unit`'s oldest closed SLC-mode block.
+    fn oldest_slc_block(&self, unit: u32) -> Option<u32> {
+        self.slc_blocks
+            .iter()
+            .copied()
+            .find(|&b| self.unit_of_block(b) == unit && self.state[b as usize] == BlockState::Closed)
     }
 
     /// Idle-time folding: the oldest SLC-mode blocks are rewritten in native mode (counted as NAND writes,

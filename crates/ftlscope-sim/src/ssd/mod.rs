@@ -795,6 +795,8 @@ impl SimDevice for SsdDevice {
 }
 
 #[cfg(test)]
+mod fold_tests;
+#[cfg(test)]
 mod soft_flush_tests;
 #[cfg(test)]
 mod tests;

@@ -66,7 +66,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             second_level_rate: Rate(2e9),
             second_level_capacity_ios: 0,
         },
-        slc_cache: SlcCache { capacity: 0, fold_rate: Rate(0.0) },
+        slc_cache: SlcCache { capacity: 0, fold_rate: Rate(0.0), fold_while_writing: 0.0, fold_above: 0.0 },
         ftl: crate::config::Ftl {
             mapping_cache: MappingCacheConfig::Full,
             map_miss_latency: us(50),
