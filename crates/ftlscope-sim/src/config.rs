@@ -157,6 +157,10 @@ pub struct WriteBuffer {
     /// Use Them", P10 and §5.2): its programs start one at a time per unit, only while the unit is free, so
     /// a read waits for at most the one program in progress, not for a unit's whole chunk.
     pub soft_flush: bool,
+    /// Added key (issue 15): the idle drain also counts the time reads and writes are both in progress, so a
+    /// mix that keeps the drive busy no longer stops the buffer draining (a real controller flushes between
+    /// the writes); a stream of writes still fills the buffer and meets its flush.
+    pub drain_while_reading: bool,
     pub second_level: u64,
     pub second_level_idle_flush_window: Option<Nanos>,
     /// Added key: how fast the first level moves into the second level.

@@ -250,6 +250,7 @@ section! {
         idle_flush_window: Window = Some(Nanos(30_000_000)), Any, "idle time after which the buffer has drained (P10)";
         serialize_when_idle: Bool = false, Any, "a write batch arriving at an empty queue is served one by one";
         soft_flush: Bool = false, Any, "the idle drain programs a page only when its unit is free (P10's soft flush)";
+        drain_while_reading: Bool = false, Any, "the idle drain also counts the time reads and writes are both in progress (the controller flushes between a mix's writes), so a read/write mix keeps the buffer part full; writes alone still overflow it, reads alone leave it as it is (false: only idle time drains)";
         second_level: Size = 0, Any, "a second, larger buffer level; 0 = none";
         second_level_idle_flush_window: Window = None, Any, "the second level's idle drain window";
         second_level_rate: RateC = Rate(2e9), Any, "how fast the first level moves into the second";

@@ -126,6 +126,11 @@ pub struct SsdDevice {
     host_total: Calendar,
     /// `write_buffer.soft_flush` on a single-level buffer; None = the idle drain books its programs at once.
     soft: Option<SoftDrain>,
+    /// `write_buffer.drain_while_reading`: when the last command arrived, when the reads submitted so far
+    /// complete, and the fraction of a page the drain still owes.
+    last_arrival: SimTime,
+    reads_busy_until: SimTime,
+    drain_owed: f64,
 }
 
 impl SsdDevice {
@@ -173,6 +178,9 @@ impl SsdDevice {
             host_total: Calendar::default(),
             soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0)
                 .then(|| SoftDrain { pending: vec![VecDeque::new(); cfg.geometry.units() as usize], count: 0 }),
+            last_arrival: SimTime::ZERO,
+            reads_busy_until: SimTime::ZERO,
+            drain_owed: 0.0,
             cfg,
         }
     }
@@ -223,6 +231,48 @@ impl SsdDevice {
             if idle > after {
                 self.ftl.collect_idle(idle_start + after, now, self.cfg.ftl.gc_idle_free, &mut self.flash);
             }
+        }
+    }
+
+    /// `write_buffer.drain_while_reading`: a read arriving credits the first level's drain with the time since
+    /// the previous command during which reads and writes were both in progress, as if it were idle time (the
+    /// drive's idle time is drained by [`Self::catch_up_idle`]): in a mix of reads and writes the controller
+    /// flushes between the writes, so the buffer stays part full instead of filling and stalling for its
+    /// whole flush. Writes alone credit
+    /// nothing, so a stream of writes still overflows the whole buffer (P8) and only idle gaps drain it (P10);
+    /// reads alone credit nothing either, so recently written data stays in the buffer while it is read.
+    fn note_arrival(&mut self, now: SimTime, op: SimOp) {
+        if op == SimOp::Read {
+            self.drain_while_reading(now);
+        } else {
+            self.last_arrival = now;
+        }
+    }
+
+    /// See [`Self::note_arrival`].
+    fn drain_while_reading(&mut self, now: SimTime) {
+        let from = self.last_arrival;
+        self.last_arrival = now;
+        let until = now.min(self.busy_until).min(self.writes_busy_until).min(self.reads_busy_until);
+        let Some(window) = self.level1.as_ref().and_then(|l| l.idle_window) else { return };
+        let held = self.level1.as_ref().map_or(0, |l| l.fifo.len() as u64);
+        if held == 0 {
+            self.drain_owed = 0.0;
+            return;
+        }
+        if until <= from || window.0 == 0 {
+            return;
+        }
+        // A few us between commands drain a fraction of a page: owed until it makes one.
+        self.drain_owed += held as f64 * (until - from).0 as f64 / window.0 as f64;
+        let whole = self.drain_owed.floor();
+        self.drain_owed -= whole;
+        let pages = (whole as u64).min(held);
+        if pages > 0 && self.soft.is_some() {
+            self.drain_softly(pages, from);
+        } else if pages > 0 {
+            let to_level2 = self.level2.is_some();
+            self.flush_level1(pages, from, to_level2);
         }
     }
 
@@ -692,6 +742,9 @@ impl SimDevice for SsdDevice {
     }
 
     fn submit_checked(&mut self, now: SimTime, req: &SimRequest) -> Completion {
+        if self.cfg.write_buffer.drain_while_reading {
+            self.note_arrival(now, req.op);
+        }
         self.catch_up_idle(now);
         self.issue_soft(now, false);
         if let Some(x) = &mut self.extras {
@@ -708,6 +761,9 @@ impl SimDevice for SsdDevice {
                 self.flush_all(admitted + self.cfg.controller.command_overhead)
             }
         };
+        if self.cfg.write_buffer.drain_while_reading && req.op == SimOp::Read {
+            self.reads_busy_until = self.reads_busy_until.max(done);
+        }
         let Some(x) = &mut self.extras else {
             self.busy_until = self.busy_until.max(done);
             return Completion { at: done, status: Status::Ok };
@@ -794,6 +850,8 @@ impl SimDevice for SsdDevice {
     }
 }
 
+#[cfg(test)]
+mod drain_tests;
 #[cfg(test)]
 mod fold_tests;
 #[cfg(test)]

@@ -61,6 +61,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             idle_flush_window: Some(ms(10)),
             serialize_when_idle: false,
             soft_flush: false,
+            drain_while_reading: false,
             second_level: 0,
             second_level_idle_flush_window: None,
             second_level_rate: Rate(2e9),
