@@ -367,8 +367,9 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     streamed = None
     if isinstance(frame, (str, Path)):
         from .traces import read_trace, sniff
-        from .traces.batched import Unsorted, trace_meta
+        from .traces.batched import trace_meta
         from .traces.streamed import STREAMED_FORMATS
+        from .traces.window import Unsorted
 
         fmt = fmt or sniff(Path(frame))
         if fmt != "parquet" and fmt not in STREAMED_FORMATS:

@@ -59,11 +59,12 @@ def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
     """The statistics ``trace info`` prints (and the replay report shows). A Parquet trace is read in record
     batches, a CSV trace or fio iolog in batches of text (flat memory); blkparse output, and a trace too out of
     order for --sort's sliding window, whole."""
-    from .batched import Unsorted, batched_trace_stats
+    from .batched import batched_trace_stats
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .stats import trace_stats
     from .streamed import STREAMED_FORMATS
+    from .window import Unsorted
 
     if not Path(path).is_file():
         raise TraceError(f"{path}: no such trace file")
@@ -173,10 +174,10 @@ def process_table(processes: list[dict[str, Any]], requests: int, shown: int = 1
 def cmd_trace_convert(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .batched import Unsorted
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .streamed import STREAMED_FORMATS, text_frames
+    from .window import Unsorted
     from .writers import convert, convert_frames
 
     path = Path(args.trace)
