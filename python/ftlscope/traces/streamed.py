@@ -114,9 +114,17 @@ def _blkparse_frames(path: Path, batch_rows: int) -> Iterator[pd.DataFrame]:
         # Every batch alike (a batch whose requests all completed would otherwise have plain integer columns).
         return table.astype({"complete_ns": "Int64", "latency_ns": "Int64"})
 
+    # A chunk's requests are gathered up to a batch before the window merges and sorts them with what it holds.
+    gathered: list[tuple[np.ndarray, ...]] = []
+    count = 0
     for cols, arrival, seq, in_flight in blkparse.requests(path):
-        columns = (*(cols[name] for name in blkparse.COLUMNS), arrival)
-        ready = window.push(columns, arrival, seq, hold=batch_rows, before=in_flight)
+        gathered.append((*(cols[name] for name in blkparse.COLUMNS), arrival, seq))
+        count += len(seq)
+        if count < batch_rows and in_flight is not None:
+            continue  # (the last requests come with None: nothing is left gathered)
+        *columns, arrival, seq = (np.concatenate(parts) for parts in zip(*gathered, strict=True))
+        gathered, count = [], 0
+        ready = window.push((*columns, arrival), arrival, seq, hold=batch_rows, before=in_flight)
         if ready is not None:
             yield frame(ready)
         if window.held() > batch_rows + BLKPARSE_WAITING:
