@@ -60,8 +60,8 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
 
 def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
     """The statistics ``trace info`` prints (and the replay report shows). A Parquet trace is read in record
-    batches, a CSV trace or fio iolog in batches of text (flat memory); blkparse output, and a trace too out of
-    order for --sort's sliding window, whole."""
+    batches, text traces (CSV, fio iolog, blkparse) in batches of text (flat memory); a trace too out of order
+    for the sliding sort window whole."""
     from .batched import batched_trace_stats
     from .readers import read_trace, sniff
     from .schema import TraceError

@@ -7,8 +7,9 @@ same checks (a malformed line names its file and line, a bad request its number 
 (relative to the trace's first arrival) and, with ``sort``, the same order as the whole sort, done in the sliding
 window the Parquet batches use (:mod:`.window`): a trace more out of order than one batch raises ``Unsorted``.
 blkparse requests are put together from Q, D and C events far apart in the file and always go out by arrival
-through that window, never past the earliest request still in flight; one that stays in flight longer than a few
-batches (its C lost) raises ``Unsorted`` too, and the callers read such a trace whole.
+through that window, never past the earliest request still in flight; one in flight while more than
+:data:`BLKPARSE_WAITING` finished ones wait behind it (its C lost) raises ``Unsorted`` too, and the callers read
+such a trace whole.
 """
 
 from __future__ import annotations
@@ -40,8 +41,11 @@ def _raw(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
         yield {k: v for k, v in cols.items() if v is not None}
 
 
-# blkparse: finished requests that may wait behind one still in flight, beyond the window's batch, before the
-# trace is read whole instead (``Unsorted``): 256 Ki requests, about 20 MiB.
+# blkparse: finished requests held back for a request queued (Q) before them but issued (D) after them, at most a
+# batch; and those that may wait besides behind one still in flight, before the trace is read whole instead
+# (``Unsorted``): 256 Ki requests, about 20 MiB. The held requests' process names are Python strings, so the
+# window is kept smaller than a batch of the other formats.
+BLKPARSE_HOLD = 1 << 14
 BLKPARSE_WAITING = 1 << 18
 
 
@@ -114,20 +118,21 @@ def _blkparse_frames(path: Path, batch_rows: int) -> Iterator[pd.DataFrame]:
         # Every batch alike (a batch whose requests all completed would otherwise have plain integer columns).
         return table.astype({"complete_ns": "Int64", "latency_ns": "Int64"})
 
-    # A chunk's requests are gathered up to a batch before the window merges and sorts them with what it holds.
+    hold = min(batch_rows, BLKPARSE_HOLD)
+    # A chunk's requests are gathered up to that before the window merges and sorts them with what it holds.
     gathered: list[tuple[np.ndarray, ...]] = []
     count = 0
     for cols, arrival, seq, in_flight in blkparse.requests(path):
         gathered.append((*(cols[name] for name in blkparse.COLUMNS), arrival, seq))
         count += len(seq)
-        if count < batch_rows and in_flight is not None:
+        if count < hold and in_flight is not None:
             continue  # (the last requests come with None: nothing is left gathered)
         *columns, arrival, seq = (np.concatenate(parts) for parts in zip(*gathered, strict=True))
         gathered, count = [], 0
-        ready = window.push((*columns, arrival), arrival, seq, hold=batch_rows, before=in_flight)
+        ready = window.push((*columns, arrival), arrival, seq, hold=hold, before=in_flight)
         if ready is not None:
             yield frame(ready)
-        if window.held() > batch_rows + BLKPARSE_WAITING:
+        if window.held() > hold + BLKPARSE_WAITING:
             raise Unsorted(path)  # a request in flight that long (its C lost?): read whole, exact
     rest = window.rest()
     if rest is not None:
