@@ -13,6 +13,7 @@ from ftlscope import from_flags, run
 from ftlscope.cli import main
 from ftlscope.traces import TraceError, batched, read_trace, synth, trace_stats, write_parquet
 from ftlscope.traces.stats import working_set_blocks
+from ftlscope.traces.window import Unsorted
 
 PERCENTILES = {("interarrival_ns", "p50"), ("interarrival_ns", "p99"), ("latency_ns", "p50"), ("latency_ns", "p99")}
 
@@ -77,7 +78,7 @@ def test_a_trace_too_out_of_order_for_the_window_is_read_whole(tmp_path, capsys)
                           "size": np.full(n, 4096, dtype=np.uint32), "submit_ns": submit.astype(np.uint64)})
     path = tmp_path / "late.parquet"
     frame.to_parquet(path)
-    with pytest.raises(batched.Unsorted):
+    with pytest.raises(Unsorted):
         batched.parquet_trace_stats(path, sort=True, batch_rows=1_000)
     out = tmp_path / "info.json"
     assert main(["trace", "info", str(path), "--sort", "--json", str(out)]) == 0

@@ -13,8 +13,8 @@ import pytest
 
 from ftlscope.cli import main
 from ftlscope.traces import TraceError, convert, read_trace, readers
-from ftlscope.traces.batched import Unsorted
 from ftlscope.traces.streamed import text_frames
+from ftlscope.traces.window import Unsorted
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 SIM = "sim:consumer-tlc-dram"

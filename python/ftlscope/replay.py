@@ -300,9 +300,9 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
 
 def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
-    a CSV trace or an fio iolog stays a path, replayed while it is read in batches (flat memory), unless it is
-    needed ``whole`` (newt's two passes), the report needs it (its inter-arrival figure) or ``--align-reads``
-    changes it; blkparse output is read whole."""
+    a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory),
+    unless it is needed ``whole`` (newt's two passes), the report needs it (its inter-arrival figure) or
+    ``--align-reads`` changes it."""
     from .traces import read_trace, sniff
     from .traces.streamed import STREAMED_FORMATS
 
@@ -341,9 +341,9 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
 
     ``frame`` is a trace table (:func:`ftlscope.traces.read_trace`'s), or the path of a trace in Parquet or a
-    text format read in batches (CSV, fio iolog; ``fmt``, sniffed when None; blkparse output is read whole): that
-    one is checked in a first pass and replayed while it is read again in batches, so memory stays flat whatever
-    its length (``sort`` orders it by arrival as it streams; one too disordered for that is read whole).
+    text format (CSV, fio iolog, blkparse; ``fmt``, sniffed when None): that one is checked in a first pass and
+    replayed while it is read again in batches, so memory stays flat whatever its length (``sort`` orders it by
+    arrival as it streams; one too disordered for that is read whole).
     ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size, precondition, trace, progress, ...);
     ``notify(text)`` hears what was left out or folded. ``rate_limit_writes``
     (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine."""
@@ -367,8 +367,9 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     streamed = None
     if isinstance(frame, (str, Path)):
         from .traces import read_trace, sniff
-        from .traces.batched import Unsorted, trace_meta
+        from .traces.batched import trace_meta
         from .traces.streamed import STREAMED_FORMATS
+        from .traces.window import Unsorted
 
         fmt = fmt or sniff(Path(frame))
         if fmt != "parquet" and fmt not in STREAMED_FORMATS:
@@ -524,6 +525,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shift = parse_shift(args.offset_shift)
     shim = shim_settings(args)
     _check_outputs(args)
+    from .heap import hold_mmap_threshold
+
+    hold_mmap_threshold()  # a streamed trace's batches freed and allocated: memory flat (see ftlscope.heap)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     # The figures and the report need every request's latency: the trace is kept in memory for them.

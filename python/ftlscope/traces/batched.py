@@ -33,16 +33,13 @@ from ..metrics import SUBMIT_SEQ
 from ..workload import OPS
 from .schema import METADATA_KEY, TraceError
 from .stats import BLOCK, _size_label
+from .window import SortWindow
 
 # Requests per batch: 256 Ki, about 10 MiB of columns; --sort holds back one batch more.
 BATCH_ROWS = 1 << 18
 # Blocks expanded at once for the working set (a 1 MiB request is 256 of them): bounds that step's memory.
 _BLOCKS_PER_STEP = 1 << 23
 _MANTISSA_BITS = 10  # histogram buckets per power of two: 2**10, so a bucket is at most 0.1 % wide
-
-
-class Unsorted(Exception):  # noqa: N818 - a signal to the caller, not an error the user sees
-    """The trace is more out of order than ``--sort`` can fix in a sliding window."""
 
 
 class _Moments:
@@ -343,44 +340,34 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
     in_order = SUBMIT_SEQ in names
     if in_order and SUBMIT_SEQ not in wanted:
         wanted.append(SUBMIT_SEQ)
-    held: tuple[np.ndarray, ...] | None = None  # rows held back until later rows cannot precede them
-    emitted: tuple[int, int] | None = None  # --sort: the (submit_ns, submit_seq) of the last row yielded
+    window = SortWindow(path)
     last_submit: int | None = None
-    width = 0  # columns yielded
     row = 0
     try:
         for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
             cols = _columns(batch, offset_column, path, row)
-            width = len(cols)
             submit = cols[3]
             seq = (batch.column(batch.schema.names.index(SUBMIT_SEQ)).to_numpy(zero_copy_only=False)
                    .astype(np.uint64) if in_order else np.arange(row, row + len(submit), dtype=np.uint64))
             row += batch.num_rows
+            if not len(submit):
+                continue
             if not sort:
-                if not len(submit):
-                    continue
                 last_submit = check_forward(path, submit, last_submit, row - len(submit))
                 if not in_order:
                     yield cols
                     continue
-            elif emitted is not None and len(submit) and _before(submit, seq, emitted):
-                raise Unsorted(path)
-            merged = (*cols, seq) if held is None else tuple(
-                np.concatenate(ab) for ab in zip(held, (*cols, seq), strict=True))
-            order = np.lexsort((merged[-1], merged[3]))  # stable: rows (file order) break ties without a sequence
-            merged = tuple(c[order] for c in merged)
-            # Held back for later rows that may precede them: under --sort a batch's worth; otherwise (ties in a
-            # run trace) the last nanosecond's requests, since the next batch may hold more of that nanosecond.
-            ready = (max(len(order) - batch_rows, 0) if sort
-                     else int(np.searchsorted(merged[3], merged[3][-1], side="left")))
-            if ready:
-                yield tuple(c[:ready] for c in merged[:width])
-                emitted = (int(merged[3][ready - 1]), int(merged[-1][ready - 1]))
-            held = tuple(c[ready:] for c in merged)
+                # Ties in a run trace: the last nanosecond's requests wait, the next batch may hold more of it.
+                ready = window.push(cols, submit, seq, before=(int(submit[-1]), 0))
+            else:  # rows (file order) break ties without a sequence; a batch's worth waits for earlier arrivals
+                ready = window.push(cols, submit, seq, hold=batch_rows)
+            if ready is not None:
+                yield ready
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceError(f"{path}: not a readable Parquet file (truncated or damaged: {exc})") from None
-    if held is not None and len(held[3]):
-        yield held[:width]
+    rest = window.rest()
+    if rest is not None:
+        yield rest
     if row == 0:
         raise TraceError(f"{path}: the trace holds no requests")
 
@@ -396,11 +383,6 @@ def check_forward(path: Path, submit: np.ndarray, last_submit: int | None, first
         raise TraceError(f"{path}: timestamps go backwards at request {first_row + i + 1} ({submit[i]} ns after "
                          f"{before} ns); pass --sort to order the requests by arrival time")
     return int(submit[-1])
-
-
-def _before(submit: np.ndarray, seq: np.ndarray, last: tuple[int, int]) -> bool:
-    """Whether a row of the batch comes before the last row yielded (by arrival, then submission sequence)."""
-    return bool(((submit < last[0]) | ((submit == last[0]) & (seq < last[1]))).any())
 
 
 def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
@@ -440,7 +422,10 @@ def batched_trace_stats(path: str | Path, fmt: str, *, sort: bool = False,
     then)."""
     if fmt == "parquet":
         return parquet_trace_stats(path, sort=sort, batch_rows=batch_rows)
-    stats = _Stats(latency=fmt == "msr")  # the one text format read here that records completions
+    stats = _Stats(latency=fmt in ("msr", "blkparse"))  # the text formats that record completions
     for cols in trace_batches(path, fmt, sort=sort, batch_rows=batch_rows):
         stats.add(*cols)
-    return stats.result(trace_meta(path, fmt))
+    result = stats.result(trace_meta(path, fmt))
+    if fmt == "blkparse" and not result["latency_ns"]["n"]:
+        del result["latency_ns"]  # no C event at all: the whole read has no latency column
+    return result

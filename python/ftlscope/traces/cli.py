@@ -46,6 +46,9 @@ def add_trace_parser(sub: Any) -> None:
 def cmd_trace_info(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ..heap import hold_mmap_threshold
+
+    hold_mmap_threshold()  # batches freed and allocated: memory flat (see ftlscope.heap)
     stats = info_stats(args.trace, args.format, args.sort)
     if args.json:
         path = Path(args.json)
@@ -57,13 +60,14 @@ def cmd_trace_info(args: argparse.Namespace) -> int:
 
 def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
     """The statistics ``trace info`` prints (and the replay report shows). A Parquet trace is read in record
-    batches, a CSV trace or fio iolog in batches of text (flat memory); blkparse output, and a trace too out of
-    order for --sort's sliding window, whole."""
-    from .batched import Unsorted, batched_trace_stats
+    batches, text traces (CSV, fio iolog, blkparse) in batches of text (flat memory); a trace too out of order
+    for the sliding sort window whole."""
+    from .batched import batched_trace_stats
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .stats import trace_stats
     from .streamed import STREAMED_FORMATS
+    from .window import Unsorted
 
     if not Path(path).is_file():
         raise TraceError(f"{path}: no such trace file")
@@ -173,12 +177,14 @@ def process_table(processes: list[dict[str, Any]], requests: int, shown: int = 1
 def cmd_trace_convert(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .batched import Unsorted
+    from ..heap import hold_mmap_threshold
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .streamed import STREAMED_FORMATS, text_frames
+    from .window import Unsorted
     from .writers import convert, convert_frames
 
+    hold_mmap_threshold()  # batches freed and allocated: memory flat (see ftlscope.heap)
     path = Path(args.trace)
     if not path.is_file():
         raise TraceError(f"{path}: no such trace file")

@@ -8,7 +8,7 @@ field is reported with its file, line number and what was expected instead of a 
 from __future__ import annotations
 
 import re
-from collections import defaultdict, deque
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,9 @@ def read_trace(path: str | Path, fmt: str | None = None, *, sort: bool = False) 
     if fmt == "parquet":
         return _read_parquet(path, sort)
     if fmt == "blkparse":
-        return _read_blkparse(path, sort)
+        from .blkparse import read_blkparse
+
+        return read_blkparse(path)  # in arrival order: --sort changes nothing
     if fmt == "fio":
         return _read_fio(path, sort)
     return _read_csv(path, fmt, sort)
@@ -243,83 +245,6 @@ def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
     cat = _joined(path, csv_requests(path, fmt))
     return build_frame(cat["op"], cat["offset"], cat["size"], cat["submit"], path=path, fmt=fmt,
                        complete_ns=cat.get("complete"), sort=sort)
-
-
-# blkparse's default output is whitespace-aligned text whose last field changes meaning by action
-# ("[process]" on Q/D, "[error]" on C) and whose tail is a per-CPU summary, which no CSV reader parses;
-# one compiled pattern per line is the plain way to read it.
-_BLK = re.compile(r"^\s*(\d+,\d+)\s+\d+\s+\d+\s+(\d+)\.(\d{1,9})\s+\d+\s+([A-Za-z]+)\s+([A-Z]*)\s*(.*)$")
-_BLK_PC = re.compile(r"^(\d+\s+)?\(")
-_BLK_IO = re.compile(r"^(\d+)\s+\+\s+(\d+)(?:\s+\[(.*)\])?")
-
-
-def _rwbs_op(rwbs: str) -> str | None:
-    if "D" in rwbs:
-        return "trim"
-    if "W" in rwbs:
-        return "write"
-    if "R" in rwbs:
-        return "read"
-    if "F" in rwbs:
-        return "flush"
-    return None
-
-
-def _read_blkparse(path: Path, sort: bool) -> pd.DataFrame:
-    """Requests are the D (issue) events; arrival is the matching Q, completion the matching C (by sector)."""
-    queued: dict[tuple[str, int], deque] = defaultdict(deque)
-    issued: dict[tuple[str, int], deque] = defaultdict(deque)
-    rows: list[list[Any]] = []  # op, offset, size, arrival, complete, process
-    expected = "'maj,min cpu seq sec.nsec pid action rwbs sector + nsectors [process]' (blkparse default format)"
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if line.startswith(("CPU", "Total", "Throughput", "Events", "Skips", " Reads", " Writes")):
-                break  # blkparse's closing summary
-            m = _BLK.match(line)
-            if m is None:
-                raise TraceError(f"{path}:{number}: cannot read {line.strip()[:60]!r}; expected {expected}")
-            dev, sec, frac, action, rwbs, rest = m.groups()
-            if action not in ("Q", "D", "C"):
-                continue
-            io = _BLK_IO.match(rest)
-            if io is None:
-                if _BLK_PC.match(rest):
-                    continue  # a passthrough request ("bytes (cdb) [process]"): no sector range to replay
-                if "F" not in rwbs:
-                    raise TraceError(f"{path}:{number}: {action} event without 'sector + nsectors'; expected "
-                                     f"{expected}")
-                if action == "C":
-                    continue  # a flush's completion names no sector to pair it by
-            t = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0"))
-            sector = int(io.group(1)) if io else 0
-            key = (dev, sector)
-            if action == "Q":
-                queued[key].append(t)
-            elif action == "D":
-                op = _rwbs_op(rwbs) if io else "flush"  # a pure flush carries no sectors: "[process]" only
-                if op is None:
-                    continue
-                arrival = queued[key].popleft() if queued[key] else t
-                process = io.group(3) if io else rest.strip().strip("[]")
-                row = [op, sector * 512, int(io.group(2)) * 512 if io else 0, arrival, None, process]
-                rows.append(row)
-                if io:
-                    issued[key].append(row)
-            elif issued[key]:
-                issued[key].popleft()[4] = t
-    if not rows:
-        raise TraceError(f"{path}: the trace holds no issued (D) requests")
-    op, offset, size, arrival, complete, process = (list(c) for c in zip(*rows, strict=True))
-    have_c = any(c is not None for c in complete)
-    order = np.argsort(np.asarray(arrival, dtype=np.int64), kind="stable")  # D order differs from Q order
-
-    def pick(column: list[Any]) -> list[Any]:
-        return [column[i] for i in order]
-
-    return build_frame(pick(op), pick(offset), pick(size), pick(arrival), path=path, fmt="blkparse",
-                       complete_ns=pick(complete) if have_c else None, process=pick(process), sort=sort)
 
 
 _FIO_ACTIONS = {"read": "read", "write": "write", "trim": "trim", "sync": "flush", "datasync": "flush"}
