@@ -45,8 +45,9 @@
 //!    p90/p95 15-259 % worse). While it is 1 or more the shim holds nothing (and lets go what it holds); the run
 //!    reports how many writes went so (`overloaded_writes`) and the highest sustained urgency it measured. The
 //!    sustained intensity is an exponentially weighted sum of the write bytes with the horizon as time
-//!    constant, counted from an idle drive (the replay or run starts on an idle, drained buffer), so a burst
-//!    that the buffer and the idle time after it can absorb does not count as overload.
+//!    constant, over the time since the run started (at least one time constant: the run starts on an idle,
+//!    drained buffer, so one burst that the buffer and the idle time after it can absorb does not count as
+//!    overload).
 //!
 //! Limits (the paper's durability limit, §5.2): a flush is never delayed and nothing held crosses it: everything
 //! held goes to the drive, in order, before the flush does (and the model's buffer is empty after it). The held
@@ -385,11 +386,16 @@ impl WriteShim {
         self.sustained_bytes * (-age / self.horizon_ns as f64).exp()
     }
 
-    /// The sustained urgency at `now`: the write intensity over the horizon (the weighted bytes over the time
-    /// constant) divided by the flush speed.
+    /// The sustained urgency at `now`: the write intensity over the horizon divided by the flush speed. The
+    /// weighted bytes of a steady stream started `E` ago are its rate times `tau (1 - exp(-E / tau))`; dividing by
+    /// that (with `E` at least `tau`, so that one early burst is not taken for a stream) gives the rate of the
+    /// writes since the run started, over at most the last few time constants, a second or two sooner than the
+    /// weighted sum alone would reach it.
     #[inline]
     fn sustained_urgency(&self, now: u64) -> f64 {
-        self.sustained_at(now) / self.horizon_ns as f64 / self.speed_per_ns
+        let tau = self.horizon_ns as f64;
+        let elapsed = (now.saturating_sub(self.origin_ns) as f64).max(tau);
+        self.sustained_at(now) / (tau * (1.0 - (-elapsed / tau).exp())) / self.speed_per_ns
     }
 
     /// (urgency, reads' share of the bytes) over the sliding period ending `now`.
