@@ -207,13 +207,18 @@ def main() -> None:
             delayed = (f"{shim['delayed_writes']:,} of {shim['writes']:,}, mean "
                        f"{format_ns((shim.get('write_delay_mean_us') or 0) * 1e3)}") if shim else "—"
             held_max = f"{(shim.get('held_bytes_max') or 0) / 1e6:.1f} MB" if shim else "—"
+            worst = max((-v for op in gains.values() for k, v in op.items()
+                         if k in SHOWN and k != "mean" and v is not None), default=0.0)
+            within = f"worst {worst:+.1f} % ({'ok' if worst <= 5 else 'FAILS: over +5 %'})"
             if case.group == "shim" and not shim:
                 verdict = "control: auto does not apply (no write buffer): no shim"
+            elif shim and shim.get("overloaded_writes"):
+                verdict = (f"{'forced: ' if case.forced else ''}writes outran the flush speed (sustained urgency up "
+                           f"to {shim['sustained_urgency_max']:.2f}): {shim['overloaded_writes']:,} not held; "
+                           f"{within}")
             elif shim and not shim["delayed_writes"]:
                 verdict = "shim idle: writes never came fast enough to be delayed"
             elif case.forced:
-                worst = max(-v for op in gains.values() for k, v in op.items()
-                            if k in SHOWN and k != "mean" and v is not None)
                 what = "4 KiB pages" if case.group == "align" else "kelpie-n2t-i's flush speed"
                 verdict = f"forced {what} (not what auto does): worst {worst:+.1f} %"
             elif outcome.align_stats is not None and outcome.align_stats.changed == 0:
@@ -223,9 +228,7 @@ def main() -> None:
                 verdict = ("p99 -64 % or better" if (read.get("p99") or 0) >= 64 else "p99 short of -64 %") \
                     if case.group == "shim" else ("mean better" if (read.get("mean") or 0) > 0 else "mean not better")
             else:
-                worst = max(-v for op in gains.values() for k, v in op.items()
-                            if k in SHOWN and k != "mean" and v is not None)
-                verdict = f"control: worst {worst:+.1f} % ({'ok' if worst <= 5 else 'FAILS: over +5 %'})"
+                verdict = f"control: {within}"
             extra = f"{outcome.align_stats.extra_pct:.1f} %" if outcome.align_stats else "—"
             drive = case.preset + (f" (noise {case.noise})" if case.noise else "")
             drive += " (forced)" if case.forced else ""

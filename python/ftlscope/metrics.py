@@ -69,7 +69,7 @@ HELD_BYTES = "held_bytes"
 # The per-write delay statistics under ``write_shim``: writes through the shim, those delayed, and
 # ``delay_ns`` {mean, max} of the delayed ones.
 SHIM_COUNT_KEYS = ("writes", "delayed_writes", "bound_releases", "flush_releases", "dropped_at_end",
-                   "urgent_periods", "periods_with_writes")
+                   "urgent_periods", "periods_with_writes", "overloaded_writes", "sustained_urgency_max")
 SHIM_DELAY = "delay_ns"
 
 # summaries.parquet of ``ftlscope export``: one row per engine run and operation.

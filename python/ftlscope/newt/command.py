@@ -152,11 +152,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def cmd_newt(args: argparse.Namespace) -> int:
     from ..cli import _run_kwargs, console, err_console
     from ..jsonable import write_json
+    from ..metrics import WRITE_SHIM
     from ..profile.target import describe_target
     from ..replay import _read, parse_timing, replay_mode
     from ..sim import SimDevice
     from ..units import parse_duration_ns
     from .measure import measure
+    from .shim import describe as describe_shim
 
     replay_mode(parse_timing(args.timing), args.mode)
     settle_s = parse_duration_ns(args.settle, "--settle") / 1e9
@@ -175,6 +177,9 @@ def cmd_newt(args: argparse.Namespace) -> int:
                       timing=args.timing, mode=args.mode, qd=args.qd, wrap=args.wrap, trace_name=str(args.trace),
                       show_serial=args.show_serial, **_run_kwargs(args))
     doc = newt_document(outcome, target=args.target, trace=str(args.trace), options=_options(args))
+    shim_line = describe_shim(outcome.after.summary.get(WRITE_SHIM))
+    if shim_line:
+        notify(shim_line)
     identity = describe_target(SimDevice.open(args.target) if args.target.startswith("sim:") else args.target,
                                show_serial=args.show_serial)
     run_id = _run_id(identity.get("identity") or args.target)

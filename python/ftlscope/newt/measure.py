@@ -174,6 +174,9 @@ def held(summary: dict[str, Any]) -> dict[str, Any] | None:
         "held_bytes_mean": float(np.mean(series)) if series else None,
         "write_delay_mean_us": delay["mean"] / 1e3 if delay.get("mean") is not None else None,
         "write_delay_max_us": delay["max"] / 1e3 if delay.get("max") is not None else None,
+        # Writes let in unheld because they outran the flush speed for good (holding could not help).
+        "overloaded_writes": shim.get("overloaded_writes") or 0,
+        "sustained_urgency_max": shim.get("sustained_urgency_max"),
         "over_time": [{"t_s": i * window_ns / 1e9, "held_bytes": int(v)} for i, v in enumerate(series)],
     }
 

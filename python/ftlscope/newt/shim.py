@@ -148,6 +148,11 @@ def describe(shim: dict[str, Any] | None) -> str | None:
     delay = shim.get("delay_ns") or {}
     held = shim.get("held_bytes") or {}
     delayed, writes = shim.get("delayed_writes", 0), shim.get("writes", 0)
-    return (f"write shim ({shim['flush_speed_bps'] / 1e6:.1f} MB/s, {shim['source']}): {delayed:,} of {writes:,} "
+    line = (f"write shim ({shim['flush_speed_bps'] / 1e6:.1f} MB/s, {shim['source']}): {delayed:,} of {writes:,} "
             f"writes delayed, mean {format_ns(delay.get('mean', 0))} over all writes, max "
             f"{format_ns(delay.get('max', 0))}; at most {format_size(held.get('max', 0))} held")
+    overloaded = shim.get("overloaded_writes") or 0
+    if overloaded:
+        line += (f"; {overloaded:,} writes not held: they came faster than the drive flushes for good (sustained "
+                 f"urgency up to {shim.get('sustained_urgency_max', 0):.2f}), where holding cannot help")
+    return line

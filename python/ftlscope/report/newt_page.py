@@ -107,6 +107,9 @@ def held_rows(held: dict[str, Any] | None) -> list[tuple[str, str]]:
     for key, label in (("write_delay_mean_us", "mean write delay"), ("write_delay_max_us", "longest write delay")):
         if held.get(key) is not None:
             rows.append((label, format_ns(held[key] * 1e3)))
+    if held.get("overloaded_writes"):
+        rows.append(("writes not held (they outran the flush speed for good: holding cannot help)",
+                     f"{held['overloaded_writes']:,} (sustained urgency up to {held['sustained_urgency_max']:.2f})"))
     return rows
 
 

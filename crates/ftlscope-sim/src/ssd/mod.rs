@@ -11,7 +11,7 @@ pub mod ftl;
 pub mod noise;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 
 use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig, PageType};
 use crate::device::{Completion, Counters, PageContent, SimDevice, SimOp, SimRequest, Status};
@@ -39,16 +39,22 @@ struct BufferLevel {
     /// `write_buffer.soft_flush`: pages the idle drain has placed whose program has not started yet (they
     /// still occupy the buffer).
     draining: u64,
+    /// `write_buffer.soft_flush`: the part of a page the idle drain had reached when the last idle gap ended, in
+    /// page-ns (a page is `idle_window` of them at a whole buffer's pace); the next gap goes on from there.
+    drain_carry: u128,
 }
 
 /// `write_buffer.soft_flush`: the background drain's programs, per unit, not yet started. A real controller
 /// issues a background program only to an idle die, so a read arriving meanwhile waits for at most the one
 /// program in progress; a unit's 64 KiB chunk is not booked at once ahead of the reads.
 struct SoftDrain {
-    /// Per unit: the page types still to program, and the earliest instant (the idle period they were
-    /// drained in began then).
-    pending: Vec<VecDeque<(PageType, SimTime)>>,
+    /// Per unit: the page types still to program, the earliest instant (the idle period they were drained in
+    /// began then) and the physical page they go to.
+    pending: Vec<VecDeque<(PageType, SimTime, u32)>>,
     count: u64,
+    /// The physical pages in `pending`: their data is still in the buffer (a program not started has nothing
+    /// on NAND yet), so a read of one is served from the buffer's RAM.
+    queued: HashSet<u32>,
 }
 
 impl BufferLevel {
@@ -63,6 +69,7 @@ impl BufferLevel {
             busy_until: SimTime::ZERO,
             in_flight: BinaryHeap::new(),
             draining: 0,
+            drain_carry: 0,
         }
     }
 
@@ -73,6 +80,26 @@ impl BufferLevel {
     }
 
     /// Pages a triggered flush moves out: the partial amount, or all of it.
+    /// `write_buffer.soft_flush`: the pages an idle gap drains, as [`proportional`], but with the part of a page
+    /// left over carried to the next gap. Rounding each gap down would drain nothing in gaps shorter than one
+    /// page's share of the window (68 us on a 200 ms, 11.5 MB buffer), so a read-heavy load would never see its
+    /// buffer drain; a drive's background program, once started in idle time, finishes.
+    fn drained_carrying(&mut self, idle: Nanos, window: Nanos) -> u64 {
+        let held = self.fifo.len() as u64;
+        if held == 0 || idle >= window || window.0 == 0 {
+            self.drain_carry = 0;
+            return held;
+        }
+        let total = held as u128 * idle.0 as u128 + self.drain_carry;
+        let pages = total / window.0 as u128;
+        if pages >= held as u128 {
+            self.drain_carry = 0;
+            return held;
+        }
+        self.drain_carry = total - pages * window.0 as u128;
+        pages as u64
+    }
+
     fn flush_amount(&self) -> u64 {
         let all = self.fifo.len() as u64;
         if self.partial_pages > 0 {
@@ -176,8 +203,11 @@ impl SsdDevice {
             read_seq: 0,
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
             host_total: Calendar::default(),
-            soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0)
-                .then(|| SoftDrain { pending: vec![VecDeque::new(); cfg.geometry.units() as usize], count: 0 }),
+            soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0).then(|| SoftDrain {
+                pending: vec![VecDeque::new(); cfg.geometry.units() as usize],
+                count: 0,
+                queued: HashSet::new(),
+            }),
             last_arrival: SimTime::ZERO,
             reads_busy_until: SimTime::ZERO,
             drain_owed: 0.0,
@@ -204,10 +234,15 @@ impl SsdDevice {
         }
         let idle = now - idle_start;
         let to_level2 = self.level2.is_some();
-        if let Some(level) = &self.level1 {
+        let soft = self.soft.is_some();
+        if let Some(level) = &mut self.level1 {
             if let Some(window) = level.idle_window {
-                let pages = proportional(level.fifo.len() as u64, idle, window);
-                if pages > 0 && self.soft.is_some() {
+                let pages = if soft {
+                    level.drained_carrying(idle, window)
+                } else {
+                    proportional(level.fifo.len() as u64, idle, window)
+                };
+                if pages > 0 && soft {
                     self.drain_softly(pages, idle_start);
                 } else if pages > 0 {
                     self.flush_level1(pages, idle_start, to_level2);
@@ -287,7 +322,9 @@ impl SsdDevice {
         let soft = self.soft.as_mut().expect("soft drain");
         for lpn in moved {
             if let Some((unit, page_type)) = self.ftl.assign(lpn, from, &mut self.flash) {
-                soft.pending[unit as usize].push_back((page_type, from));
+                let ppn = self.ftl.lookup(lpn);
+                soft.pending[unit as usize].push_back((page_type, from, ppn));
+                soft.queued.insert(ppn);
                 placed += 1;
             }
         }
@@ -305,13 +342,14 @@ impl SsdDevice {
         }
         let mut started = 0;
         for (unit, queue) in soft.pending.iter_mut().enumerate() {
-            while let Some(&(page_type, from)) = queue.front() {
+            while let Some(&(page_type, from, ppn)) = queue.front() {
                 let start = if force { from.max(now) } else { from.max(self.flash.free_at(unit as u32)) };
                 if !force && start >= now {
                     break;
                 }
                 done = done.max(self.flash.program(unit as u32, page_type, start));
                 queue.pop_front();
+                soft.queued.remove(&ppn);
                 started += 1;
             }
         }
@@ -335,6 +373,9 @@ impl SsdDevice {
                 }
             }
             level.ios = 0;
+            if level.fifo.is_empty() {
+                level.drain_carry = 0;
+            }
         }
         if to_level2 {
             let mut start = at;
@@ -646,7 +687,10 @@ impl SsdDevice {
             if ppn == UNMAPPED || ppn == ZEROED {
                 continue; // nothing on NAND: the controller answers zeroes
             }
-            if ppn == BUFFERED || self.read_buffer.as_ref().is_some_and(|rb| rb.contains(lpn)) {
+            if ppn == BUFFERED
+                || self.soft.as_ref().is_some_and(|s| s.count > 0 && s.queued.contains(&ppn))
+                || self.read_buffer.as_ref().is_some_and(|rb| rb.contains(lpn))
+            {
                 ready = ready.max(ram);
                 continue;
             }

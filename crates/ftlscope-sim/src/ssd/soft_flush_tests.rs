@@ -102,3 +102,52 @@ fn soft_flush_is_off_by_default_and_ignored_with_a_second_level() {
     cfg.write_buffer.second_level = 4 << 20;
     assert!(SsdDevice::new(cfg).soft.is_none());
 }
+
+/// Reads of never-written pages (answered with zeroes, in microseconds) `gap` apart from `at`, `count` of them:
+/// the drive is idle between them for a little less than `gap` each.
+fn short_gaps(dev: &mut SsdDevice, at: SimTime, gap: Nanos, count: u64) -> SimTime {
+    let mut now = at;
+    for i in 0..count {
+        dev.submit(now, &req(SimOp::Read, (32 << 20) + (i % 64) * 4 * KIB, 4 * KIB));
+        now += gap;
+    }
+    now
+}
+
+#[test]
+fn idle_gaps_shorter_than_a_pages_share_still_drain_a_soft_flush_buffer() {
+    // A full 128-page buffer drained in 10 ms: one page's share of the window is 78 us. Gaps of 50 us each
+    // drain 0.6 of a page; rounded down per gap that was nothing, however many gaps passed (a read-heavy load
+    // never drained the buffer). With the remainder carried, 400 gaps (20 ms, twice the window) drain most of it.
+    for soft in [false, true] {
+        let mut dev = device(soft, ms(10));
+        let (_, t) = write_qd1(&mut dev, SimTime::ZERO, 0, 512 * KIB, 64 * KIB);
+        short_gaps(&mut dev, t, Nanos(50_000), 400);
+        let level = dev.level1.as_ref().expect("buffered");
+        let held = level.fifo.len();
+        if soft {
+            assert!(held < 64, "the soft drain carried nothing across the gaps: {held} of 128 pages left");
+        } else {
+            // The hard drain (no `soft_flush`) keeps its per-gap rounding: its timings stay as they were.
+            assert_eq!(held, 128);
+        }
+    }
+}
+
+#[test]
+fn a_read_of_a_page_the_soft_drain_has_not_programmed_yet_comes_from_the_buffer() {
+    // After the 2 ms gap, each unit the drain reached programs the first of its pages and queues the rest:
+    // their data is still in the buffer, and a read of one is answered from RAM, not from NAND behind the
+    // program under way.
+    let (mut dev, t) = draining(true);
+    dev.submit(t, &req(SimOp::Read, 32 << 20, 4 * KIB)); // runs the drain up to t
+    let soft = dev.soft.as_ref().expect("soft drain");
+    assert!(soft.count > 0 && soft.queued.len() as u64 == soft.count);
+    // The first chunk's last page (the drain takes pages in the order written: 16 to a unit).
+    let queued = (1 << 20) + 15 * 4 * KIB;
+    let ppn = dev.ftl.lookup(queued / (4 * KIB));
+    assert!(soft.queued.contains(&ppn), "the page is queued");
+    let latency = (dev.submit(t, &req(SimOp::Read, queued, 4 * KIB)) - t).0;
+    // From NAND it would wait for the 0.3-1.5 ms program and then its own 50-90 us sense.
+    assert!(latency < 50_000, "{latency}");
+}
