@@ -312,6 +312,13 @@ impl SsdDevice {
 
     /// [`Self::program_batch`], also pushing when each page is durable onto `times` (in the order issued).
     fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
+        if let &[lpn] = lpns {
+            let durable = self.program_one(lpn, at);
+            if let (Some(times), Some(durable)) = (times, durable) {
+                times.push(durable);
+            }
+            return durable.map_or(at, |d| d.max(at));
+        }
         // Each unit's pages in placement order; they are programmed round by round across the units (the
         // k-th page of every unit before the (k+1)-th of any), as the controller interleaves them.
         let mut per_unit: Vec<Vec<PageType>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
@@ -342,6 +349,15 @@ impl SsdDevice {
             }
         }
         done
+    }
+
+    /// [`Self::program_batch_timed`] of one page: when it is durable (None if it was trimmed or re-pointed
+    /// since it was buffered). After the buffer has filled, each write flushes the one page before it: this
+    /// path spares that write the batch's allocations.
+    #[inline]
+    fn program_one(&mut self, lpn: u64, at: SimTime) -> Option<SimTime> {
+        let (unit, page_type) = self.ftl.assign(lpn, at, &mut self.flash)?;
+        Some(self.flash.program(unit, page_type, at))
     }
 
     fn flush_level2(&mut self, pages: u64, at: SimTime) -> SimTime {
@@ -527,7 +543,14 @@ impl SsdDevice {
             self.issue_soft(at, true);
         }
         let level = self.level1.as_mut().expect("buffered device");
-        if !level.fifo.is_empty() {
+        if level.fifo.len() == 1 {
+            // The steady state after the cliff: the write before this one left one page.
+            let lpn = level.fifo.pop_front().expect("one page");
+            level.ios = 0;
+            if let Some(durable) = self.program_one(lpn, at) {
+                self.level1.as_mut().expect("buffered device").in_flight.push(Reverse(durable));
+            }
+        } else if !level.fifo.is_empty() {
             let amount = level.flush_amount();
             let moved: Vec<u64> = level.fifo.drain(..amount as usize).collect();
             level.ios = 0;
