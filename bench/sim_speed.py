@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How fast is the simulator? Simulated 4 KiB requests per wall second on one core, and a whole-drive random
+"""How fast is the simulator? Simulated 4 KiB requests per wall and per CPU second on one core, a whole-drive random
 fill of the default 256 GB preset (issue 3's targets: >= 1,000,000 req/s for random reads and for random
 writes in steady state with GC; the 62.5 M-write fill in under 3 minutes; mapping state <= 8 B per page).
 The same preset with device-model.md's example `[noise]` section is measured too (issue 15: noise must keep
@@ -29,6 +29,9 @@ import ftlscope
 from ftlscope.sim import SimDevice
 
 MQSIM_BEST_REQ_PER_S = 33_000
+# Issue 15's floor for random reads and steady-state GC writes, with and without [noise], per CPU second (the
+# process's user + system time: on a shared machine wall time says more about the neighbours).
+TARGET_REQ_PER_CPU_S = 1_000_000
 
 # device-model.md's example [noise] section.
 NOISE = """
@@ -43,7 +46,7 @@ stall_latency = "3ms"
 """
 
 
-def timed(device: SimDevice, label: str, **flags) -> dict:
+def timed(device: SimDevice, label: str, target: bool = False, **flags) -> dict:
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     result = ftlscope.run(device, ftlscope.from_flags(**flags), window="1s", health_interval="10s")
@@ -59,6 +62,7 @@ def timed(device: SimDevice, label: str, **flags) -> dict:
         "req_per_wall_s": ops / wall,
         "virtual_s": result.summary["run"]["virtual_ns"] / 1e9,
         "wa": result.summary["run"]["write_amplification"],
+        "target": target,
     }
 
 
@@ -104,9 +108,11 @@ def measure(device: SimDevice, args: argparse.Namespace, suffix: str = "", skip_
                       rw="randwrite", bs="4k", qd=32, ops=capacity // 2 // 4096, seed=101))
     for repetition in range(1, args.repeat + 1):
         rows.append(timed(device, f"4 KiB random write, steady state (GC running), QD 32 [{repetition}]",
-                          rw="randwrite", bs="4k", qd=32, ops=args.ops, seed=101 + repetition))
-    rows.append(timed(device, "4 KiB random read, QD 32", rw="randread", bs="4k", qd=32, ops=args.ops, seed=201))
-    rows.append(timed(device, "4 KiB random read, QD 1", rw="randread", bs="4k", qd=1, ops=args.ops, seed=202))
+                          target=True, rw="randwrite", bs="4k", qd=32, ops=args.ops, seed=101 + repetition))
+    rows.append(timed(device, "4 KiB random read, QD 32", target=True, rw="randread", bs="4k", qd=32, ops=args.ops,
+                      seed=201))
+    rows.append(timed(device, "4 KiB random read, QD 1", target=True, rw="randread", bs="4k", qd=1, ops=args.ops,
+                      seed=202))
     for row in rows:
         row["label"] += suffix
     return rows
@@ -114,16 +120,23 @@ def measure(device: SimDevice, args: argparse.Namespace, suffix: str = "", skip_
 
 def show(rows: list[dict], preset: str, mapping: int, pages: int) -> None:
     table = Table(title=f"Simulator speed on sim:{preset}, one CPU", title_justify="left")
-    for col in ("workload", "requests", "wall s", "CPU s", "req / wall s", "req / CPU s", "x MQSim best", "virtual s",
-                "WA"):
+    for col in ("workload", "requests", "wall s", "CPU s", "req / wall s", "req / CPU s", "x 1 M / CPU s",
+                "x MQSim best", "virtual s", "WA"):
         table.add_column(col, justify="left" if col == "workload" else "right")
     for r in rows:
         table.add_row(escape(r["label"]), f"{r['ops']:,}", f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}",
                       f"{r['req_per_wall_s']:,.0f}", f"{r['ops'] / r['cpu_s']:,.0f}",
+                      f"{r['ops'] / r['cpu_s'] / TARGET_REQ_PER_CPU_S:.2f}" if r["target"] else "-",
                       f"{r['req_per_wall_s'] / MQSIM_BEST_REQ_PER_S:.0f}",
                       f"{r['virtual_s']:,.0f}", f"{r['wa']:.2f}" if r["wa"] else "-")
-    console = Console(width=160)
+    console = Console(width=180)
     console.print(table)
+    below = [r["label"] for r in rows if r["target"] and r["ops"] / r["cpu_s"] < TARGET_REQ_PER_CPU_S]
+    console.print(f"issue 15's floor of {TARGET_REQ_PER_CPU_S:,} requests per CPU second (x 1 M / CPU s >= 1): "
+                  + (f"missed by {len(below)} of the rows it applies to" if below else "met by every row it applies to")
+                  + ". The GC rows are bound by memory latency (the map is hundreds of MiB touched at random), so they"
+                  " vary with the machine's load even in CPU time; with [noise] each NAND operation also draws its"
+                  " lognormal time.")
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     console.print(f"mapping state: {mapping / 2**20:,.0f} MiB for {pages:,} logical pages = "
                   f"{mapping / pages:.2f} B per page (goal <= 8); peak RSS {peak_rss / 2**30:.2f} GiB")

@@ -28,28 +28,72 @@ const NONE: u32 = u32::MAX;
 /// 2 Mi entries a chunk: large enough that most of each chunk can sit on transparent huge pages.
 const CHUNK_BITS: u32 = 21;
 
-/// A boxed slice of `len` copies of `fill`, asking the kernel for transparent huge pages first.
+/// `len` copies of `fill` in an allocation aligned to, and a whole number of, 2 MiB huge pages, asked of the
+/// kernel as transparent huge pages before the first touch.
 ///
 /// The maps are hundreds of MiB touched at random: with 4 KiB pages nearly every access also misses the
-/// TLB, and in profiles the CPU stalled on the GC's prefetches for that reason. `madvise` must come before
-/// the first touch, so the vector is filled only afterwards.
-fn huge_chunk<T: Copy>(len: usize, fill: T) -> Box<[T]> {
-    let mut v: Vec<T> = Vec::with_capacity(len);
-    const HUGE: usize = 2 << 20;
-    let start = (v.as_mut_ptr() as usize).next_multiple_of(HUGE);
-    let end = (v.as_mut_ptr() as usize + len * std::mem::size_of::<T>()) / HUGE * HUGE;
-    if end > start {
-        // SAFETY: [start, end) lies inside the vector's allocation; MADV_HUGEPAGE only changes how the
-        // kernel backs it and fails harmlessly where THP is off.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+/// TLB, and in profiles the CPU stalled on the GC's prefetches for that reason. A chunk from the ordinary
+/// allocator starts at no particular 2 MiB boundary, so its partial huge pages at both ends stayed on 4 KiB
+/// pages (about a fifth of the mapping state, measured in `smaps`); aligning the allocation covers all of it.
+/// `Box<[T]>` cannot carry the alignment its deallocation needs, hence this small owner.
+pub struct HugeChunk<T> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the chunk owns its allocation exclusively, like a Box<[T]>.
+unsafe impl<T: Send> Send for HugeChunk<T> {}
+// SAFETY: shared access only reads, like a Box<[T]>.
+unsafe impl<T: Sync> Sync for HugeChunk<T> {}
+
+impl<T: Copy> HugeChunk<T> {
+    pub fn new(len: usize, fill: T) -> HugeChunk<T> {
+        const HUGE: usize = 2 << 20;
+        let bytes = (len.max(1) * std::mem::size_of::<T>()).next_multiple_of(HUGE);
+        let layout = std::alloc::Layout::from_size_align(bytes, HUGE.max(std::mem::align_of::<T>()))
+            .expect("a chunk size far below isize::MAX");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw.cast::<T>()) else { std::alloc::handle_alloc_error(layout) };
+        // SAFETY: [raw, raw + bytes) is the allocation just made; MADV_HUGEPAGE only changes how the kernel
+        // backs it and fails harmlessly where THP is off.
+        unsafe { libc::madvise(raw.cast(), bytes, libc::MADV_HUGEPAGE) };
+        for i in 0..len {
+            // SAFETY: i < len and len * size_of::<T>() <= bytes: inside the allocation, suitably aligned.
+            unsafe { ptr.as_ptr().add(i).write(fill) };
+        }
+        HugeChunk { ptr, len, layout }
     }
-    v.resize(len, fill);
-    v.into_boxed_slice()
+}
+
+impl<T> std::ops::Deref for HugeChunk<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `len` initialised values live at `ptr` for as long as the chunk.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> std::ops::DerefMut for HugeChunk<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for HugeChunk<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; the values are `Copy` (nothing to drop).
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), self.layout) };
+    }
 }
 
 /// An array that allocates its chunks on first write.
 pub struct LazyArray<T> {
-    chunks: Vec<Option<Box<[T]>>>,
+    chunks: Vec<Option<HugeChunk<T>>>,
     fill: T,
 }
 
@@ -71,7 +115,8 @@ impl<T: Copy> LazyArray<T> {
     #[inline]
     pub fn get_mut(&mut self, i: u64) -> &mut T {
         let fill = self.fill;
-        let chunk = self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| huge_chunk(1 << CHUNK_BITS, fill));
+        let chunk =
+            self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| HugeChunk::new(1 << CHUNK_BITS, fill));
         &mut chunk[(i & ((1 << CHUNK_BITS) - 1)) as usize]
     }
 
@@ -113,7 +158,7 @@ pub struct LogicalPage {
 /// offset always fits), so no value needs two accesses. Written by hand: fixed-width packing with lazy
 /// chunks is a few shifts, and the bit-vector crates either pull in far more or store whole words.
 pub struct PackedArray {
-    chunks: Vec<Option<Box<[u8]>>>,
+    chunks: Vec<Option<HugeChunk<u8>>>,
     width: u32,
     mask: u64,
 }
@@ -157,7 +202,7 @@ impl PackedArray {
         let (byte, shift) = self.position(i);
         let (mask, bytes) = (self.mask, self.chunk_bytes());
         // Chunks start all ones: every entry UNMAPPED.
-        let chunk = self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| huge_chunk(bytes, u8::MAX));
+        let chunk = self.chunks[(i >> CHUNK_BITS) as usize].get_or_insert_with(|| HugeChunk::new(bytes, u8::MAX));
         let place: &mut [u8; 8] = (&mut chunk[byte..byte + 8]).try_into().expect("8 bytes");
         let word = u64::from_le_bytes(*place);
         *place = ((word & !(mask << shift)) | (value << shift)).to_le_bytes();
@@ -525,29 +570,44 @@ impl Ftl {
         self.state[victim as usize] = BlockState::Free; // out of the buckets while it is copied
         let first = victim * self.pages_per_block;
         // The map entries of a victim's pages are scattered over the whole logical space: each check is a
-        // cache miss. So the pages that may hold data are listed first, and their entries requested all at
-        // once, letting the misses overlap; the copies then find them in cache.
+        // cache miss. The pages that may hold data are listed first (a sequential read of the reverse map);
+        // then each is checked and copied while the entries of the pages `AHEAD` after it are loading. A
+        // stream of prefetches overlaps with the copying; requesting all of a block's entries at once (as
+        // before) stalled on the processor's few outstanding-miss slots with nothing else to do meanwhile.
+        // The order of checks and copies is unchanged in effect: a copy only re-points the page it copies,
+        // and a block holds at most one current copy of a logical page (its latest), so a check after a
+        // copy answers as it would have before it.
+        const AHEAD: usize = 16;
         let mut candidates = std::mem::take(&mut self.victim_pages);
         candidates.clear();
         for page in 0..self.pages_per_block {
             let lpn = self.p2l.get((first + page) as u64);
             if lpn != UNMAPPED {
-                self.l2p.prefetch(lpn as u64);
                 candidates.push((page, lpn));
             }
         }
-        // Which of them still hold current data (not rewritten or trimmed since). A separate loop of
-        // independent loads, so that the processor overlaps the ones the prefetches have not brought in yet.
-        candidates.retain(|&(page, lpn)| self.l2p.get(lpn as u64).ppn == first + page);
-        self.valid[victim as usize] -= candidates.len() as u16;
-        self.counters.pages_read += candidates.len() as u64;
-        self.counters.gc_pages_copied += candidates.len() as u64;
+        for &(_, lpn) in candidates.iter().take(AHEAD) {
+            self.l2p.prefetch(lpn as u64);
+        }
+        let mut copied = 0u16;
         let mut last = at;
-        for &(page, lpn) in &candidates {
+        for i in 0..candidates.len() {
+            if let Some(&(_, ahead)) = candidates.get(i + AHEAD) {
+                self.l2p.prefetch(ahead as u64);
+            }
+            let (page, lpn) = candidates[i];
+            // Still current (not rewritten or trimmed since)?
+            if self.l2p.get(lpn as u64).ppn != first + page {
+                continue;
+            }
+            copied += 1;
             let read = flash.read(unit, self.page_type(victim, page), at);
             let done = self.program_page(lpn as u64, read, flash);
             last = last.max(done);
         }
+        self.valid[victim as usize] -= copied;
+        self.counters.pages_read += copied as u64;
+        self.counters.gc_pages_copied += copied as u64;
         self.victim_pages = candidates;
         self.erase_block(victim, last, flash);
         true
