@@ -126,10 +126,17 @@ pub struct Nand {
     pub cache_read: bool,
     /// A unit keeps the pages it sensed last in its register: more of them cost only the transfer.
     pub register_hits: bool,
+    /// As `register_hits`, but only for a read that starts where the previous read ended (a sequential
+    /// stream): other reads sense anew.
+    pub stream_register_hits: bool,
+    /// A flush programs the mapping pages that share a physical page in one program of that page.
+    pub program_whole_page: bool,
     /// A host read suspends a program or erase in progress (or queued) on its unit and goes first.
     pub program_suspend: bool,
     /// What suspending costs the read.
     pub suspend_latency: Nanos,
+    /// Reads in a row that may suspend a unit's programs; then one waits for the program in progress. 0 = no limit.
+    pub suspend_limit: u32,
 }
 
 impl Nand {
@@ -201,6 +208,8 @@ pub struct Ftl {
     pub gc_free_block_threshold: f64,
     // The write side of issue 15; every default is the model as it was before these keys.
     pub flush_pipelined: bool,
+    /// `flush_pipelined` before the SLC cliff too, once the buffer has flushed whole since it was last empty.
+    pub flush_pipelined_slc: bool,
     pub write_map_lookup: bool,
     pub gc_idle_after: Option<Nanos>,
     pub gc_idle_free: f64,

@@ -33,6 +33,9 @@ pub struct Flash {
     /// With `program_suspend`, host reads have the bus first too: their transfers book these (one per bus)
     /// and wait only for each other, not for the programs' data moving in.
     read_buses: Vec<Calendar>,
+    /// `suspend_limit` (0 = none) and, per unit, the reads that suspended its programs in a row.
+    suspend_limit: u32,
+    suspended: Vec<u32>,
     /// With `register_hits`: the sense group each unit's page register holds (NO_GROUP = nothing usable) and
     /// when its data is there.
     register: Vec<(u64, SimTime)>,
@@ -73,7 +76,13 @@ impl Flash {
             } else {
                 Vec::new()
             },
-            register: if cfg.nand.register_hits { vec![(NO_GROUP, SimTime::ZERO); units] } else { Vec::new() },
+            suspend_limit: cfg.nand.suspend_limit,
+            suspended: if cfg.nand.program_suspend && cfg.nand.suspend_limit > 0 { vec![0; units] } else { Vec::new() },
+            register: if cfg.nand.register_hits || cfg.nand.stream_register_hits {
+                vec![(NO_GROUP, SimTime::ZERO); units]
+            } else {
+                Vec::new()
+            },
             cache_read: cfg.nand.cache_read,
         }
     }
@@ -143,11 +152,26 @@ impl Flash {
             }
             Some(suspend) => {
                 let from = at.max(self.read_free[u]);
-                // A program or erase in progress or queued is suspended (it resumes after the read).
-                let start = if self.unit_free[u] > from { from + suspend } else { from };
-                let sensed = start + sense;
-                self.hold_for_read(u, from, sensed);
-                sensed
+                if self.unit_free[u] > from && self.suspend_refused(u) {
+                    // The program in progress finishes first (its time is the programs' progress), then the read.
+                    let start = self.unit_free[u].min(from + self.program_latency.get(PageType::L));
+                    let sensed = start + sense;
+                    self.hold_for_read(u, start, sensed);
+                    sensed
+                } else {
+                    // A program or erase in progress or queued is suspended (it resumes after the read).
+                    let start = if self.unit_free[u] > from {
+                        from + suspend
+                    } else {
+                        if let Some(count) = self.suspended.get_mut(u) {
+                            *count = 0; // nothing pending: the programs have caught up
+                        }
+                        from
+                    };
+                    let sensed = start + sense;
+                    self.hold_for_read(u, from, sensed);
+                    sensed
+                }
             }
         };
         if let Some(g) = self.register.get_mut(u) {
@@ -175,6 +199,19 @@ impl Flash {
             self.hold_for_read(u, from, done);
         }
         done
+    }
+
+    /// `suspend_limit`: whether the read now meeting unit `u`'s pending programs may not suspend them (the
+    /// limit of reads in a row is reached; the count starts again).
+    #[inline]
+    fn suspend_refused(&mut self, u: usize) -> bool {
+        let Some(count) = self.suspended.get_mut(u) else { return false };
+        *count += 1;
+        if *count > self.suspend_limit {
+            *count = 0;
+            return true;
+        }
+        false
     }
 
     /// A host read holds unit `u` over `[from, to)` (program_suspend): programs and erases that were due to run
@@ -215,6 +252,20 @@ impl Flash {
         let u = unit as usize;
         let bus = self.bus(unit);
         let transferred = self.buses[bus].book(at.max(self.unit_free[u]), self.page_transfer);
+        let done = transferred + self.time(self.program_latency.get(page_type));
+        self.unit_free[u] = done;
+        self.forget_register(u);
+        done
+    }
+
+    /// `program_whole_page`: move `pages` mapping pages over the bus into `unit` and program them as one
+    /// physical page of type `page_type`. Returns when they are durable.
+    #[inline]
+    pub fn program_pages(&mut self, unit: u32, page_type: PageType, pages: u32, at: SimTime) -> SimTime {
+        let u = unit as usize;
+        let bus = self.bus(unit);
+        let transfer = Nanos(self.page_transfer.0 * pages as u64);
+        let transferred = self.buses[bus].book(at.max(self.unit_free[u]), transfer);
         let done = transferred + self.time(self.program_latency.get(page_type));
         self.unit_free[u] = done;
         self.forget_register(u);

@@ -79,6 +79,11 @@ impl InFlight {
     fn len(&self) -> usize {
         self.0.len()
     }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// `write_buffer.soft_flush`: the background drain's programs, per unit, not yet started. A real controller
@@ -184,6 +189,13 @@ pub struct SsdDevice {
     /// it was sensed, so that the request's other pages in that group need no sense of their own.
     sensed: Vec<(u64, u64, SimTime)>,
     read_seq: u64,
+    /// `nand.stream_register_hits`: where the last read ended, and whether the read being served starts there.
+    last_read_end: u64,
+    streaming: bool,
+    /// `nand.program_whole_page`: mapping pages one program writes (as one read senses); 1 = each its own.
+    program_pages: u64,
+    /// `ftl.flush_pipelined_slc`: the buffer has flushed whole since it was last empty, so it now pipelines.
+    slc_pipelining: bool,
     /// The command processors' bookings (`controller.cores`; empty = unlimited).
     cores: Vec<Calendar>,
     /// Both directions together (`controller.host_total_rate`).
@@ -235,9 +247,14 @@ impl SsdDevice {
             grouped_reads: cfg.nand.sense_pages(page) > 1
                 || cfg.nand.cache_read
                 || cfg.nand.register_hits
+                || cfg.nand.stream_register_hits
                 || cfg.nand.program_suspend,
             sensed: vec![(u64::MAX, 0, SimTime::ZERO); cfg.geometry.units() as usize],
             read_seq: 0,
+            last_read_end: u64::MAX,
+            streaming: false,
+            slc_pipelining: false,
+            program_pages: if cfg.nand.program_whole_page { cfg.nand.sense_pages(page) } else { 1 },
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
             host_total: Calendar::default(),
             soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0).then(|| SoftDrain {
@@ -439,7 +456,48 @@ impl SsdDevice {
     }
 
     /// [`Self::program_batch`], also pushing when each page is durable onto `times` (in the order issued).
-    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
+    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, times: Option<&mut Vec<SimTime>>) -> SimTime {
+        if self.program_pages > 1 {
+            return self.program_batch_whole(lpns, at, times);
+        }
+        self.program_batch_paged(lpns, at, times)
+    }
+
+    /// `nand.program_whole_page`: as [`Self::program_batch_paged`], but the mapping pages of a unit that share a
+    /// physical page (counted from their block's first page, as read senses are) are one program, of the
+    /// type of the first of them; each is durable when that program is done.
+    fn program_batch_whole(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
+        // Per unit, its physical pages in placement order: (physical page, type of its first page, pages).
+        let mut per_unit: Vec<Vec<(u64, PageType, u32)>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
+        let ppb = self.cfg.geometry.pages_per_block as u64;
+        for &lpn in lpns {
+            let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) else { continue };
+            let ppn = self.ftl.lookup(lpn) as u64;
+            let physical = ppn - (ppn % ppb) % self.program_pages;
+            let pages = &mut per_unit[unit as usize];
+            match pages.last_mut() {
+                Some(last) if last.0 == physical => last.2 += 1,
+                _ => pages.push((physical, page_type, 1)),
+            }
+        }
+        let rounds = per_unit.iter().map(Vec::len).max().unwrap_or(0);
+        let mut done = at;
+        for k in 0..rounds {
+            for (unit, pages) in per_unit.iter().enumerate() {
+                if let Some(&(_, page_type, count)) = pages.get(k) {
+                    let durable = self.flash.program_pages(unit as u32, page_type, count, at);
+                    if let Some(times) = times.as_deref_mut() {
+                        times.extend(std::iter::repeat_n(durable, count as usize));
+                    }
+                    done = done.max(durable);
+                }
+            }
+        }
+        done
+    }
+
+    /// Each mapping page its own program (see [`Self::program_batch`]).
+    fn program_batch_paged(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
         if let &[lpn] = lpns {
             let durable = self.program_one(lpn, at);
             if let (Some(times), Some(durable)) = (times, durable) {
@@ -574,7 +632,7 @@ impl SsdDevice {
         let (seq, last, when) = self.sensed[u];
         let sensed = if seq == self.read_seq && last == group {
             when
-        } else if let Some(ready) = self.flash.in_register(unit, group) {
+        } else if let Some(ready) = self.register_hit(unit, group) {
             ready.max(at)
         } else {
             // The firmware issues the flash read and decodes what it returns (`sense_command_time`).
@@ -583,6 +641,16 @@ impl SsdDevice {
         };
         self.sensed[u] = (self.read_seq, group, sensed);
         self.flash.transfer(unit, sensed)
+    }
+
+    /// When `group` is in `unit`'s page register and this read may use it: always with `register_hits`, only
+    /// for a read continuing a sequential stream with `stream_register_hits`.
+    #[inline]
+    fn register_hit(&self, unit: u32, group: u64) -> Option<SimTime> {
+        if !self.cfg.nand.register_hits && !self.streaming {
+            return None;
+        }
+        self.flash.in_register(unit, group)
     }
 
     /// `controller.sense_command_time`: a command processor handles a host read's NAND sense before it is
@@ -616,9 +684,11 @@ impl SsdDevice {
         }
         let new_pages = pages.clone().filter(|&lpn| self.ftl.lookup(lpn) != BUFFERED).count() as u64;
         let to_level2 = self.level2.is_some();
+        let mut start = transferred.max(self.level1.as_ref().expect("buffered device").busy_until);
+        let pipelined =
+            self.cfg.ftl.flush_pipelined && !to_level2 && (self.ftl.slc_exhausted() || self.pipelines_in_slc(start));
         let level = self.level1.as_ref().expect("buffered device");
-        let mut start = transferred.max(level.busy_until);
-        if self.cfg.ftl.flush_pipelined && !to_level2 && self.ftl.slc_exhausted() {
+        if pipelined {
             start = self.make_room(new_pages, start);
         } else if level.needs_flush(new_pages) {
             // The buffer is full: this write waits while it flushes (the spike P8 looks for).
@@ -627,6 +697,7 @@ impl SsdDevice {
             let level = self.level1.as_mut().expect("buffered device");
             level.busy_until = flushed;
             start = flushed;
+            self.slc_pipelining = self.cfg.ftl.flush_pipelined_slc;
         }
         // Buffer insert slots: `parallelism` writes enter at once, the rest wait a slot. A batch that
         // meets an empty write queue on a `serialize_when_idle` drive goes through one slot.
@@ -649,6 +720,23 @@ impl SsdDevice {
         self.level1.as_mut().expect("buffered device").ios += 1;
         self.writes_busy_until = self.writes_busy_until.max(inserted);
         inserted
+    }
+
+    /// `ftl.flush_pipelined_slc`: before the SLC cliff, the flush is pipelined once the buffer has filled and
+    /// flushed whole since it was last empty. The first fill after the buffer drained still waits for the whole
+    /// flush (the spike P8 and P10 look for); a steady write stream then waits only for its room.
+    fn pipelines_in_slc(&mut self, at: SimTime) -> bool {
+        if !self.slc_pipelining {
+            return false;
+        }
+        let level = self.level1.as_mut().expect("buffered device");
+        while level.in_flight.peek().is_some_and(|t| t <= at) {
+            level.in_flight.pop();
+        }
+        if level.fifo.is_empty() && level.in_flight.is_empty() && level.draining == 0 && at >= level.busy_until {
+            self.slc_pipelining = false;
+        }
+        self.slc_pipelining
     }
 
     /// `ftl.flush_pipelined` (once the SLC cache is full): wait only until the buffer has room for `new_pages`.
@@ -735,6 +823,10 @@ impl SsdDevice {
     fn read(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
         let admitted = self.process(now, self.cfg.controller.read_command_time);
         self.read_seq += 1;
+        if self.cfg.nand.stream_register_hits {
+            self.streaming = req.offset == self.last_read_end;
+            self.last_read_end = req.offset + req.len;
+        }
         let c = &self.cfg.controller;
         let mut start = admitted + c.command_overhead;
         if now >= self.busy_until {

@@ -49,8 +49,11 @@ pub(crate) fn small_config() -> DeviceConfig {
             multi_plane: 1,
             cache_read: false,
             register_hits: false,
+            stream_register_hits: false,
+            program_whole_page: false,
             program_suspend: false,
             suspend_latency: us(20),
+            suspend_limit: 0,
         },
         read_buffer: crate::config::ReadBuffer { capacity: 0 },
         write_buffer: WriteBuffer {
@@ -74,6 +77,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             gc: GcPolicy::Greedy,
             gc_free_block_threshold: 0.05,
             flush_pipelined: false,
+            flush_pipelined_slc: false,
             write_map_lookup: false,
             gc_idle_after: None,
             gc_idle_free: 0.0,
@@ -413,3 +417,6 @@ mod noise_tests;
 
 #[path = "read_tests.rs"]
 mod read_tests;
+
+#[path = "stream_program_tests.rs"]
+mod stream_program_tests;
