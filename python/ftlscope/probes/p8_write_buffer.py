@@ -92,6 +92,7 @@ FIRST_AGREE = 0.05
 # per write (a stall that blocks both writes in flight: harsh noise showed 2-3 off the lattice in 16,000 writes).
 MISSED_FLUSH = 0.1
 NOISE_SPIKE_RATE = 2e-4
+DISAGREEMENT = 0.6  # the confidence factor when two or more series saw a buffer and no first flush repeats
 
 
 def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float, list[float], float] | None:
@@ -333,6 +334,8 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
         capacity = chosen.interval  # the buffer was not empty at the start: trust the spacing
     partial = chosen.interval if chosen.interval and chosen.interval < 0.9 * capacity else None
     confidence = min(chosen.confidence or 0.0, first.confidence)
+    if len(full) >= 2 and len(first.hits) < 2:
+        confidence *= DISAGREEMENT  # no first flush repeats: lattices of noise, or flushes noise moved
     return replace(chosen, capacity=capacity, first=at, partial=partial, confidence=confidence), ios, note
 
 
@@ -340,7 +343,7 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
 
 
 def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level: int, limit: int,
-                       series: int) -> pd.DataFrame:
+                       series: int, expect_buffer: bool = True) -> pd.DataFrame:
     """F6_conSeqW from an empty buffer into erased space, in growing pieces with no pause between them (the
     buffer does not drain), until MIN_FLUSHES spikes are seen (and at least ``second_level`` bytes written, and any
     second-level flush followed by an ordinary one), or ``limit`` bytes."""
@@ -357,7 +360,7 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
         frame["run"] = len(frames)  # each run is timed from its own start
         frames.append(frame)
         written += chunk
-        if _enough(pd.concat(frames, ignore_index=True), written, second_level):
+        if _enough(pd.concat(frames, ignore_index=True), written, second_level, expect_buffer):
             break
         chunk = min(chunk * 2, MAX_CHUNK)
     out = pd.concat(frames, ignore_index=True)
@@ -365,7 +368,7 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
     return out
 
 
-def _enough(frame: pd.DataFrame, written: int, second_level: int) -> bool:
+def _enough(frame: pd.DataFrame, written: int, second_level: int, expect_buffer: bool = True) -> bool:
     if written < second_level:
         return False
     lat = frame["latency_ns"].to_numpy()
@@ -377,6 +380,12 @@ def _enough(frame: pd.DataFrame, written: int, second_level: int) -> bool:
         # No flush lattice: no buffer, or one beyond reach (the main series has written far enough); a series
         # looking for a buffer the main one saw goes on to its limit. Noise spikes (a background operation, 3x
         # the latency of a small write) are no flushes: counting them stopped series before the buffer filled.
+        # When the main series saw no buffer either, MIN_FLUSHES spikes of any kind end the series: writing on
+        # into a write-through drive's noise only lets random spikes line up (optane-like at harsh noise read an
+        # 11 MiB buffer from 64 MiB of it).
+        if not expect_buffer and second_level == 0:
+            return int(spike_events(position, lat, quick_spikes(lat) & (True if keep is None else keep)).shape[0]) \
+                >= MIN_FLUSHES
         return 0 < second_level <= written
     if reading.flushes < MIN_FLUSHES:
         return False
@@ -417,9 +426,9 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
         main: BufferReading = state["main"]
         if index > 1:
             return fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
-                                      series=next_series())
+                                      series=next_series(), expect_buffer=main.capacity > 0)
         frames = [fill_until_flushes(ctx, region, fine, second_level=0, limit=_limit(main, fine, search),
-                                     series=next_series())]
+                                     series=next_series(), expect_buffer=main.capacity > 0)]
         reading = _read_series(frames[-1])
         # Flushes sooner (in bytes) with smaller writes: the buffer also counts commands (capacity_ios). While a
         # larger size flushes after as many writes, it is counted too: larger writes, until the bytes fill first.
@@ -435,7 +444,7 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
         # set beside the main one's (a command count flushed them, or noise hid their lattice), the main size again.
         readings = [main] + [_read_series(f) for f in frames]
         _, full = count_limited([r for r in readings if r.capacity > 0])
-        if len(full) < 2:
+        if main.capacity and len(full) < 2:
             frames.append(fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
                                              series=next_series()))
         return pd.concat(frames, ignore_index=True)
