@@ -440,11 +440,13 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
                 frames.append(fill_until_flushes(ctx, region, larger, second_level=0,
                                                  limit=_limit(main, larger, search), series=next_series()))
                 previous = _read_series(frames[-1])
-        # The first flush counts where it repeats (first_flush): when this round's series saw no byte capacity to
-        # set beside the main one's (a command count flushed them, or noise hid their lattice), the main size again.
+        # The first flush counts where it repeats (first_flush): when no series of this round saw it where the
+        # main one did (a command count flushed them, noise hid their lattice or moved their first flush), the
+        # main size again.
         readings = [main] + [_read_series(f) for f in frames]
         _, full = count_limited([r for r in readings if r.capacity > 0])
-        if main.capacity and len(full) < 2:
+        first = first_flush(full)
+        if main.capacity and (first is None or len(first.hits) < 2):
             frames.append(fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
                                              series=next_series()))
         return pd.concat(frames, ignore_index=True)
