@@ -67,9 +67,11 @@ def until_stable(
     min_rounds: int = 2,
     max_rounds: int = 8,
     tolerance: float = 0.02,
+    settled: Callable[[Answer, Answer], bool] | None = None,
 ) -> Answer:
     """Early stopping (issue 5): measure round after round, re-analysing all rounds so far, and stop once the
-    answer's value is the same as after the previous round and its confidence moved less than ``tolerance``.
+    answer's value is the same as after the previous round and its confidence moved less than ``tolerance`` (or
+    ``settled(previous, answer)`` says so, for a probe whose rounds differ in kind).
     The paper repeated every measurement 5,000-10,000 times; most answers settle after a few rounds."""
     frames: list[pd.DataFrame] = []
     previous: Answer | None = None
@@ -79,7 +81,9 @@ def until_stable(
         frames.append(frame.assign(round=round_index))
         answer = analyse(pd.concat(frames, ignore_index=True))
         answer.rounds = round_index + 1
-        if previous is not None and round_index + 1 >= min_rounds and _same(previous, answer, tolerance):
+        same = settled(previous, answer) if settled is not None and previous is not None else \
+            previous is not None and _same(previous, answer, tolerance)
+        if round_index + 1 >= min_rounds and same:
             break
         previous = answer
     assert answer is not None

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import poisson
 
 from .. import plots
 from ..analysis.jenks import Classification, classify_series
@@ -82,7 +83,16 @@ LATTICE_MIN_HITS = 3  # two spikes always make a lattice
 # The confidence of "no buffer" from one series that has spikes but no lattice.
 AMBIGUOUS_NO_BUFFER = 0.6
 NO_LATTICE_AGREED = 0.8  # ... and of "no buffer" when every series (two or more) had spikes but no lattice
-DISAGREEMENT = 0.6  # the confidence factor when another series read a different capacity
+# The first flush where the series agree (:func:`first_flush`). Series of different write sizes see it at the same
+# place within this share: the buffer drains a little in the moments the device idles between writes, the more
+# the smaller they are (harsh noise: 16 KiB writes flushed first 1.4-2.6 % later than 64 KiB ones).
+FIRST_AGREE = 0.05
+# The noise model, stated priors (not fitted): the chance that noise hides a series' first flush or moves it by
+# more than FIRST_AGREE (harsh noise did so in one series of twelve), and the rate of flush-like spikes noise makes
+# per write (a stall that blocks both writes in flight: harsh noise showed 2-3 off the lattice in 16,000 writes).
+MISSED_FLUSH = 0.1
+NOISE_SPIKE_RATE = 2e-4
+DISAGREEMENT = 0.6  # the confidence factor when two or more series saw a buffer and no first flush repeats
 
 
 def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float, list[float], float] | None:
@@ -145,6 +155,7 @@ class BufferReading:
     confidence: float | None = None
     classes: int = 0
     noise_spikes: int = 0  # spikes off the flush lattice
+    spikes: tuple[int, ...] = ()  # where every flush-like spike began (bytes), on the lattice or not
 
     @property
     def interval_writes(self) -> float | None:
@@ -175,6 +186,7 @@ def read_buffer(position, latency_ns, size: int, classification: Classification 
         return BufferReading(size, 0, flushes=0, confidence=AMBIGUOUS_NO_BUFFER, classes=classes,
                              noise_spikes=len(events))
     first_f, interval_f, on, recall = lattice
+    spikes = tuple(int(x) for x in events["position"])
     first, interval = int(first_f), int(round(interval_f))
     capacity = first
     partial = None
@@ -185,7 +197,7 @@ def read_buffer(position, latency_ns, size: int, classification: Classification 
     flushes = events[events["position"].isin(on)].reset_index(drop=True)
     second = _second_level(flushes, capacity)
     return BufferReading(size, capacity, first, interval, recall, partial, second, len(flushes),
-                         (confidence or 0.0) * recall, classes, noise_spikes=len(events) - len(flushes))
+                         (confidence or 0.0) * recall, classes, noise_spikes=len(events) - len(flushes), spikes=spikes)
 
 
 def second_level_flushes(events: pd.DataFrame) -> list[int]:
@@ -208,12 +220,91 @@ def _second_level(events: pd.DataFrame, first_level: int) -> int | None:
     return size if size > first_level else None
 
 
+@dataclass
+class FirstFlush:
+    """Where the series of writes from an empty buffer agree the first flush is: ``position`` (bytes, the
+    hypothesis), ``hits`` (per series, by index, the spike it saw there) and ``confidence`` (the posterior mass of
+    the hypotheses within FIRST_AGREE of it)."""
+
+    position: float
+    hits: dict[int, int]
+    confidence: float
+
+
+def first_flush(readings: list[BufferReading]) -> FirstFlush | None:
+    """The first flush that repeats across series (issue 16). Each series of writes from an empty buffer should
+    show a flush-like spike where the buffer first fills; noise may hide it (the series' lattice then starts a
+    flush late) or add a spike before it. Every spike up to a series' lattice start is a candidate; candidates
+    within FIRST_AGREE of each other are one hypothesis ``c``, scored by a stated noise model: each series shows a
+    spike within FIRST_AGREE of ``c`` with probability 1 - MISSED_FLUSH, and its spikes before ``c`` are noise,
+    Poisson at NOISE_SPIKE_RATE per write; one more hypothesis is that every series missed it. The hypotheses'
+    posterior (uniform prior) gives the confidence: a first flush one series alone saw, against flushes the others
+    saw later, stays unsure, and so does one only one series looked for; one every series saw before any other
+    spike is sure. As P10's step in the gap, a likelihood over a few candidate points (no library fits
+    this mixture of misses and Poisson noise to a handful of positions)."""
+    series = [(i, r) for i, r in enumerate(readings) if r.capacity > 0 and r.first]
+    if not series:
+        return None
+    spikes = {i: np.asarray(r.spikes or (r.first,), dtype=float) for i, r in series}
+    largest = max(r.size for _, r in series)
+
+    def tolerance(c: float) -> float:
+        return max(FIRST_AGREE * c, LATTICE_TOLERANCE_WRITES * largest)
+
+    candidates = np.sort(np.concatenate([s[s <= r.first + tolerance(r.first)] for (i, r), s in
+                                         zip(series, spikes.values(), strict=True)]))
+    groups: list[list[float]] = []
+    for c in candidates:
+        if groups and c - groups[-1][0] <= tolerance(groups[-1][0]):
+            groups[-1].append(float(c))
+        else:
+            groups.append([float(c)])
+    hypotheses = np.array([float(np.median(g)) for g in groups])
+    ll = np.zeros(len(hypotheses))
+    for h, c in enumerate(hypotheses):
+        near = tolerance(c)
+        for i, r in series:
+            s = spikes[i]
+            hit = bool((np.abs(s - c) <= near).any())
+            before = int((s < c - near).sum())
+            ll[h] += np.log(1 - MISSED_FLUSH if hit else MISSED_FLUSH)
+            # The chance of that many noise spikes, relative to none: no hypothesis is favoured for the noise
+            # that did not come (the writes after c may hold noise too).
+            expected = NOISE_SPIKE_RATE * max(c - near, 0.0) / r.size + 1e-12
+            ll[h] += poisson.logpmf(before, expected) - poisson.logpmf(0, expected)
+    # One more hypothesis: every series missed the first flush, which came before all the candidates.
+    missed = len(series) * np.log(MISSED_FLUSH)
+    top = max(float(ll.max()), missed)
+    posterior = np.exp(ll - top)
+    posterior /= posterior.sum() + np.exp(missed - top)
+    best = int(np.argmax(posterior))
+    c = float(hypotheses[best])
+    near = tolerance(c)
+    hits = {}
+    for i, _ in series:
+        s = spikes[i]
+        close = s[np.abs(s - c) <= near]
+        if len(close):
+            hits[i] = int(close[np.argmin(np.abs(close - c))])
+    confidence = float(posterior[np.abs(hypotheses - c) <= FIRST_AGREE * c].sum())
+    return FirstFlush(c, hits, confidence)
+
+
+def count_limited(found: list[BufferReading]) -> tuple[list[BufferReading], list[BufferReading]]:
+    """``found`` (series that saw a buffer) split into those a command count flushed and the rest. Counted writes
+    flush smaller writes sooner in bytes: only a series of larger writes that held more shows it (a series of
+    small writes that read more than the larger ones saw its first flush late, to noise)."""
+    limited = [r for r in found
+               if any(o.size > r.size and o.capacity - r.capacity > max(0.1 * o.capacity, r.size) for o in found)]
+    return limited, [r for r in found if r not in limited]
+
+
 def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReading, int | None, str]:
     """Series at several write sizes. A buffer that also flushes after a number of write commands (capacity_ios)
-    flushes sooner, in bytes, with small writes: a series whose capacity falls short of the largest by more than
-    10 % and more than one write is limited by the count, which is its bytes before the first flush over its
-    write size. The byte capacity is read from the finest series that is not. Returns (reading used,
-    capacity_ios or None, a note)."""
+    flushes sooner, in bytes, with small writes: a series whose capacity falls short of a series of larger writes
+    by more than 10 % and more than one write is limited by the count, which is its bytes before the first flush
+    over its write size. The byte capacity is the first flush the other series agree on (:func:`first_flush`),
+    read from the finest of them that saw it. Returns (reading used, capacity_ios or None, a note)."""
     found = [r for r in readings if r.capacity > 0]
     if not found:
         # Spikes, but on no lattice in any series: noise rather than a buffer, the surer the more series agree.
@@ -222,32 +313,37 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
             return replace(readings[0], confidence=max(min(r.confidence or 0 for r in readings), NO_LATTICE_AGREED)), \
                 None, ""
         return readings[0], None, ""
-    top = max(r.capacity for r in found)
-    limited = [r for r in found if top - r.capacity > max(0.1 * top, r.size)]
-    full = [r for r in found if r not in limited]
+    limited, full = count_limited(found)
     ios = int(round(float(np.median([r.capacity / r.size for r in limited])))) if limited else None
     note = ""
     largest = max(found, key=lambda r: r.size)
     if ios is not None and full == [largest] and abs(largest.capacity / largest.size - ios) <= 0.05 * ios:
         note = (f"every write size tried flushed after {ios} writes, so the byte capacity is at least "
                 f"{format_size(largest.capacity)}")
-    # The finest writes place the flush best, among the series nearly as clear as the clearest (noise blurs the
-    # flushes of small writes most).
-    clearest = max(r.confidence or 0 for r in full)
-    clear = [r for r in full if (r.confidence or 0) >= clearest - 0.1]
+    first = first_flush(full)
+    assert first is not None  # every full series has a capacity and a first flush
+    # The finest writes place the flush best, among the series that saw it nearly as clear as the clearest (noise
+    # blurs the flushes of small writes most).
+    saw = [full[i] for i in first.hits]
+    clearest = max(r.confidence or 0 for r in saw)
+    clear = [r for r in saw if (r.confidence or 0) >= clearest - 0.1]
     chosen = min(clear, key=lambda r: (r.size, -(r.confidence or 0)))
-    # Series that saw a buffer and disagree on it lower the confidence: one of them read noise as flushes.
-    others = [r for r in full if r is not chosen]
-    if others and any(abs(r.capacity - chosen.capacity) > 0.1 * chosen.capacity for r in others):
-        chosen = replace(chosen, confidence=(chosen.confidence or 0) * DISAGREEMENT)
-    return chosen, ios, note
+    at = first.hits[full.index(chosen)]
+    capacity = at
+    if chosen.interval and at < 0.9 * chosen.interval:
+        capacity = chosen.interval  # the buffer was not empty at the start: trust the spacing
+    partial = chosen.interval if chosen.interval and chosen.interval < 0.9 * capacity else None
+    confidence = min(chosen.confidence or 0.0, first.confidence)
+    if len(full) >= 2 and len(first.hits) < 2:
+        confidence *= DISAGREEMENT  # no first flush repeats: lattices of noise, or flushes noise moved
+    return replace(chosen, capacity=capacity, first=at, partial=partial, confidence=confidence), ios, note
 
 
 # ---- measurement ------------------------------------------------------------------------------------------------
 
 
 def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level: int, limit: int,
-                       series: int) -> pd.DataFrame:
+                       series: int, expect_buffer: bool = True) -> pd.DataFrame:
     """F6_conSeqW from an empty buffer into erased space, in growing pieces with no pause between them (the
     buffer does not drain), until MIN_FLUSHES spikes are seen (and at least ``second_level`` bytes written, and any
     second-level flush followed by an ordinary one), or ``limit`` bytes."""
@@ -264,7 +360,7 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
         frame["run"] = len(frames)  # each run is timed from its own start
         frames.append(frame)
         written += chunk
-        if _enough(pd.concat(frames, ignore_index=True), written, second_level):
+        if _enough(pd.concat(frames, ignore_index=True), written, second_level, expect_buffer):
             break
         chunk = min(chunk * 2, MAX_CHUNK)
     out = pd.concat(frames, ignore_index=True)
@@ -272,17 +368,29 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
     return out
 
 
-def _enough(frame: pd.DataFrame, written: int, second_level: int) -> bool:
-    lat = frame["latency_ns"].to_numpy()
-    keep = _keep(frame)
-    events = spike_events(frame["position"].to_numpy(), lat, quick_spikes(lat) & (True if keep is None else keep))
+def _enough(frame: pd.DataFrame, written: int, second_level: int, expect_buffer: bool = True) -> bool:
     if written < second_level:
         return False
-    if len(events) == 0:
-        return 0 < second_level <= written  # no buffer, or one beyond reach; else write up to the limit
-    if len(events) < MIN_FLUSHES:
+    lat = frame["latency_ns"].to_numpy()
+    position = frame["position"].to_numpy()
+    classification = _best(classify_series(lat, log=True))
+    keep = _keep(frame)
+    reading = read_buffer(position, lat, int(frame["size"].iloc[0]), classification, keep=keep)
+    if reading.capacity == 0:
+        # No flush lattice: no buffer, or one beyond reach (the main series has written far enough); a series
+        # looking for a buffer the main one saw goes on to its limit. Noise spikes (a background operation, 3x
+        # the latency of a small write) are no flushes: counting them stopped series before the buffer filled.
+        # When the main series saw no buffer either, MIN_FLUSHES spikes of any kind end the series: writing on
+        # into a write-through drive's noise only lets random spikes line up (optane-like at harsh noise read an
+        # 11 MiB buffer from 64 MiB of it).
+        if not expect_buffer and second_level == 0:
+            return int(spike_events(position, lat, quick_spikes(lat) & (True if keep is None else keep)).shape[0]) \
+                >= MIN_FLUSHES
+        return 0 < second_level <= written
+    if reading.flushes < MIN_FLUSHES:
         return False
-    peaks = events["peak_ns"].to_numpy(dtype=float)
+    mask = spike_mask(lat, classification) & (True if keep is None else keep)
+    peaks = spike_events(position, lat, mask)["peak_ns"].to_numpy(dtype=float)
     return not (peaks[-1] >= SECOND_LEVEL_RATIO * np.percentile(peaks, 25))  # wait for an ordinary flush after
 
 
@@ -318,9 +426,9 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
         main: BufferReading = state["main"]
         if index > 1:
             return fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
-                                      series=next_series())
+                                      series=next_series(), expect_buffer=main.capacity > 0)
         frames = [fill_until_flushes(ctx, region, fine, second_level=0, limit=_limit(main, fine, search),
-                                     series=next_series())]
+                                     series=next_series(), expect_buffer=main.capacity > 0)]
         reading = _read_series(frames[-1])
         # Flushes sooner (in bytes) with smaller writes: the buffer also counts commands (capacity_ios). While a
         # larger size flushes after as many writes, it is counted too: larger writes, until the bytes fill first.
@@ -332,12 +440,29 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
                 frames.append(fill_until_flushes(ctx, region, larger, second_level=0,
                                                  limit=_limit(main, larger, search), series=next_series()))
                 previous = _read_series(frames[-1])
+        # The first flush counts where it repeats (first_flush): when no series of this round saw it where the
+        # main one did (a command count flushed them, noise hid their lattice or moved their first flush), the
+        # main size again.
+        readings = [main] + [_read_series(f) for f in frames]
+        _, full = count_limited([r for r in readings if r.capacity > 0])
+        first = first_flush(full)
+        if main.capacity and (first is None or len(first.hits) < 2):
+            frames.append(fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
+                                             series=next_series()))
         return pd.concat(frames, ignore_index=True)
 
-    answer = until_stable(measure_round, analyse_write_buffer, min_rounds=2, max_rounds=3)
+    answer = until_stable(measure_round, analyse_write_buffer, min_rounds=2, max_rounds=3, settled=_settled)
     region.release()
     answer.figures = [figure_write_buffer(answer.raw, directory, int(answer.value or 0))]
     return answer
+
+
+def _settled(previous: Answer, answer: Answer) -> bool:
+    """Round 0 is one series: its first flush, unrepeated, is never sure. Settled when the next round's series
+    place the capacity within FIRST_AGREE of it and the confidence did not fall (it rises once a repeat agrees)."""
+    a, b = float(previous.value or 0), float(answer.value or 0)
+    close = a == b or abs(a - b) <= FIRST_AGREE * max(a, b)
+    return close and (answer.confidence or 0) >= (previous.confidence or 0) - 0.02
 
 
 def _best(classes: list[Classification]) -> Classification | None:
@@ -386,8 +511,8 @@ def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
     if ios:
         extra["capacity_ios"] = ios
     sid = next(i for i, r in enumerate(readings)
-               if (r.size, r.capacity, r.first, r.interval) == (reading.size, reading.capacity, reading.first,
-                                                                 reading.interval))
+               if (r.size, r.interval, r.flushes, r.spikes) == (reading.size, reading.interval, reading.flushes,
+                                                                 reading.spikes))
     series_ids = sorted(chosen)
     raw = _mark_spikes(frame, chosen)
     alternatives = _buffer_alternatives(frame[frame["series"] == series_ids[sid]], reading)
