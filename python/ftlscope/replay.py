@@ -35,15 +35,9 @@ MAX_SHIFT = 1 << 62
 MAX_SPAN_NS = 1 << 62
 
 
-def add_replay_parser(sub: Any) -> None:
-    from .cli import _add_run_flags, add_output_flags, add_shim_flags
-
-    p = sub.add_parser("replay", help="replay a block trace (any format 'trace info' reads) on a target, timed "
-                                      "request by request as 'run'")
-    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
-    p.add_argument("trace", help="trace file: ftlscope Parquet (run --trace, capture), blkparse text, MSR "
-                                 "Cambridge CSV, Alibaba CSV, fio iolog v2/v3, SNIA/UMass SPC CSV")
-    g = p.add_argument_group("replay")
+def add_trace_replay_flags(g: Any) -> None:
+    """The flags that say how a trace is read and issued, shared by ``replay`` and ``newt`` (which replays it
+    twice): one declaration, so the two commands cannot drift apart in names, defaults or help."""
     g.add_argument("--format", choices=FORMATS, help="the trace's format (default: sniffed from its start)")
     g.add_argument("--sort", action="store_true",
                    help="order the requests by arrival time (for a trace whose timestamps go backwards); "
@@ -58,18 +52,30 @@ def add_replay_parser(sub: Any) -> None:
     g.add_argument("--qd", type=int, default=32,
                    help="requests in flight at most (default 32); an open-loop request that finds them all busy "
                         "goes late, and its issue lag says so")
+    g.add_argument("--wrap", action="store_true",
+                   help="fold offsets beyond the target into it (modulo its size; a request that would then cross "
+                        "the end starts at byte 0) instead of refusing the trace")
+    g.add_argument("--size", help="for a regular file that does not exist: create it this large")
+
+
+def add_replay_parser(sub: Any) -> None:
+    from .cli import _add_run_flags, add_output_flags, add_shim_flags
+
+    p = sub.add_parser("replay", help="replay a block trace (any format 'trace info' reads) on a target, timed "
+                                      "request by request as 'run'")
+    p.add_argument("target", help="block device, regular file (created with --size), or sim:PRESET")
+    p.add_argument("trace", help="trace file: ftlscope Parquet (run --trace, capture), blkparse text, MSR "
+                                 "Cambridge CSV, Alibaba CSV, fio iolog v2/v3, SNIA/UMass SPC CSV")
+    g = p.add_argument_group("replay")
+    add_trace_replay_flags(g)
     g.add_argument("--reads-only", action="store_true",
                    help="leave out everything but reads (a trace with writes then needs no --destructive)")
     g.add_argument("--offset-shift", default="0", metavar="B",
                    help="add B bytes to every offset (negative moves down), before the bounds check")
-    g.add_argument("--wrap", action="store_true",
-                   help="fold offsets beyond the target into it (modulo its size; a request that would then cross "
-                        "the end starts at byte 0) instead of refusing the trace")
     g.add_argument("--align-reads", metavar="auto|SIZE",
                    help="round each read's offset down and size up to whole pages, past the read sizes the drive "
                         "penalises: auto (P1 and P6 of --from-profile RUN) or a page SIZE (e.g. 4k); writes untouched")
     g.add_argument("--data", default="random", help="written data: zeros, ones, 0xaa, lba, random (default)")
-    g.add_argument("--size", help="for a regular file that does not exist: create it this large")
     g.add_argument("--no-precondition", action="store_true",
                    help="on a simulated drive, read as it is: by default a trace with reads first has the range "
                         "it touches written once, since never-written pages are answered without touching flash")

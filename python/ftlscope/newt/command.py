@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..traces.names import FORMATS
 
 DEFAULT_OUT = "ftlscope-newt"
 
 
 def add_newt_parser(sub: Any) -> None:
     from ..cli import _add_db_flag, _add_run_flags
+    from ..replay import add_trace_replay_flags
     from .shim import add_flags as add_shim_flags
 
     p = sub.add_parser("newt", help="measure what read alignment and write rate limiting buy: a trace replayed "
@@ -31,13 +31,7 @@ def add_newt_parser(sub: Any) -> None:
     o.add_argument("--align-reads", metavar="auto|SIZE",
                    help="align reads: auto (P1 and P6 of --from-profile) or a page SIZE (e.g. 4k)")
     g = p.add_argument_group("replay (as 'ftlscope replay')")
-    g.add_argument("--format", choices=FORMATS, help="the trace's format (default: sniffed from its start)")
-    g.add_argument("--sort", action="store_true", help="order the requests by arrival time")
-    g.add_argument("--timing", default="faithful", help="faithful (default), scaled:F or afap")
-    g.add_argument("--mode", choices=("open", "closed"), help="open (default for faithful and scaled) or closed")
-    g.add_argument("--qd", type=int, default=32, help="requests in flight at most (default 32)")
-    g.add_argument("--wrap", action="store_true", help="fold offsets beyond the target into it")
-    g.add_argument("--size", help="for a regular file that does not exist: create it this large")
+    add_trace_replay_flags(g)
     g.add_argument("--settle", default="5s",
                    help="on a real target, the pause after each pass's preconditioning (default 5s); a simulated "
                         "drive idles as long as its fill took (no wall time)")
