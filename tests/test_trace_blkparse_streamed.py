@@ -5,12 +5,12 @@ the whole read gives, in memory flat in the trace's length."""
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from streamed_traces import assert_streamed_replay_equals_whole, peak_python_memory
 
 from ftlscope.cli import main
 from ftlscope.traces import TraceError, blkparse, convert, read_trace
@@ -18,7 +18,6 @@ from ftlscope.traces.streamed import text_frames
 from ftlscope.traces.window import Unsorted
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
-SIM = "sim:consumer-tlc-dram"
 
 
 @pytest.fixture
@@ -199,29 +198,12 @@ def test_convert_and_info_in_batches_give_what_the_whole_read_gives(tmp_path, sm
 @pytest.mark.parametrize("timing", ["faithful", "afap"])
 def test_a_streamed_blkparse_replay_gives_what_the_whole_trace_gives(tmp_path, monkeypatch, timing):
     import ftlscope.replay as replay_module
-    from ftlscope.replay import replay
 
     path, _ = _blkparse(tmp_path / "b.txt", 1_500)
     monkeypatch.setattr(blkparse, "CHUNK_BYTES", 8192)
     monkeypatch.setattr(replay_module, "STREAM_BATCH_ROWS", 333)
-    runs = {name: replay(SIM, source, timing=timing, qd=8, trace=True, destructive=SIM, precondition=False)
-            for name, source in (("whole", read_trace(path)), ("streamed", path))}
-    assert runs["streamed"].summary["replay"]["streamed"] and not runs["whole"].summary["replay"]["streamed"]
-    whole, streamed = (runs[k].trace.sort_values("submit_ns", kind="stable") for k in ("whole", "streamed"))
-    for column in ("op", "offset_bytes", "size", "submit_ns", "latency_ns", "issue_lag_ns"):
-        assert (whole[column].to_numpy() == streamed[column].to_numpy()).all(), column
-    keys = ("requests", "trace_requests", "trace_span_ns", "format", "left_out")
-    assert {k: runs["whole"].summary["replay"][k] for k in keys} == {
-        k: runs["streamed"].summary["replay"][k] for k in keys}
-
-
-def _peak(fn) -> int:
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    assert_streamed_replay_equals_whole(path, timing,
+                                        ("requests", "trace_requests", "trace_span_ns", "format", "left_out"))
 
 
 def test_reading_a_longer_trace_in_batches_takes_no_more_memory(tmp_path, monkeypatch):
@@ -235,7 +217,7 @@ def test_reading_a_longer_trace_in_batches_takes_no_more_memory(tmp_path, monkey
         for _ in text_frames(path, "blkparse", batch_rows=500):
             pass
 
-    peaks = {name: _peak(lambda p=p: drain(p)) for name, p in (("short", short), ("long", long))}
-    whole = _peak(lambda: read_trace(long))
+    peaks = {name: peak_python_memory(lambda p=p: drain(p)) for name, p in (("short", short), ("long", long))}
+    whole = peak_python_memory(lambda: read_trace(long))
     assert peaks["long"] <= 1.25 * peaks["short"] + (1 << 20), peaks
     assert peaks["long"] * 3 < whole, (peaks, whole)

@@ -4,12 +4,12 @@ the whole read makes (times, order with --sort, errors naming file and line or r
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from streamed_traces import SIM, assert_streamed_replay_equals_whole, peak_python_memory
 
 from ftlscope.cli import main
 from ftlscope.traces import TraceError, convert, read_trace, readers
@@ -17,7 +17,6 @@ from ftlscope.traces.streamed import text_frames
 from ftlscope.traces.window import Unsorted
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
-SIM = "sim:consumer-tlc-dram"
 
 
 @pytest.fixture
@@ -145,29 +144,11 @@ def test_info_in_batches_matches_the_whole_reads_statistics(tmp_path, small_batc
 @pytest.mark.parametrize("timing", ["faithful", "afap"])
 def test_a_streamed_msr_replay_gives_what_the_whole_trace_gives(tmp_path, monkeypatch, timing):
     import ftlscope.replay as replay_module
-    from ftlscope.replay import replay
 
     path = _msr(tmp_path / "m.csv", 2_000)
     monkeypatch.setattr(readers, "_BLOCK", 8192)
     monkeypatch.setattr(replay_module, "STREAM_BATCH_ROWS", 333)
-    runs = {name: replay(SIM, source, timing=timing, qd=8, trace=True, destructive=SIM, precondition=False)
-            for name, source in (("whole", read_trace(path)), ("streamed", path))}
-    assert runs["streamed"].summary["replay"]["streamed"] and not runs["whole"].summary["replay"]["streamed"]
-    whole, streamed = (runs[k].trace.sort_values("submit_ns", kind="stable") for k in ("whole", "streamed"))
-    for column in ("op", "offset_bytes", "size", "submit_ns", "latency_ns", "issue_lag_ns"):
-        assert (whole[column].to_numpy() == streamed[column].to_numpy()).all(), column
-    keys = ("requests", "trace_requests", "trace_span_ns", "format")
-    assert {k: runs["whole"].summary["replay"][k] for k in keys} == {
-        k: runs["streamed"].summary["replay"][k] for k in keys}
-
-
-def _peak(fn) -> int:
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    assert_streamed_replay_equals_whole(path, timing, ("requests", "trace_requests", "trace_span_ns", "format"))
 
 
 def test_converting_a_longer_trace_takes_no_more_memory(tmp_path, monkeypatch):
@@ -177,10 +158,10 @@ def test_converting_a_longer_trace_takes_no_more_memory(tmp_path, monkeypatch):
     requests, 7.5 MB for the whole read of the 40,000."""
     monkeypatch.setattr(readers, "_BLOCK", 64 << 10)  # ~1,300 lines a batch
     short, long = _msr(tmp_path / "s.csv", 5_000, seed=2), _msr(tmp_path / "l.csv", 20_000, seed=3)
-    peaks = {name: _peak(lambda p=p, out=tmp_path / f"{name}.parquet": main(
+    peaks = {name: peak_python_memory(lambda p=p, out=tmp_path / f"{name}.parquet": main(
         ["trace", "convert", str(p), "--to", "parquet", "--out", str(out)])) for name, p in (("short", short),
                                                                                             ("long", long))}
-    whole = _peak(lambda: read_trace(long))
+    whole = peak_python_memory(lambda: read_trace(long))
     # flat in the trace's length (4x the requests: at most 25 % more, plus 1 MiB of slack), and well below
     # what reading the longer trace whole takes
     assert peaks["long"] <= 1.25 * peaks["short"] + (1 << 20), peaks
