@@ -494,6 +494,15 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
     inc = inc[inc > 0]
     scores = stripe_scores(increment[counted], ratio[counted])
     passing = [c for c in scores if c.sure > 0.0 and c.explained > 0]
+    pair_ratio = float(np.median(np.asarray(latency, dtype=float)) /
+                       max(np.median(np.asarray(first, dtype=float)), 1.0))
+    single = None
+    if passing:
+        best = _slowest_level(passing, float(norm.isf(STRIPE_ALPHA / max(len(scores), 1))))
+        if len(inc[inc % best.width == 0]) < 2 and pair_ratio >= one_unit_ratio:
+            # One slow increment, where every pair already queues (one unit): a unit queue would make every
+            # increment slow, so that one is noise (a 1-unit drive at medium noise read 570 at 0.50 here).
+            single, passing = best, []
     if passing:
         first = max(passing, key=lambda c: (c.explained, -c.width))
         best = _slowest_level(passing, float(norm.isf(STRIPE_ALPHA / max(len(scores), 1))))
@@ -521,12 +530,18 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
                              f"multiples){note}", confirmed=confirmed)
     # No contrast between increments: either every pair queues on one unit (one unit, stripe width 1) or
     # none does within the increments measured.
-    pair_ratio = float(np.median(np.asarray(latency, dtype=float)) /
-                       max(np.median(np.asarray(first, dtype=float)), 1.0))
     if pair_ratio >= one_unit_ratio:
-        return StripeReading(1, float(min(1.0, pair_ratio - 1.0)), [], table, table.index.to_numpy(),
+        confidence = min(1.0, pair_ratio - 1.0)
+        others, aside = [], ""
+        if single is not None:
+            # Half what two slow multiples would have confirmed stands against it.
+            confidence *= 1.0 - 0.5 * single.sure
+            others = [{"value": int(single.width), "confidence": round(0.5 * single.sure, 4)}]
+            aside = (f"; pairs {single.width} chunks apart, the only multiple of {single.width} measured, are "
+                     f"{single.contrast:.2f}x slower still (z {single.z:.1f}): one increment, taken for noise")
+        return StripeReading(1, float(confidence), others, table, table.index.to_numpy(),
                              f"every pair queues: the later read completes {pair_ratio:.2f}x after the earlier at "
-                             "every increment (one unit)", confirmed=True)
+                             f"every increment (one unit){aside}", confirmed=True)
     return StripeReading(None, None, [], table, np.zeros(0, dtype=int),
                          f"no increment up to {int(table.index.max())} chunks slows a pair down")
 

@@ -149,12 +149,48 @@ def curve(reads: pd.DataFrame, page: int) -> pd.DataFrame:
     variance = variance.fillna(float(np.nanmean(table["std_ns"] ** 2)) if table["std_ns"].notna().any() else 0.0)
     table["se_ns"] = np.sqrt(variance.fillna(0.0).clip(lower=0)) / np.sqrt(table["reads"])
     table["pages"] = -(-table.index.to_numpy() // page)
+    table.attrs["page"] = page
     return table
 
 
-def transfer_slope(table: pd.DataFrame) -> float:
+def slot_curve(reads: pd.DataFrame, page: int) -> pd.DataFrame:
+    """Per size, over slots that each read every size at the same pages: latency = the size's own cost + the
+    slot's cost for that many pages (which of them are low or high pages) + noise, fitted by alternating
+    means and medians, so a size read at fewer slots, or more often at a slow one, is not moved by which slots
+    it met, and sizes are compared as on the same pages. Its standard error is the larger of the noise within
+    slots (the reads' spread, pooled over neighbouring sizes, over the reads at each slot) and the spread of
+    what the fit leaves of the slot means."""
+    cell = reads.groupby(["slot", "size"])["latency_ns"].agg(["mean", "var", "count"]).reset_index()
+    cell["pages"] = -(-cell["size"] // page)
+    own = cell.groupby("size")["mean"].mean()
+    slot_pages = pd.Series(0.0, index=cell.index)
+    for _ in range(4):
+        slot_pages = (cell["mean"] - cell["size"].map(own)).groupby([cell["slot"], cell["pages"]]).transform("median")
+        own = (cell["mean"] - slot_pages).groupby(cell["size"]).mean()
+    left = cell["mean"] - slot_pages - cell["size"].map(own)
+    cell["inverse_reads"] = 1.0 / cell["count"]
+    cell["weighted_var"] = cell["var"].fillna(0.0) * (cell["count"] - 1)
+    by_size = cell.groupby("size")
+    table = pd.DataFrame({"mean_ns": own, "slots": by_size.size(), "reads": by_size["count"].sum()}).sort_index()
+    degrees = (by_size["count"].sum() - by_size.size()).reindex(table.index)
+    within = (by_size["weighted_var"].sum().reindex(table.index) / degrees.where(degrees > 0))
+    within = within.rolling(SD_WINDOW, center=True, min_periods=1).mean()
+    within = within.fillna(float(np.nanmean(within)) if within.notna().any() else 0.0)
+    slots = table["slots"].to_numpy(float)
+    se_within = np.sqrt(within * by_size["inverse_reads"].sum().reindex(table.index)) / slots
+    between = np.sqrt((left ** 2).groupby(cell["size"]).mean().reindex(table.index))
+    between = between.rolling(SD_WINDOW, center=True, min_periods=1).mean().fillna(0.0)
+    table["std_ns"] = np.sqrt(within)
+    table["se_ns"] = np.maximum(se_within, between / np.sqrt(slots))
+    table["pages"] = -(-table.index.to_numpy() // page)
+    table.attrs["page"] = page
+    return table
+
+
+def median_step_slope(table: pd.DataFrame) -> float:
     """ns per byte the latency grows with the size among sizes that read as many pages (the host transfer),
-    as the median over neighbouring sizes: a penalty starting or ending in between moves few of them."""
+    as the median over neighbouring sizes: a penalty starting or ending in between moves few of them. Used on
+    the fresh-MiB curve, whose running-median reference already smooths it."""
     sizes = table.index.to_numpy(float)
     value = table["mean_ns"].to_numpy(float)
     same = np.diff(table["pages"].to_numpy()) == 0
@@ -162,6 +198,33 @@ def transfer_slope(table: pd.DataFrame) -> float:
         return 0.0
     steps = np.diff(value)[same] / np.diff(sizes)[same]
     return max(float(np.median(steps)), 0.0)
+
+
+def transfer_slope(table: pd.DataFrame) -> float:
+    """ns per byte the latency grows with the size among sizes that read as many pages (the host transfer): the
+    median over page groups of each group's least-squares slope through its sizes that are not a page
+    multiple (an unaligned penalty, paid by all of those or none, does not tilt it), less three of its
+    standard errors on a noisy curve. A larger read is judged against a smaller one with this slope taken
+    out over their distance (up to a MiB), so a slope set too steep by the noise would make larger reads look
+    cheap and flag every smaller size; set too shallow it only hides the smallest penalties."""
+    sizes = table.index.to_numpy(float)
+    value = table["mean_ns"].to_numpy(float)
+    pages = table["pages"].to_numpy()
+    page = table.attrs.get("page", 0)
+    slopes = []
+    for _, members in pd.Series(np.arange(len(sizes))).groupby(pages):
+        index = members.to_numpy()
+        if page:
+            index = index[sizes[index] % page != 0]
+        if len(index) >= 2 and np.ptp(sizes[index]) > 0:
+            slopes.append(np.polyfit(sizes[index], value[index], 1)[0])
+    if not slopes:
+        return 0.0
+    s = np.asarray(slopes)
+    median = float(np.median(s))
+    # Standard error of a median: 1.2533 x the robust spread / sqrt(n).
+    se = 1.2533 * 1.4826 * float(np.median(np.abs(s - median))) / np.sqrt(len(s))
+    return max(median - 3 * se, 0.0)
 
 
 def unaligned_penalty(table: pd.DataFrame, page: int) -> tuple[float, float, float]:
@@ -185,16 +248,18 @@ def unaligned_penalty(table: pd.DataFrame, page: int) -> tuple[float, float, flo
     return float(np.mean(d)), float(np.mean(d)) / max(small, 1.0), float(np.mean(d)) / max(spread, floor, 1.0)
 
 
-def flag_sizes(table: pd.DataFrame, page: int, min_excess: float = MIN_EXCESS, smooth: int = 1) -> pd.DataFrame:
+def flag_sizes(table: pd.DataFrame, page: int, min_excess: float = MIN_EXCESS, smooth: int = 1,
+               slope_of=None) -> pd.DataFrame:
     """One latency curve judged: ``excess_ns``, how much more a size costs (transfer taken out) than the
     cheapest size of its page group or than the cheapest larger size, whichever is more; ``limit_ns``, the
     noise allowance; ``flagged`` (over the limit, with a flagged neighbour); ``unaligned``. With ``smooth``
     > 1 the sizes compared against are a running median of that many (a noisy curve's single low point
-    would otherwise set the bar for every smaller size)."""
+    would otherwise set the bar for every smaller size). ``slope_of`` estimates the transfer slope
+    (``transfer_slope`` unless given)."""
     sizes = table.index.to_numpy(float)
     mean = table["mean_ns"].to_numpy(float)
     se = table["se_ns"].to_numpy(float)
-    slope = transfer_slope(table)
+    slope = (slope_of or transfer_slope)(table)
     level = mean - slope * sizes
     out = table.copy()
     out["level_ns"] = level
@@ -258,38 +323,16 @@ def drop_outliers(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def judge(raw: pd.DataFrame, page: int) -> pd.DataFrame:
-    """Every size's verdict. Where slots were read at every size, per slot (one curve per run, the same pages
-    for every size): a size is flagged when most of the slots that read it flag it, and sizes that are not a
-    page multiple carry an unaligned penalty when most slots find one. Otherwise (fresh MiBs) one curve of
-    means."""
+    """Every size's verdict, on one curve: where slots were read at every size, the slot-balanced curve (every
+    slot reads the same pages at every size, so the shifted slot means compare sizes on equal pages; a vote of
+    per-slot verdicts, each on two or three reads a size, cannot see a 50 us penalty under 15 % noise);
+    otherwise (fresh MiBs) one curve of means, compared with a running median of the larger sizes."""
     raw = drop_outliers(raw)
-    pooled = curve(raw, page)
-    slots = [s for s in raw["slot"].unique() if s >= 0]
-    if not slots:
-        out = flag_sizes(pooled, page, MIN_EXCESS_FRESH, smooth=FRESH_SMOOTH)
-        out["slots"] = 1
-        return out
-    verdicts = []
-    for slot in slots:
-        table = flag_sizes(curve(raw[raw["slot"] == slot], page), page)
-        verdicts.append(table[["excess_ns", "limit_ns", "flagged"]].assign(
-            slot=slot, penalty=table.attrs["unaligned_penalty_ns"], strength=table.attrs["unaligned_strength"],
-            slope=table.attrs["transfer_ns_per_kib"]))
-    every = pd.concat(verdicts)
-    by_size = every.groupby(level=0)
-    out = pooled.copy()
-    out["slots"] = by_size.size()
-    out["excess_ns"] = by_size["excess_ns"].median()
-    out["limit_ns"] = by_size["limit_ns"].median()
-    out["flagged"] = long_runs((by_size["flagged"].mean() > 0.5) & (out["slots"] >= 2))
-    per_slot = every.groupby("slot")[["penalty", "strength", "slope"]].first()
-    unaligned = float((per_slot["penalty"] > 0).mean()) > 0.5
-    slope = float(per_slot["slope"].median())
-    out["unaligned"] = (out.index.to_numpy() % page != 0) & unaligned
-    out["level_ns"] = out["mean_ns"] - slope / 1024 * out.index.to_numpy()
-    penalty = float(per_slot.loc[per_slot["penalty"] > 0, "penalty"].median()) if unaligned else 0.0
-    out.attrs.update(transfer_ns_per_kib=slope, unaligned_penalty_ns=penalty,
-                     unaligned_strength=float(per_slot["strength"].median()))
+    if (raw["slot"] >= 0).any():
+        table = slot_curve(raw[raw["slot"] >= 0], page)
+        return flag_sizes(table, page, smooth=FRESH_SMOOTH)
+    out = flag_sizes(curve(raw, page), page, MIN_EXCESS_FRESH, smooth=FRESH_SMOOTH, slope_of=median_step_slope)
+    out["slots"] = 1
     return out
 
 
@@ -317,10 +360,16 @@ def analyse(raw: pd.DataFrame, page: int, sector: int) -> Answer:
     if not flagged.any() and penalty == 0:
         ratio = table["excess_ns"] / table["limit_ns"]
         worst = float(ratio.max()) if len(ratio) else 0.0
-        confidence = float(np.clip(1 - worst / 2, 0, 1))
+        # A penalty is a run of sizes over the allowance; noise lifts single sizes. So the confidence falls as
+        # the strongest run of MIN_RUN neighbouring sizes (its least excess) nears the allowance: full up to
+        # half of it, none at it.
+        run = float(ratio.rolling(MIN_RUN).min().max()) if len(ratio) >= MIN_RUN else 0.0
+        run = 0.0 if np.isnan(run) else run
+        confidence = float(np.clip((1 - run) / 0.5, 0, 1))
         evidence = (f"{described}: no size costs more than a larger one or than the cheapest size reading as many "
                     f"pages, and sizes that are not a page multiple cost what the multiple does "
-                    f"(largest excess {worst:.2f} of the noise allowance)")
+                    f"(largest excess {worst:.2f} of the noise allowance, {run:.2f} over {MIN_RUN} neighbouring "
+                    f"sizes)")
         value = {"consistent": True, "penalised_sizes": []}
         alternatives = [{"value": {"consistent": False, "penalised_sizes": []}, "confidence": round(1 - confidence, 4)}]
         return Answer(value, confidence, evidence, alternatives=alternatives, extra=extra, raw=_raw(raw, table))
