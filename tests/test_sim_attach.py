@@ -147,9 +147,10 @@ def test_fio_random_read_qd1_matches_the_virtual_time_engine(attached):
     assert served["total_ios"] > 400  # ~5 ms a request: enough for the mean to settle within a few %
     ratio = served["iops"] / engine["iops"]
     # The 10 % claim is bench/attach_fidelity.py's, measured on a quiet machine. Here the other test worker
-    # shares the two cores with fio and the attach server (20 % slower at a load of 11), so the bound is what
-    # a wrong mapping of virtual to wall time would break by far (no delay: 10x faster; a doubled one: 2x slower).
-    assert 0.75 <= ratio <= 1.15, (served["iops"], engine["iops"])
+    # shares the two cores with fio and the attach server (20 % slower at a load of 11; 0.74x in one fresh-clone
+    # CI run), so the bound is what a wrong mapping of virtual to wall time would break by far (no delay: 10x
+    # faster; a doubled one: 2x slower).
+    assert 0.6 <= ratio <= 1.15, (served["iops"], engine["iops"])
 
 
 @needs_attach
