@@ -1,4 +1,6 @@
-"""The C heap's setting for commands that stream long traces (replay, trace info, trace convert).
+"""The C heap's setting for streaming long traces: applied where a streamed trace is read (the Parquet and text
+batch readers: replay, trace info, trace convert, the Python API's replay of a trace file) and where one is written
+while a run goes (the trace writer: run --trace, replay --trace, the Python API's ``trace_file``).
 
 glibc's malloc serves a block of 128 KiB or more with a mapping of its own, given back when freed, until the first
 such block is freed: from then on it raises that threshold to the freed block's size (up to 32 MiB). The columns

@@ -531,9 +531,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shift = parse_shift(args.offset_shift)
     shim = shim_settings(args)
     _check_outputs(args)
-    from .heap import hold_mmap_threshold
-
-    hold_mmap_threshold()  # a streamed trace's batches freed and allocated: memory flat (see ftlscope.heap)
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
     frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     # The figures and the report need every request's latency: the trace is kept in memory for them.

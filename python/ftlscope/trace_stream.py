@@ -177,6 +177,9 @@ class TraceWriter:
         self._thread = threading.Thread(target=self._write, name="ftlscope-trace-writer")
 
     def start(self) -> TraceWriter:
+        from .heap import hold_mmap_threshold
+
+        hold_mmap_threshold()  # chunks allocated and freed while the run goes: memory flat (see ftlscope.heap)
         self._thread.start()
         return self
 

@@ -332,6 +332,9 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
     ``extra=()`` reads only the four columns a replay needs (the latency is then NaN). Raises :class:`Unsorted`
     when ``sort`` cannot be done in its sliding window (read the trace whole then), and TraceError for an empty
     trace (after the last batch)."""
+    from ..heap import hold_mmap_threshold
+
+    hold_mmap_threshold()  # batches allocated and freed one after another: memory flat (see ftlscope.heap)
     path = Path(path)
     pf, offset_column, _ = parquet_meta(path)
     names = pf.schema_arrow.names

@@ -46,9 +46,6 @@ def add_trace_parser(sub: Any) -> None:
 def cmd_trace_info(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ..heap import hold_mmap_threshold
-
-    hold_mmap_threshold()  # batches freed and allocated: memory flat (see ftlscope.heap)
     stats = info_stats(args.trace, args.format, args.sort)
     if args.json:
         path = Path(args.json)
@@ -177,14 +174,12 @@ def process_table(processes: list[dict[str, Any]], requests: int, shown: int = 1
 def cmd_trace_convert(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ..heap import hold_mmap_threshold
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .streamed import STREAMED_FORMATS, text_frames
     from .window import Unsorted
     from .writers import convert, convert_frames
 
-    hold_mmap_threshold()  # batches freed and allocated: memory flat (see ftlscope.heap)
     path = Path(args.trace)
     if not path.is_file():
         raise TraceError(f"{path}: no such trace file")

@@ -55,6 +55,9 @@ def text_frames(path: str | Path, fmt: str, *, sort: bool = False,
     the module's docstring). TraceError for a malformed line, a bad request, timestamps going backwards without
     ``sort`` and an empty trace (after the last batch); :class:`Unsorted` when ``sort`` (or blkparse's pairing)
     cannot be done in its window."""
+    from ..heap import hold_mmap_threshold
+
+    hold_mmap_threshold()  # batches allocated and freed one after another: memory flat (see ftlscope.heap)
     path = Path(path)
     if fmt == "blkparse":
         yield from _blkparse_frames(path, batch_rows)
