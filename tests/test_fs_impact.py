@@ -140,6 +140,8 @@ def test_a_simulated_target_is_attached_for_the_run_and_detached(losetup, tmp_pa
     assert outcome.completed, outcome.error
     table = outcome.table
     assert list(table["status"]) == ["measured"] * 4 and (table["mb_s"] > 0).all()
+    # The drive's own time for each phase (the server's counters, read before and after it).
+    assert (table["drive_s"] > 0).all() and (table["drive_mb_s"] > 0).all()
     assert any("sim:consumer-tlc-dram attached as /dev/loop" in note for note in outcome.conditions["notes"])
     loops_after = subprocess.run([losetup, "--list", "--noheadings"], capture_output=True, text=True).stdout
     assert loops_after == loops_before  # the loop device the attach made is gone

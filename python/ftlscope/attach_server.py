@@ -9,8 +9,9 @@ Run as ``python -m ftlscope.attach_server DIR SPEC SIZE STORE`` by :mod:`ftlscop
    the loop device when the last opener closes it, so a crash of this process leaves no stale loop device
    (one still mounted goes when it is unmounted);
 4. measures the path overhead (QD 1 reads answered at once), then answers on the model's clock;
-5. records itself in ``DIR/state.json`` and its counters in ``DIR/stats.json`` every second, until SIGTERM or
-   SIGINT, then lets go of the loop device, unmounts and removes DIR.
+5. records itself in ``DIR/state.json`` and its counters in ``DIR/stats.json`` every second, and at once when sent
+   SIGUSR1 (:func:`ftlscope.experiments._attached.drive_counters` asks so, rather than wait up to a second), until
+   SIGTERM or SIGINT, then lets go of the loop device, unmounts and removes DIR.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import errno
 import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import struct
@@ -118,6 +120,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # SIGUSR1 asks for the counters now: its handler does nothing, the byte Python writes to the wake-up pipe for
+    # every signal ends the wait between two writes (select, not sleep: a sleep resumes after a handler).
+    signal.signal(signal.SIGUSR1, lambda _sig, _frame: None)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     loop_fd = None
     drive = None
     try:
@@ -144,8 +151,17 @@ def main(argv: list[str]) -> int:
             drive.stop()
         return 2
     while not stop:
-        _write_json(directory / "stats.json", json.loads(drive.stats()))
-        time.sleep(1.0)
+        # "taken": when the counters were read, so that a reader who asked at time t can wait for a copy taken
+        # after t (a write under way when it asked may hold counters from before).
+        taken = time.time()
+        _write_json(directory / "stats.json", {**json.loads(drive.stats()), "taken": taken})
+        if select.select([wake_r], [], [], 1.0)[0]:
+            while True:
+                try:
+                    if not os.read(wake_r, 512):
+                        break
+                except BlockingIOError:
+                    break
     os.close(loop_fd)  # the last opener: autoclear removes the loop device (at once, or when it is unmounted)
     deadline = time.monotonic() + 10
     while Path(f"/sys/block/{name}/loop/backing_file").exists() and time.monotonic() < deadline:

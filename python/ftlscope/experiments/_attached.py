@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UsageError
+from ..metrics import DRIVE_S
 from ..targets import RealTarget
 from ..units import format_size
 from .context import Context
@@ -102,10 +104,11 @@ def _writing_to(ctx: Context, device: str, *, destructive: str | None, force: bo
 
 
 def drive_counters(device: str) -> dict | None:
-    """The counters of the simulated drive ``ftlscope sim attach`` serves as ``device``, as of now (the server
-    writes them every second: this waits for its next write, at most a few seconds), or None when ``device``
-    is not an attached drive. ``model_latency_total_ns`` is the simulated drive's own time, free of the
-    FUSE/loop path's and of the machine's load."""
+    """The counters of the simulated drive ``ftlscope sim attach`` serves as ``device``, as of now, or None when
+    ``device`` is not an attached drive. The server writes them every second and when sent SIGUSR1, which this
+    sends: it waits for a copy taken after it asked (a few ms; a server from before SIGUSR1 was understood is
+    waited for until its next write, at most a few seconds). ``model_latency_total_ns`` is the simulated drive's
+    own time, free of the FUSE/loop path's and of the machine's load."""
     from ..attach_state import attachment_for_device
 
     record = attachment_for_device(device)
@@ -113,14 +116,38 @@ def drive_counters(device: str) -> dict | None:
         return None
     path = record.directory / "stats.json"
     asked = time.time()
+    with contextlib.suppress(OSError):
+        os.kill(record.pid, signal.SIGUSR1)
     deadline = asked + 5.0
     while time.time() < deadline:
-        try:
-            fresh = path.stat().st_mtime > asked
-        except OSError:
-            fresh = False
-        stats = record.stats() if fresh else None
-        if stats is not None:
+        stats = record.stats()
+        if stats is not None and stats.get("taken", _mtime(path)) > asked:
             return stats
-        time.sleep(0.05)
+        time.sleep(0.002)
     return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+@contextlib.contextmanager
+def drive_time(device: str) -> Iterator[dict[str, float]]:
+    """What the attached simulated drive ``device`` did while the block ran: ``drive_s`` (the sum of its own
+    latencies: its busy time at QD 1), ``drive_requests``, ``drive_bytes_read`` and ``drive_bytes_written``,
+    filled in when the block ends; left empty on any other device (or when the counters could not be read)."""
+    figures: dict[str, float] = {}
+    before = drive_counters(device)
+    yield figures
+    after = drive_counters(device) if before is not None else None
+    if before is None or after is None:
+        return
+    figures.update({
+        DRIVE_S: (after["model_latency_total_ns"] - before["model_latency_total_ns"]) / 1e9,
+        "drive_requests": after["requests"] - before["requests"],
+        "drive_bytes_read": after["bytes_read"] - before["bytes_read"],
+        "drive_bytes_written": after["bytes_written"] - before["bytes_written"],
+    })

@@ -47,7 +47,7 @@ from ..errors import FtlscopeError, TargetError, UsageError
 from ..metrics import DRIVE_MB_S, DRIVE_S
 from ..targets import RealTarget
 from ..units import format_size
-from ._attached import block_device, drive_counters
+from ._attached import block_device, drive_time
 from ._common import op_metrics, workload
 from .base import Experiment, Param, finding
 from .context import Context, Interrupted
@@ -206,30 +206,27 @@ def _measure_one(ctx: Context, p: dict[str, Any], device: str, fs: str, size: in
                 "warmup_ns": p["warmup"]}
             wl = workload(op, size=p[size_param], pattern=pattern, qd=1, span=size, runtime_ns=p["runtime"],
                           seed=1 + ctx.repetition, **bounded)
-            before = drive_counters(device)
-            result = ctx.run(wl, f"{fs} {name.replace('_', ' ')} {format_size(p[size_param])}")
-            after = drive_counters(device) if before is not None else None
+            with drive_time(device) as drive:
+                result = ctx.run(wl, f"{fs} {name.replace('_', ' ')} {format_size(p[size_param])}")
             if op == "write":
                 wait_for_write_back(device)
             rows.append({"filesystem": fs, "operation": name, "status": "measured", "reason": "",
-                         "file_bytes": size, **op_metrics(result, op), **drive_rate(before, after, op)})
+                         "file_bytes": size, **op_metrics(result, op), **drive_rate(drive, op)})
         drop_caches(point)
     return rows
 
 
-def drive_rate(before: dict | None, after: dict | None, op: str) -> dict[str, float]:
+def drive_rate(drive: dict[str, float], op: str) -> dict[str, float]:
     """On a simulated drive ``ftlscope sim attach`` serves: the bytes it moved in the phase (warm-up included)
     over the sum of its own latencies for them, ``drive_mb_s``, and that time, ``drive_s``. The phases run at
     QD 1, so the sum is the drive's busy time: what the drive itself delivers, free of the FUSE/loop path and of
     the machine's load (a request the path splits into pieces served at once counts each piece's time, which
-    can only lower it). Empty on any other device."""
-    if before is None or after is None:
+    can only lower it). Empty on any other device (``drive``, from :func:`drive_time`, is then empty)."""
+    busy_s = drive.get(DRIVE_S, 0.0)
+    if busy_s <= 0:
         return {}
-    counter = "bytes_read" if op == "read" else "bytes_written"
-    busy_ns = after["model_latency_total_ns"] - before["model_latency_total_ns"]
-    if busy_ns <= 0:
-        return {}
-    return {DRIVE_S: busy_ns / 1e9, DRIVE_MB_S: (after[counter] - before[counter]) / busy_ns * 1e3}
+    moved = drive["drive_bytes_read" if op == "read" else "drive_bytes_written"]
+    return {DRIVE_S: busy_s, DRIVE_MB_S: moved / busy_s / 1e6}
 
 
 def measure(ctx: Context, p: dict[str, Any]):

@@ -43,7 +43,7 @@ from ..errors import UsageError
 from ..metrics import DRIVE_S
 from ..units import format_size
 from . import _fs_session as fss
-from ._attached import drive_counters
+from ._attached import drive_time
 from ._synthetic_tree import TreeShape, write_tree
 from .base import Experiment, Param, finding
 from .context import Context
@@ -164,12 +164,11 @@ def measure(ctx: Context, p: dict[str, Any]):
                                  f"{time.monotonic() - began:.1f} s, synced, {SETTLE_S:g} s idle before the traversals")
             for order in p["orders"]:
                 fss.cold(point)
-                before = drive_counters(device)
-                row = {"read_order": order, "status": "measured", "reason": "", **traverse(top, order)}
-                after = drive_counters(device) if before is not None else None
-                if after is not None:
-                    row[DRIVE_S] = (after["model_latency_total_ns"] - before["model_latency_total_ns"]) / 1e9
-                    row["drive_requests"] = after["requests"] - before["requests"]
+                with drive_time(device) as drive:
+                    row = {"read_order": order, "status": "measured", "reason": "", **traverse(top, order)}
+                if drive:
+                    row[DRIVE_S] = drive[DRIVE_S]
+                    row["drive_requests"] = drive["drive_requests"]
                 yield row
     except fss.Skip as skip:
         if ctx.repetition == 0:
