@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
         drive.start_model(overhead["trimmed_mean_ns"], overhead["ps_per_byte"])
         _write_json(directory / "state.json", {
             "pid": os.getpid(), "spec": spec, "size_bytes": size, "store": store, "device": device,
-            "direct_io": dio, "overhead": overhead, "started": time.time(),
+            "direct_io": dio, "overhead": overhead, "started": time.time(), "stats_on": "SIGUSR1",
         })
     except Exception as exc:  # the parent shows this line and exits 2
         (directory / "error").write_text(f"{exc}\n")

@@ -33,6 +33,8 @@ class Attachment:
     device: str | None  # "/dev/loop3" once the loop device is set up
     direct_io: bool | None
     overhead: dict | None  # the path overhead per request: p10_ns, p50_ns, p90_ns, mean_ns, requests
+    # Whether the server writes its counters at once on SIGUSR1 (an older one would die of the signal).
+    stats_on_sigusr1: bool = False
 
     @property
     def alive(self) -> bool:
@@ -68,6 +70,7 @@ def _load(directory: Path) -> Attachment | None:
             device=state.get("device"),
             direct_io=state.get("direct_io"),
             overhead=state.get("overhead"),
+            stats_on_sigusr1=state.get("stats_on") == "SIGUSR1",
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

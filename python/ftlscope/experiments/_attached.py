@@ -105,10 +105,11 @@ def _writing_to(ctx: Context, device: str, *, destructive: str | None, force: bo
 
 def drive_counters(device: str) -> dict | None:
     """The counters of the simulated drive ``ftlscope sim attach`` serves as ``device``, as of now, or None when
-    ``device`` is not an attached drive. The server writes them every second and when sent SIGUSR1, which this
-    sends: it waits for a copy taken after it asked (a few ms; a server from before SIGUSR1 was understood is
-    waited for until its next write, at most a few seconds). ``model_latency_total_ns`` is the simulated drive's
-    own time, free of the FUSE/loop path's and of the machine's load."""
+    ``device`` is not an attached drive. The server writes them every second and, where its state.json says
+    ``stats_on: SIGUSR1``, at once when sent that signal, which this sends: it then waits for a copy taken after
+    it asked (a few ms); with a server from before that, for its next periodic write (at most a few seconds).
+    ``model_latency_total_ns`` is the simulated drive's own time, free of the FUSE/loop path's and of the
+    machine's load."""
     from ..attach_state import attachment_for_device
 
     record = attachment_for_device(device)
@@ -116,8 +117,9 @@ def drive_counters(device: str) -> dict | None:
         return None
     path = record.directory / "stats.json"
     asked = time.time()
-    with contextlib.suppress(OSError):
-        os.kill(record.pid, signal.SIGUSR1)
+    if record.stats_on_sigusr1:
+        with contextlib.suppress(OSError):
+            os.kill(record.pid, signal.SIGUSR1)
     deadline = asked + 5.0
     while time.time() < deadline:
         stats = record.stats()
