@@ -5,9 +5,11 @@ skipped with the reason otherwise; every drive attached here is detached in the 
 teardown asserts that no loop device, mount or server is left). Records go to a run directory of the test's
 own (``FTLSCOPE_RUN_DIR``), so the tests neither see nor touch drives a user attached.
 
-The one timing check (fio random read at QD 1 within 10 % of the virtual-time engine) runs fio at real-time
-priority, as bench/attach_fidelity.py does, on a hard-disk preset whose 5 ms requests dwarf the path's tens of
-microseconds; its bound is the issue's 10 %.
+The timing check (fio random reads at QD 1 on an attached hard-disk preset, whose 5 ms requests dwarf the path's
+tens of microseconds) compares fio's latency with what the server says it served, not with the wall clock of a
+machine whose load it cannot know: the drive's own latencies for fio's requests (the server's counters), the
+server's lateness and its path overhead; and the drive's own latencies with the virtual-time engine's. The 10 %
+fidelity claim is bench/attach_fidelity.py's, measured on a quiet machine.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from ftlscope import attach as attach_mod
 from ftlscope.attach_state import attachments, pid_alive
 from ftlscope.errors import SafetyError, TargetError
+from ftlscope.experiments._attached import drive_counters
 from ftlscope.runner import run
 from ftlscope.safety import check_write_allowed
 from ftlscope.sim import SimDevice
@@ -133,24 +136,36 @@ def _fio(device: str, *args: str) -> dict:
 
 
 @needs_attach
-def test_fio_random_read_qd1_matches_the_virtual_time_engine(attached):
+def test_fio_random_reads_at_qd1_see_the_latency_the_drive_served(attached):
     # Both sides read a range written once sequentially (ftlscope run's preconditioning), then idle 1 s.
     _fio(attached.device, "--rw=write", "--bs=1m", "--ioengine=libaio", "--iodepth=8")
     # The fill left the backing file's pages dirty: the kernel's writeback of them would compete with the
     # path for the CPUs during the measurement (a third slower here), so it happens first.
     os.sync()
     time.sleep(1)
-    served = _fio(attached.device, "--rw=randread", "--bs=4k", "--ioengine=psync", "--runtime=5",
-                  "--time_based", "--norandommap", "--randrepeat=0")["read"]
+    before = drive_counters(attached.device)
+    fio = _fio(attached.device, "--rw=randread", "--bs=4k", "--ioengine=psync", "--runtime=5", "--time_based",
+               "--norandommap", "--randrepeat=0")["read"]
+    after = drive_counters(attached.device)
     engine = run(SimDevice.open(f"sim:{PRESET}"), from_flags(rw="randread", size=str(SIZE), runtime="5s"),
                  precondition=True).summary["read"]
-    assert served["total_ios"] > 400  # ~5 ms a request: enough for the mean to settle within a few %
-    ratio = served["iops"] / engine["iops"]
-    # The 10 % claim is bench/attach_fidelity.py's, measured on a quiet machine. Here the other test worker
-    # shares the two cores with fio and the attach server (20 % slower at a load of 11; 0.74x in one fresh-clone
-    # CI run), so the bound is what a wrong mapping of virtual to wall time would break by far (no delay: 10x
-    # faster; a doubled one: 2x slower).
-    assert 0.6 <= ratio <= 1.15, (served["iops"], engine["iops"])
+    served = {k: after[k] - before[k] for k in ("requests", "reads", "model_latency_total_ns", "late_total_ns")}
+    assert served["reads"] == served["requests"] >= fio["total_ios"] > 400  # ~5 ms each: the means settle
+    assert served["requests"] - fio["total_ios"] <= 8  # fio's own few reads of the device (its size, a probe)
+    model_ns = served["model_latency_total_ns"] / served["requests"]
+    late_ns = served["late_total_ns"] / served["requests"]
+    # Each answer is sent this much early: the path's cost for a 4 KiB read, measured at attach.
+    early_ns = attached.overhead["trimmed_mean_ns"] + attached.overhead["ps_per_byte"] * 4096 / 1000
+    # The drive's own latencies (virtual time, whatever the load) are the engine's for the same workload.
+    assert 0.9 <= model_ns / engine["lat_ns"]["mean"] <= 1.1, (model_ns, engine["lat_ns"]["mean"])
+    # fio sees the model's latency, plus the server's lateness, minus what was sent early, plus the path's cost
+    # now: that last part is all the load can add (tens of us on an idle machine, 1.2 ms more than at attach at a
+    # load of 23, docs/attach.md), and it is never negative. No delay (fio sees about the path alone) fails the
+    # first bound; a doubled delay (a path apparently costing the model's whole latency) the second.
+    path_now_ns = fio["clat_ns"]["mean"] - (model_ns + late_ns - early_ns)
+    figures = {"fio": fio["clat_ns"]["mean"], "model": model_ns, "late": late_ns, "early": early_ns}
+    assert path_now_ns >= 0, figures
+    assert path_now_ns <= 0.5 * model_ns, figures
 
 
 @needs_attach
