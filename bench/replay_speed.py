@@ -10,22 +10,30 @@ Two tables:
    (trace reading and Python set-up are left out, and shown apart as "set-up s") and per CPU second (the engine's
    threads: the simulator's driver and the aggregator). The whole process is confined to one CPU, as in
    bench/sim_speed.py.
-2. Issue lag on a file target (a file in /dev/shm, O_DIRECT where the kernel allows it on tmpfs, else buffered;
-   --dir picks another place) at fixed rates, faithful (open loop): evenly spaced random 4 KiB reads, the lag
-   being each request's submission time minus its recorded time, on the engine's clock.
+2. Issue lag on a real target at fixed rates, faithful (open loop): evenly spaced random 4 KiB reads over its
+   first 256 MiB, the lag being each request's submission time minus its recorded time, on the engine's clock.
+   The target is a file in /dev/shm (O_DIRECT where the kernel allows it on tmpfs, else buffered; --dir picks
+   another place), a block device the user names (--device, read only: what it holds is read as it is), or a
+   zram device the bench makes for itself (--zram SIZE, root: a new device from /sys/class/zram-control, filled
+   with random data, removed afterwards; any zram device already there is left alone). Block devices are read
+   with O_DIRECT, with both engines by default.
 
-Wall-clock figures depend on what else the machine runs; the load average at the start is printed with them.
+Wall-clock figures depend on what else the machine runs; the load average at the start and the end is printed.
 
     python bench/replay_speed.py [--ops 2000000] [--rates 10000,50000] [--seconds 3] [--dir /dev/shm]
+    sudo python bench/replay_speed.py --lag-only --zram 1GiB       # the punctuality goal on a fast block device
+    python bench/replay_speed.py --lag-only --device /dev/nvme0n1   # the same on a drive of yours (reads only)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 import ftlscope
-from ftlscope.errors import FtlscopeError
+from ftlscope.errors import FtlscopeError, UsageError
 from ftlscope.replay import replay
 from ftlscope.sim import SimDevice
 from ftlscope.workload import OPS
@@ -89,26 +97,62 @@ def sim_speed(preset: str, n: int) -> list[dict]:
     return rows
 
 
-def file_lag(directory: str, rates: list[int], seconds: float, engines: list[str]) -> list[dict]:
-    rows = []
+LAG_SPAN = 256 << 20
+ZRAM_CONTROL = Path("/sys/class/zram-control")
+
+
+@contextlib.contextmanager
+def file_target(directory: str) -> Iterator[tuple[str, bool]]:
+    """A 256 MiB file in ``directory`` and whether it takes O_DIRECT; removed afterwards."""
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         path = str(Path(tmp) / "target.img")
-        span = 256 << 20
         try:
-            ftlscope.run(path, ftlscope.from_flags(rw="read", ops=1), size=str(span))  # creates and fills it
+            ftlscope.run(path, ftlscope.from_flags(rw="read", ops=1), size=str(LAG_SPAN))  # creates and fills it
             direct = True
         except FtlscopeError:
-            ftlscope.run(path, ftlscope.from_flags(rw="read", ops=1), size=str(span), direct=False)
+            ftlscope.run(path, ftlscope.from_flags(rw="read", ops=1), size=str(LAG_SPAN), direct=False)
             direct = False
-        for engine, rate in ((engine, rate) for engine in engines for rate in rates):
-            n = int(rate * seconds)
-            result = replay(path, reads(n, 1_000_000_000 // rate, span), timing="faithful", qd=32, direct=direct,
-                            engine=engine, window="1s", health_interval="0s")
-            lag = result.summary["run"]["issue_lag_ns"]
-            read = result.summary["read"]
-            rows.append({"rate": rate, "n": n, "lag": lag, "iops": read["iops"], "p99_lat": read["lat_ns"]["p99"],
-                         "backend": f"{result.summary['env']['engine']['backend']} ({engine})",
-                         "io": "O_DIRECT" if direct else "buffered"})
+        yield path, direct
+
+
+@contextlib.contextmanager
+def zram_target(size: str) -> Iterator[tuple[str, bool]]:
+    """A zram device of its own (hot-added, so a zram0 someone else uses is not touched), its first 256 MiB filled
+    with random data (an unwritten zram page reads as zeros without decompressing anything); removed afterwards."""
+    from ftlscope.units import parse_size
+
+    if os.geteuid() != 0 or not (ZRAM_CONTROL / "hot_add").exists():
+        raise UsageError("--zram: making a zram device needs root and the zram module (modprobe zram)")
+    index = int((ZRAM_CONTROL / "hot_add").read_text())
+    device = f"/dev/zram{index}"
+    try:
+        Path(f"/sys/block/zram{index}/disksize").write_text(str(parse_size(size)))
+        ftlscope.run(device, ftlscope.from_flags(rw="write", bs="1m", qd=8, total_bytes=str(LAG_SPAN)),
+                     destructive=device, health_interval="0s")
+        yield device, True
+    finally:
+        # udev's probe after the writes may hold the device a moment: removal fails with EBUSY meanwhile.
+        for attempt in range(100):
+            try:
+                (ZRAM_CONTROL / "hot_remove").write_text(str(index))
+                break
+            except OSError:
+                if attempt == 99:
+                    raise
+                time.sleep(0.05)
+
+
+def lag_rows(target: str, direct: bool, rates: list[int], seconds: float, engines: list[str]) -> list[dict]:
+    rows = []
+    for engine, rate in ((engine, rate) for engine in engines for rate in rates):
+        n = int(rate * seconds)
+        result = replay(target, reads(n, 1_000_000_000 // rate, LAG_SPAN), timing="faithful", qd=32, direct=direct,
+                        engine=engine, window="1s", health_interval="0s")
+        lag = result.summary["run"]["issue_lag_ns"]
+        read = result.summary["read"]
+        rows.append({"rate": rate, "n": n, "lag": lag, "iops": read["iops"], "p99_lat": read["lat_ns"]["p99"],
+                     "backend": f"{result.summary['env']['engine']['backend']} ({engine})",
+                     "io": "O_DIRECT" if direct else "buffered"})
     return rows
 
 
@@ -119,9 +163,14 @@ def main() -> None:
     parser.add_argument("--rates", default="10000,50000", help="requests per second of the file-target replays")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each file-target replay")
     parser.add_argument("--dir", default="/dev/shm", help="where the file target goes (default /dev/shm, tmpfs)")
-    parser.add_argument("--engines", default="auto,uring",
-                        help="engines of the file-target replays (default auto,uring: auto picks psync on tmpfs, one "
-                             "request at a time, so a request due while another is served waits for it)")
+    parser.add_argument("--device", help="measure the issue lag on this block device instead (reads only)")
+    parser.add_argument("--zram", metavar="SIZE",
+                        help="measure the issue lag on a zram device of this size made for the bench (root)")
+    parser.add_argument("--lag-only", action="store_true", help="skip the simulated drive's speed table")
+    parser.add_argument("--engines",
+                        help="engines of the lag replays (default auto,uring on a file: auto picks psync on tmpfs, one "
+                             "request at a time, so a request due while another is served waits for it; psync,uring "
+                             "on a block device)")
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
                         help="the one CPU the simulated replays use")
     args = parser.parse_args()
@@ -129,23 +178,34 @@ def main() -> None:
     console.print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
                   f"on {os.cpu_count()} CPUs")
 
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {args.cpu})
-    rows = sim_speed(args.preset, args.ops)
-    os.sched_setaffinity(0, allowed)
-    table = Table(title=f"Replay speed on sim:{args.preset}, one CPU (goal >= 1,000,000 req/s afap)",
-                  title_justify="left")
-    for col in ("workload", "requests", "engine wall s", "req / wall s", "CPU s", "req / CPU s", "set-up s",
-                "virtual s"):
-        table.add_column(col, justify="left" if col == "workload" else "right")
-    for r in rows:
-        table.add_row(r["what"], f"{r['n']:,}", f"{r['engine_s']:.2f}", f"{r['n'] / r['engine_s']:,.0f}",
-                      f"{r['cpu_s']:.2f}", f"{r['n'] / r['cpu_s']:,.0f}", f"{r['setup_s']:.2f}",
-                      f"{r['virtual_s']:.2f}")
-    console.print(table)
+    if args.device and args.zram:
+        raise SystemExit("--device and --zram: give one target for the lag table")
+    if not args.lag_only:
+        allowed = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {args.cpu})
+        rows = sim_speed(args.preset, args.ops)
+        os.sched_setaffinity(0, allowed)
+        table = Table(title=f"Replay speed on sim:{args.preset}, one CPU (goal >= 1,000,000 req/s afap)",
+                      title_justify="left")
+        for col in ("workload", "requests", "engine wall s", "req / wall s", "CPU s", "req / CPU s", "set-up s",
+                    "virtual s"):
+            table.add_column(col, justify="left" if col == "workload" else "right")
+        for r in rows:
+            table.add_row(r["what"], f"{r['n']:,}", f"{r['engine_s']:.2f}", f"{r['n'] / r['engine_s']:,.0f}",
+                          f"{r['cpu_s']:.2f}", f"{r['n'] / r['cpu_s']:,.0f}", f"{r['setup_s']:.2f}",
+                          f"{r['virtual_s']:.2f}")
+        console.print(table)
 
-    rows = file_lag(args.dir, [int(r) for r in args.rates.split(",")], args.seconds, args.engines.split(","))
-    table = Table(title=f"Issue lag of a faithful (open-loop) replay on a file in {args.dir}, random 4 KiB reads, "
+    if args.zram:
+        target, where = zram_target(args.zram), f"a zram device of {args.zram} made for the bench"
+    elif args.device:
+        target, where = contextlib.nullcontext((args.device, True)), args.device
+    else:
+        target, where = file_target(args.dir), f"a file in {args.dir}"
+    engines = (args.engines or ("auto,uring" if not (args.zram or args.device) else "psync,uring")).split(",")
+    with target as (path, direct):
+        rows = lag_rows(path, direct, [int(r) for r in args.rates.split(",")], args.seconds, engines)
+    table = Table(title=f"Issue lag of a faithful (open-loop) replay on {where}, random 4 KiB reads, "
                         "QD 32 (goal p99 < 20 us at 50,000 req/s)", title_justify="left")
     for col in ("rate req/s", "requests", "I/O", "backend", "achieved IOPS", "lag p50", "lag p99", "lag p99.9",
                 "lag max", "read p99"):
@@ -156,6 +216,7 @@ def main() -> None:
         table.add_row(f"{r['rate']:,}", f"{r['n']:,}", r["io"], r["backend"], f"{r['iops']:,.0f}", us(lag["p50"]),
                       us(lag["p99"]), us(lag["p99.9"]), us(lag["max"]), us(r["p99_lat"]))
     console.print(table)
+    console.print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
