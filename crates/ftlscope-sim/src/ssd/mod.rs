@@ -37,8 +37,9 @@ struct BufferLevel {
     /// `write_buffer.soft_flush`: pages the idle drain has placed whose program has not started yet (they
     /// still occupy the buffer).
     draining: u64,
-    /// `write_buffer.soft_flush`: the part of a page the idle drain had reached when the last idle gap ended, in
-    /// page-ns (a page is `idle_window` of them at a whole buffer's pace); the next gap goes on from there.
+    /// The part of a page the proportional drain had reached when its last stretch of drain time ended, in
+    /// page-ns (a page is `idle_window` of them at a whole buffer's pace); the next stretch goes on from there.
+    /// See [`BufferLevel::drained_carrying`].
     drain_carry: u128,
 }
 
@@ -99,6 +100,15 @@ struct SoftDrain {
     queued: HashSet<u32>,
 }
 
+/// Pages drained by `idle` out of `pages`, when a full buffer drains in `window`.
+fn proportional(pages: u64, idle: Nanos, window: Nanos) -> u64 {
+    if idle >= window || window.0 == 0 {
+        pages
+    } else {
+        (pages as u128 * idle.0 as u128 / window.0 as u128) as u64
+    }
+}
+
 impl BufferLevel {
     fn new(capacity: u64, capacity_ios: u64, partial: u64, idle_window: Option<Nanos>, page: u64) -> BufferLevel {
         BufferLevel {
@@ -121,18 +131,18 @@ impl BufferLevel {
             || (self.capacity_ios > 0 && self.ios + 1 > self.capacity_ios)
     }
 
-    /// Pages a triggered flush moves out: the partial amount, or all of it.
-    /// `write_buffer.soft_flush`: the pages an idle gap drains, as [`proportional`], but with the part of a page
-    /// left over carried to the next gap. Rounding each gap down would drain nothing in gaps shorter than one
-    /// page's share of the window (68 us on a 200 ms, 11.5 MB buffer), so a read-heavy load would never see its
-    /// buffer drain; a drive's background program, once started in idle time, finishes.
-    fn drained_carrying(&mut self, idle: Nanos, window: Nanos) -> u64 {
+    /// The pages `time` of draining moves out, as [`proportional`], with the part of a page left over carried to
+    /// the next call (and dropped when the level empties). Rounding each stretch down would drain nothing in
+    /// stretches shorter than one page's share of the window (68 us on a 200 ms, 11.5 MB buffer), so a read-heavy
+    /// load would never see its buffer drain; a drive's background program, once started, finishes. Serves the
+    /// soft flush's idle gaps and `drain_while_reading`'s time between commands.
+    fn drained_carrying(&mut self, time: Nanos, window: Nanos) -> u64 {
         let held = self.fifo.len() as u64;
-        if held == 0 || idle >= window || window.0 == 0 {
+        if held == 0 || time >= window || window.0 == 0 {
             self.drain_carry = 0;
             return held;
         }
-        let total = held as u128 * idle.0 as u128 + self.drain_carry;
+        let total = held as u128 * time.0 as u128 + self.drain_carry;
         let pages = total / window.0 as u128;
         if pages >= held as u128 {
             self.drain_carry = 0;
@@ -142,6 +152,7 @@ impl BufferLevel {
         pages as u64
     }
 
+    /// Pages a triggered flush moves out: the partial amount, or all of it.
     fn flush_amount(&self) -> u64 {
         let all = self.fifo.len() as u64;
         if self.partial_pages > 0 {
@@ -203,10 +214,9 @@ pub struct SsdDevice {
     /// `write_buffer.soft_flush` on a single-level buffer; None = the idle drain books its programs at once.
     soft: Option<SoftDrain>,
     /// `write_buffer.drain_while_reading`: when the last command arrived, when the reads submitted so far
-    /// complete, and the fraction of a page the drain still owes.
+    /// complete (the part of a page drained so far is the first level's `drain_carry`).
     last_arrival: SimTime,
     reads_busy_until: SimTime,
-    drain_owed: f64,
 }
 
 impl SsdDevice {
@@ -264,7 +274,6 @@ impl SsdDevice {
             }),
             last_arrival: SimTime::ZERO,
             reads_busy_until: SimTime::ZERO,
-            drain_owed: 0.0,
             cfg,
         }
     }
@@ -343,20 +352,17 @@ impl SsdDevice {
         let from = self.last_arrival;
         self.last_arrival = now;
         let until = now.min(self.busy_until).min(self.writes_busy_until).min(self.reads_busy_until);
-        let Some(window) = self.level1.as_ref().and_then(|l| l.idle_window) else { return };
-        let held = self.level1.as_ref().map_or(0, |l| l.fifo.len() as u64);
-        if held == 0 {
-            self.drain_owed = 0.0;
+        let Some(level) = self.level1.as_mut() else { return };
+        let Some(window) = level.idle_window else { return };
+        if level.fifo.is_empty() {
+            level.drain_carry = 0;
             return;
         }
         if until <= from || window.0 == 0 {
             return;
         }
-        // A few us between commands drain a fraction of a page: owed until it makes one.
-        self.drain_owed += held as f64 * (until - from).0 as f64 / window.0 as f64;
-        let whole = self.drain_owed.floor();
-        self.drain_owed -= whole;
-        let pages = (whole as u64).min(held);
+        // A few us between commands drain a fraction of a page: carried until it makes one.
+        let pages = level.drained_carrying(until - from, window);
         if pages > 0 && self.soft.is_some() {
             self.drain_softly(pages, from);
         } else if pages > 0 {
@@ -914,15 +920,6 @@ impl SsdDevice {
             self.ftl.unmap(lpn, target, now, &mut self.flash);
         }
         self.admit(now) + self.cfg.controller.command_overhead
-    }
-}
-
-/// Pages drained by `idle` out of `pages`, when a full buffer drains in `window`.
-fn proportional(pages: u64, idle: Nanos, window: Nanos) -> u64 {
-    if idle >= window || window.0 == 0 {
-        pages
-    } else {
-        (pages as u128 * idle.0 as u128 / window.0 as u128) as u64
     }
 }
 
