@@ -462,48 +462,10 @@ impl SsdDevice {
     }
 
     /// [`Self::program_batch`], also pushing when each page is durable onto `times` (in the order issued).
-    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, times: Option<&mut Vec<SimTime>>) -> SimTime {
-        if self.program_pages > 1 {
-            return self.program_batch_whole(lpns, at, times);
-        }
-        self.program_batch_paged(lpns, at, times)
-    }
-
-    /// `nand.program_whole_page`: as [`Self::program_batch_paged`], but the mapping pages of a unit that share a
-    /// physical page (counted from their block's first page, as read senses are) are one program, of the
-    /// type of the first of them; each is durable when that program is done.
-    fn program_batch_whole(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
-        // Per unit, its physical pages in placement order: (physical page, type of its first page, pages).
-        let mut per_unit: Vec<Vec<(u64, PageType, u32)>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
-        let ppb = self.cfg.geometry.pages_per_block as u64;
-        for &lpn in lpns {
-            let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) else { continue };
-            let ppn = self.ftl.lookup(lpn) as u64;
-            let physical = ppn - (ppn % ppb) % self.program_pages;
-            let pages = &mut per_unit[unit as usize];
-            match pages.last_mut() {
-                Some(last) if last.0 == physical => last.2 += 1,
-                _ => pages.push((physical, page_type, 1)),
-            }
-        }
-        let rounds = per_unit.iter().map(Vec::len).max().unwrap_or(0);
-        let mut done = at;
-        for k in 0..rounds {
-            for (unit, pages) in per_unit.iter().enumerate() {
-                if let Some(&(_, page_type, count)) = pages.get(k) {
-                    let durable = self.flash.program_pages(unit as u32, page_type, count, at);
-                    if let Some(times) = times.as_deref_mut() {
-                        times.extend(std::iter::repeat_n(durable, count as usize));
-                    }
-                    done = done.max(durable);
-                }
-            }
-        }
-        done
-    }
-
-    /// Each mapping page its own program (see [`Self::program_batch`]).
-    fn program_batch_paged(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
+    /// Each page is its own program, or with `nand.program_whole_page` the mapping pages of a unit that share a
+    /// physical page (counted from their block's first page, as read senses are) are one program, of the type
+    /// of the first of them; each is durable when that program is done.
+    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
         if let &[lpn] = lpns {
             let durable = self.program_one(lpn, at);
             if let (Some(times), Some(durable)) = (times, durable) {
@@ -511,9 +473,10 @@ impl SsdDevice {
             }
             return durable.map_or(at, |d| d.max(at));
         }
-        // Each unit's pages in placement order; they are programmed round by round across the units (the
-        // k-th page of every unit before the (k+1)-th of any), as the controller interleaves them.
-        let mut per_unit: Vec<Vec<PageType>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
+        let group = self.program_pages;
+        let ppb = self.cfg.geometry.pages_per_block as u64;
+        // Per unit, its programs in placement order: (physical page when grouped, type, mapping pages).
+        let mut per_unit: Vec<Vec<(Option<u64>, PageType, u32)>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
         // The buffered pages' map entries are scattered: start loading them well before they are needed.
         const AHEAD: usize = 16;
         for &lpn in lpns.iter().take(AHEAD) {
@@ -523,18 +486,26 @@ impl SsdDevice {
             if let Some(&ahead) = lpns.get(i + AHEAD) {
                 self.ftl.prefetch_entry(ahead);
             }
-            if let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) {
-                per_unit[unit as usize].push(page_type);
+            let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) else { continue };
+            let programs = &mut per_unit[unit as usize];
+            let physical = (group > 1).then(|| {
+                let ppn = self.ftl.lookup(lpn) as u64;
+                ppn - (ppn % ppb) % group
+            });
+            match programs.last_mut() {
+                Some(last) if physical.is_some() && last.0 == physical => last.2 += 1,
+                _ => programs.push((physical, page_type, 1)),
             }
         }
+        // Round by round across the units (see [`Self::program_batch`]).
         let rounds = per_unit.iter().map(Vec::len).max().unwrap_or(0);
         let mut done = at;
         for k in 0..rounds {
-            for (unit, pages) in per_unit.iter().enumerate() {
-                if let Some(&page_type) = pages.get(k) {
-                    let durable = self.flash.program(unit as u32, page_type, at);
+            for (unit, programs) in per_unit.iter().enumerate() {
+                if let Some(&(_, page_type, count)) = programs.get(k) {
+                    let durable = self.flash.program_pages(unit as u32, page_type, count, at);
                     if let Some(times) = times.as_deref_mut() {
-                        times.push(durable);
+                        times.extend(std::iter::repeat_n(durable, count as usize));
                     }
                     done = done.max(durable);
                 }
