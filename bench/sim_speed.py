@@ -132,11 +132,11 @@ def show(rows: list[dict], preset: str, mapping: int, pages: int) -> None:
     console = Console(width=180)
     console.print(table)
     below = [r["label"] for r in rows if r["target"] and r["ops"] / r["cpu_s"] < TARGET_REQ_PER_CPU_S]
-    console.print(f"issue 15's floor of {TARGET_REQ_PER_CPU_S:,} requests per CPU second (x 1 M / CPU s >= 1): "
+    console.print(escape(f"issue 15's floor of {TARGET_REQ_PER_CPU_S:,} requests per CPU second (x 1 M / CPU s >= 1): "
                   + (f"missed by {len(below)} of the rows it applies to" if below else "met by every row it applies to")
                   + ". The GC rows are bound by memory latency (the map is hundreds of MiB touched at random), so they"
                   " vary with the machine's load even in CPU time; with [noise] each NAND operation also draws its"
-                  " lognormal time.")
+                  " lognormal time."))
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     console.print(f"mapping state: {mapping / 2**20:,.0f} MiB for {pages:,} logical pages = "
                   f"{mapping / pages:.2f} B per page (goal <= 8); peak RSS {peak_rss / 2**30:.2f} GiB")

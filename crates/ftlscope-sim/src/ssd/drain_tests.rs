@@ -110,3 +110,24 @@ fn reads_alone_leave_recently_written_data_in_the_buffer() {
 fn the_drain_while_reading_is_off_by_default() {
     assert!(!small_config().write_buffer.drain_while_reading);
 }
+
+/// The soft flush's idle gaps and `drain_while_reading`'s time between commands share one proportional drain
+/// with the part of a page carried (`BufferLevel::drained_carrying`): stretches too short for a page add up
+/// exactly, and the carry is dropped once the level is empty.
+#[test]
+fn proportional_drain_carries_the_part_of_a_page() {
+    let window = Nanos(1_000);
+    let mut level = BufferLevel::new(64 * 4096, 0, 0, Some(window), 4096);
+    level.fifo.extend(0..100);
+    // 100 pages x 3 ns of a 1,000 ns window: 0.3 of a page a call, so a page every third or fourth call.
+    let drained: Vec<u64> = (0..10).map(|_| level.drained_carrying(Nanos(3), window)).collect();
+    assert_eq!(drained, [0, 0, 0, 1, 0, 0, 1, 0, 0, 1]);
+    assert_eq!(level.drain_carry, 0); // 10 x 300 page-ns is exactly 3 pages
+    level.drained_carrying(Nanos(5), window);
+    assert_eq!(level.drain_carry, 500);
+    level.fifo.clear();
+    assert_eq!(level.drained_carrying(Nanos(5), window), 0);
+    level.fifo.push_back(7);
+    assert_eq!(level.drain_carry, 0, "an empty level starts the next page afresh");
+    assert_eq!(level.drained_carrying(window, window), 1, "a whole window drains everything");
+}

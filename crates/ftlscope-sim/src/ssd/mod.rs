@@ -37,8 +37,9 @@ struct BufferLevel {
     /// `write_buffer.soft_flush`: pages the idle drain has placed whose program has not started yet (they
     /// still occupy the buffer).
     draining: u64,
-    /// `write_buffer.soft_flush`: the part of a page the idle drain had reached when the last idle gap ended, in
-    /// page-ns (a page is `idle_window` of them at a whole buffer's pace); the next gap goes on from there.
+    /// The part of a page the proportional drain had reached when its last stretch of drain time ended, in
+    /// page-ns (a page is `idle_window` of them at a whole buffer's pace); the next stretch goes on from there.
+    /// See [`BufferLevel::drained_carrying`].
     drain_carry: u128,
 }
 
@@ -99,6 +100,15 @@ struct SoftDrain {
     queued: HashSet<u32>,
 }
 
+/// Pages drained by `idle` out of `pages`, when a full buffer drains in `window`.
+fn proportional(pages: u64, idle: Nanos, window: Nanos) -> u64 {
+    if idle >= window || window.0 == 0 {
+        pages
+    } else {
+        (pages as u128 * idle.0 as u128 / window.0 as u128) as u64
+    }
+}
+
 impl BufferLevel {
     fn new(capacity: u64, capacity_ios: u64, partial: u64, idle_window: Option<Nanos>, page: u64) -> BufferLevel {
         BufferLevel {
@@ -121,18 +131,18 @@ impl BufferLevel {
             || (self.capacity_ios > 0 && self.ios + 1 > self.capacity_ios)
     }
 
-    /// Pages a triggered flush moves out: the partial amount, or all of it.
-    /// `write_buffer.soft_flush`: the pages an idle gap drains, as [`proportional`], but with the part of a page
-    /// left over carried to the next gap. Rounding each gap down would drain nothing in gaps shorter than one
-    /// page's share of the window (68 us on a 200 ms, 11.5 MB buffer), so a read-heavy load would never see its
-    /// buffer drain; a drive's background program, once started in idle time, finishes.
-    fn drained_carrying(&mut self, idle: Nanos, window: Nanos) -> u64 {
+    /// The pages `time` of draining moves out, as [`proportional`], with the part of a page left over carried to
+    /// the next call (and dropped when the level empties). Rounding each stretch down would drain nothing in
+    /// stretches shorter than one page's share of the window (68 us on a 200 ms, 11.5 MB buffer), so a read-heavy
+    /// load would never see its buffer drain; a drive's background program, once started, finishes. Serves the
+    /// soft flush's idle gaps and `drain_while_reading`'s time between commands.
+    fn drained_carrying(&mut self, time: Nanos, window: Nanos) -> u64 {
         let held = self.fifo.len() as u64;
-        if held == 0 || idle >= window || window.0 == 0 {
+        if held == 0 || time >= window || window.0 == 0 {
             self.drain_carry = 0;
             return held;
         }
-        let total = held as u128 * idle.0 as u128 + self.drain_carry;
+        let total = held as u128 * time.0 as u128 + self.drain_carry;
         let pages = total / window.0 as u128;
         if pages >= held as u128 {
             self.drain_carry = 0;
@@ -142,6 +152,7 @@ impl BufferLevel {
         pages as u64
     }
 
+    /// Pages a triggered flush moves out: the partial amount, or all of it.
     fn flush_amount(&self) -> u64 {
         let all = self.fifo.len() as u64;
         if self.partial_pages > 0 {
@@ -203,10 +214,9 @@ pub struct SsdDevice {
     /// `write_buffer.soft_flush` on a single-level buffer; None = the idle drain books its programs at once.
     soft: Option<SoftDrain>,
     /// `write_buffer.drain_while_reading`: when the last command arrived, when the reads submitted so far
-    /// complete, and the fraction of a page the drain still owes.
+    /// complete (the part of a page drained so far is the first level's `drain_carry`).
     last_arrival: SimTime,
     reads_busy_until: SimTime,
-    drain_owed: f64,
 }
 
 impl SsdDevice {
@@ -264,7 +274,6 @@ impl SsdDevice {
             }),
             last_arrival: SimTime::ZERO,
             reads_busy_until: SimTime::ZERO,
-            drain_owed: 0.0,
             cfg,
         }
     }
@@ -343,20 +352,17 @@ impl SsdDevice {
         let from = self.last_arrival;
         self.last_arrival = now;
         let until = now.min(self.busy_until).min(self.writes_busy_until).min(self.reads_busy_until);
-        let Some(window) = self.level1.as_ref().and_then(|l| l.idle_window) else { return };
-        let held = self.level1.as_ref().map_or(0, |l| l.fifo.len() as u64);
-        if held == 0 {
-            self.drain_owed = 0.0;
+        let Some(level) = self.level1.as_mut() else { return };
+        let Some(window) = level.idle_window else { return };
+        if level.fifo.is_empty() {
+            level.drain_carry = 0;
             return;
         }
         if until <= from || window.0 == 0 {
             return;
         }
-        // A few us between commands drain a fraction of a page: owed until it makes one.
-        self.drain_owed += held as f64 * (until - from).0 as f64 / window.0 as f64;
-        let whole = self.drain_owed.floor();
-        self.drain_owed -= whole;
-        let pages = (whole as u64).min(held);
+        // A few us between commands drain a fraction of a page: carried until it makes one.
+        let pages = level.drained_carrying(until - from, window);
         if pages > 0 && self.soft.is_some() {
             self.drain_softly(pages, from);
         } else if pages > 0 {
@@ -456,48 +462,10 @@ impl SsdDevice {
     }
 
     /// [`Self::program_batch`], also pushing when each page is durable onto `times` (in the order issued).
-    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, times: Option<&mut Vec<SimTime>>) -> SimTime {
-        if self.program_pages > 1 {
-            return self.program_batch_whole(lpns, at, times);
-        }
-        self.program_batch_paged(lpns, at, times)
-    }
-
-    /// `nand.program_whole_page`: as [`Self::program_batch_paged`], but the mapping pages of a unit that share a
-    /// physical page (counted from their block's first page, as read senses are) are one program, of the
-    /// type of the first of them; each is durable when that program is done.
-    fn program_batch_whole(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
-        // Per unit, its physical pages in placement order: (physical page, type of its first page, pages).
-        let mut per_unit: Vec<Vec<(u64, PageType, u32)>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
-        let ppb = self.cfg.geometry.pages_per_block as u64;
-        for &lpn in lpns {
-            let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) else { continue };
-            let ppn = self.ftl.lookup(lpn) as u64;
-            let physical = ppn - (ppn % ppb) % self.program_pages;
-            let pages = &mut per_unit[unit as usize];
-            match pages.last_mut() {
-                Some(last) if last.0 == physical => last.2 += 1,
-                _ => pages.push((physical, page_type, 1)),
-            }
-        }
-        let rounds = per_unit.iter().map(Vec::len).max().unwrap_or(0);
-        let mut done = at;
-        for k in 0..rounds {
-            for (unit, pages) in per_unit.iter().enumerate() {
-                if let Some(&(_, page_type, count)) = pages.get(k) {
-                    let durable = self.flash.program_pages(unit as u32, page_type, count, at);
-                    if let Some(times) = times.as_deref_mut() {
-                        times.extend(std::iter::repeat_n(durable, count as usize));
-                    }
-                    done = done.max(durable);
-                }
-            }
-        }
-        done
-    }
-
-    /// Each mapping page its own program (see [`Self::program_batch`]).
-    fn program_batch_paged(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
+    /// Each page is its own program, or with `nand.program_whole_page` the mapping pages of a unit that share a
+    /// physical page (counted from their block's first page, as read senses are) are one program, of the type
+    /// of the first of them; each is durable when that program is done.
+    fn program_batch_timed(&mut self, lpns: &[u64], at: SimTime, mut times: Option<&mut Vec<SimTime>>) -> SimTime {
         if let &[lpn] = lpns {
             let durable = self.program_one(lpn, at);
             if let (Some(times), Some(durable)) = (times, durable) {
@@ -505,9 +473,10 @@ impl SsdDevice {
             }
             return durable.map_or(at, |d| d.max(at));
         }
-        // Each unit's pages in placement order; they are programmed round by round across the units (the
-        // k-th page of every unit before the (k+1)-th of any), as the controller interleaves them.
-        let mut per_unit: Vec<Vec<PageType>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
+        let group = self.program_pages;
+        let ppb = self.cfg.geometry.pages_per_block as u64;
+        // Per unit, its programs in placement order: (physical page when grouped, type, mapping pages).
+        let mut per_unit: Vec<Vec<(Option<u64>, PageType, u32)>> = vec![Vec::new(); self.ftl.stripe_width() as usize];
         // The buffered pages' map entries are scattered: start loading them well before they are needed.
         const AHEAD: usize = 16;
         for &lpn in lpns.iter().take(AHEAD) {
@@ -517,18 +486,26 @@ impl SsdDevice {
             if let Some(&ahead) = lpns.get(i + AHEAD) {
                 self.ftl.prefetch_entry(ahead);
             }
-            if let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) {
-                per_unit[unit as usize].push(page_type);
+            let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) else { continue };
+            let programs = &mut per_unit[unit as usize];
+            let physical = (group > 1).then(|| {
+                let ppn = self.ftl.lookup(lpn) as u64;
+                ppn - (ppn % ppb) % group
+            });
+            match programs.last_mut() {
+                Some(last) if physical.is_some() && last.0 == physical => last.2 += 1,
+                _ => programs.push((physical, page_type, 1)),
             }
         }
+        // Round by round across the units (see [`Self::program_batch`]).
         let rounds = per_unit.iter().map(Vec::len).max().unwrap_or(0);
         let mut done = at;
         for k in 0..rounds {
-            for (unit, pages) in per_unit.iter().enumerate() {
-                if let Some(&page_type) = pages.get(k) {
-                    let durable = self.flash.program(unit as u32, page_type, at);
+            for (unit, programs) in per_unit.iter().enumerate() {
+                if let Some(&(_, page_type, count)) = programs.get(k) {
+                    let durable = self.flash.program_pages(unit as u32, page_type, count, at);
                     if let Some(times) = times.as_deref_mut() {
-                        times.push(durable);
+                        times.extend(std::iter::repeat_n(durable, count as usize));
                     }
                     done = done.max(durable);
                 }
@@ -914,15 +891,6 @@ impl SsdDevice {
             self.ftl.unmap(lpn, target, now, &mut self.flash);
         }
         self.admit(now) + self.cfg.controller.command_overhead
-    }
-}
-
-/// Pages drained by `idle` out of `pages`, when a full buffer drains in `window`.
-fn proportional(pages: u64, idle: Nanos, window: Nanos) -> u64 {
-    if idle >= window || window.0 == 0 {
-        pages
-    } else {
-        (pages as u128 * idle.0 as u128 / window.0 as u128) as u64
     }
 }
 
