@@ -257,6 +257,8 @@ pub struct Controller {
     /// Processor time for each NAND sense a host read needs (the flash read command and its ECC decode);
     /// pages found in a page register, the write buffer or the read buffer need none. 0 = none.
     pub sense_command_time: Nanos,
+    /// DMA engine time per transfer segment (one host memory page x one mapping page of buffer); 0 = none.
+    pub host_segment_time: Nanos,
 }
 
 #[derive(Clone, Debug, PartialEq)]

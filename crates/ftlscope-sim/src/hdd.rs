@@ -967,6 +967,7 @@ mod tests {
             read_command_time: Nanos(0),
             host_write_rate: Rate(600e6),
             host_total_rate: Rate(0.0),
+            host_segment_time: Nanos(0),
         };
         let hdd = HddConfig {
             rpm: 7200,

@@ -305,6 +305,7 @@ section! {
         host_total_rate: RateC = Rate(0.0), Any, "a limit on reads and writes together (the controller's data path); 0 = none";
         write_command_time: Time = command_time => "command_time", Any, "processor time of one write command (with cores > 0); a DRAM-less write also updates its map";
         sense_command_time: Time = Nanos(0), Any, "processor time (with cores > 0) for each NAND sense a host read needs (flash read command, ECC decode); pages in a page register or controller RAM need none";
+        host_segment_time: Time = Nanos(0), Any, "the DMA engine's time for each segment of a transfer (a piece between one 4KiB host memory page and one mapping page of controller buffer), whatever its size; it works alongside the host link, so it limits only transfers of many segments: a request not aligned to the mapping page splits every host page in two; 0 = none";
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod caches;
 pub mod calendar;
+pub mod datapath;
 pub mod flash;
 pub mod ftl;
 pub mod noise;
@@ -17,6 +18,7 @@ use crate::device::{Completion, Counters, PageContent, SimDevice, SimOp, SimRequ
 use crate::time::{Nanos, Rate, SimTime};
 use caches::{MappingCache, ReadBuffer};
 use calendar::Calendar;
+use datapath::DataPath;
 use flash::Flash;
 use ftl::{Ftl, BUFFERED, UNMAPPED, ZEROED};
 use noise::Extras;
@@ -211,6 +213,8 @@ pub struct SsdDevice {
     cores: Vec<Calendar>,
     /// Both directions together (`controller.host_total_rate`).
     host_total: Calendar,
+    /// The DMA engine (`controller.host_segment_time`; None = no limit of its own).
+    datapath: Option<DataPath>,
     /// `write_buffer.soft_flush` on a single-level buffer; None = the idle drain books its programs at once.
     soft: Option<SoftDrain>,
     /// `write_buffer.drain_while_reading`: when the last command arrived, when the reads submitted so far
@@ -267,6 +271,7 @@ impl SsdDevice {
             program_pages: if cfg.nand.program_whole_page { cfg.nand.sense_pages(page) } else { 1 },
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
             host_total: Calendar::default(),
+            datapath: DataPath::new(cfg.controller.host_segment_time, page),
             soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0).then(|| SoftDrain {
                 pending: vec![VecDeque::new(); cfg.geometry.units() as usize],
                 count: 0,
@@ -579,13 +584,16 @@ impl SsdDevice {
 
     /// `len` bytes cross the host link from `at`, in one direction, and within the limit on both together.
     #[inline]
-    fn host_transfer(&mut self, write: bool, at: SimTime, len: u64) -> SimTime {
+    fn host_transfer(&mut self, write: bool, at: SimTime, offset: u64, len: u64) -> SimTime {
         let c = &self.cfg.controller;
-        let done = if write {
+        let mut done = if write {
             self.host_write.book(at, c.host_write_rate.time_for(len))
         } else {
             self.host_read.book(at, c.host_rate.time_for(len))
         };
+        if let Some(dp) = &mut self.datapath {
+            done = done.max(dp.copy(at, offset, len));
+        }
         if c.host_total_rate.0 > 0.0 {
             let total = c.host_total_rate.time_for(len);
             return done.max(self.host_total.book(at, total));
@@ -645,7 +653,7 @@ impl SsdDevice {
         let admitted = self.process(now, self.cfg.controller.write_command_time);
         let c = &self.cfg.controller;
         let (overhead, insert) = (c.command_overhead, c.buffer_insert_latency);
-        let mut transferred = self.host_transfer(true, admitted + overhead, req.len);
+        let mut transferred = self.host_transfer(true, admitted + overhead, req.offset, req.len);
         self.host_bytes_written += req.len;
         let pages = self.pages(req.offset, req.len);
         if self.cfg.ftl.write_map_lookup && self.mapping_cache.is_some() {
@@ -878,7 +886,7 @@ impl SsdDevice {
                 ready += penalty.extra;
             }
         }
-        let done = self.host_transfer(false, ready, req.len);
+        let done = self.host_transfer(false, ready, req.offset, req.len);
         self.host_bytes_read += req.len;
         done
     }

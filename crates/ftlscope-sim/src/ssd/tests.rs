@@ -95,6 +95,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             read_command_time: Nanos(0),
             host_write_rate: Rate(3.5e9),
             host_total_rate: Rate(0.0),
+            host_segment_time: Nanos(0),
         },
         hdd: None,
         noise: None,
@@ -420,3 +421,6 @@ mod read_tests;
 
 #[path = "stream_program_tests.rs"]
 mod stream_program_tests;
+
+#[path = "seq_read_tests.rs"]
+mod seq_read_tests;
