@@ -105,9 +105,10 @@ def test_held_bytes_are_reported_over_time(t200_before_after):
 
 
 def test_writes_before_a_flush_are_not_held_past_it(tmp_path):
-    frame = read_heavy_with_bursts(seconds=1.2)
-    # A flush 70 ms into the second burst (8.9 MB of it arrived): its writes are being held then.
-    flush_at = int(0.62e9)
+    frame = read_heavy_with_bursts(seconds=1.2, burst=20 * MIB)
+    # A flush 140 ms into the second burst (17.9 MB of it arrived, more than the 0.8 of the buffer the shim lets
+    # in at once and the drive drains meanwhile): its writes are being held then.
+    flush_at = int(0.69e9)
     flush = pd.DataFrame({"op": pd.Categorical(["flush"], categories=OPS), "offset_bytes": np.uint64([0]),
                           "size": np.uint32([0]), "submit_ns": np.uint64([flush_at])})
     frame = pd.concat([frame, flush]).sort_values("submit_ns", kind="stable").reset_index(drop=True)

@@ -410,10 +410,14 @@ impl<'a> QueueLoop<'a> {
         // Writes the shim held whose time has come go first, oldest first.
         let held_next = self.shim.as_ref().and_then(WriteShim::next_release);
         if held_next.is_some_and(|t| t <= now) {
-            let Some(slot) = self.free.pop() else {
+            if self.free.is_empty() {
                 return Step::Blocked;
+            }
+            // The shim may find the drive has not drained enough yet and move the write later: ask again.
+            let Some(held) = self.shim.as_mut().and_then(|s| s.pop_due(now)) else {
+                return Step::Again;
             };
-            let held = self.shim.as_mut().and_then(|s| s.pop_due(now)).expect("a held write is due");
+            let slot = self.free.pop().expect("a free slot");
             let request = Planned { op: held.op, size: held.size, offset: held.offset, due_ns: 0, end: false };
             self.push(backend, buffers, slot, request, warmup, held.release_ns);
             return Step::Issued;
@@ -555,6 +559,12 @@ impl<'a> QueueLoop<'a> {
             scheduled_ns,
             submit_seq: 0,
         };
+        if self.inflight == 0 {
+            // The drive's idle time ends: the shim's model of its buffer drains only in idle time.
+            if let Some(shim) = self.shim.as_mut() {
+                shim.busy(self.last_now);
+            }
+        }
         backend.push(slot, Request { op, offset, len: size as u32, addr });
         self.inflight += 1;
         if let Some(d) = direction(op) {
@@ -638,6 +648,11 @@ impl<'a> QueueLoop<'a> {
                 }
                 self.free.push(slot);
                 self.inflight -= 1;
+                if self.inflight == 0 {
+                    if let Some(shim) = self.shim.as_mut() {
+                        shim.idle(at_ns);
+                    }
+                }
             }
         }
     }
