@@ -64,3 +64,15 @@ def test_a_buffer_seen_in_one_trial_only_is_not_sure():
     ])
     answer = p7.analyse(raw)
     assert answer.value == 4096 and answer.confidence <= 0.5
+
+
+def test_a_lower_bound_is_not_sure():
+    """Harsh noise on kelpie-a800g-p (16 MiB buffer): a cold read of a fast page type (155 us against a median of
+    350) looked "still buffered" at 8 MiB and ended the trials; "at least 4 MiB" was answered at 1.0."""
+    sizes = [8192 << k for k in range(10)]
+    raw = pd.DataFrame([{"round": 0, "size": s, "offset_bytes": 0, "cold_ns": 350_000, "reread_ns": 70_000,
+                         "ratio": 0.2, "warm": False} for s in sizes]
+                       + [{"round": 0, "size": 8 << 20, "offset_bytes": 0, "cold_ns": 155_000, "reread_ns": 69_000,
+                           "ratio": 0.44, "warm": True}])
+    answer = p7.analyse(raw)
+    assert answer.value == 4 << 20 and answer.extra["at_least"] and answer.confidence <= 0.5
