@@ -47,6 +47,7 @@ def test_an_unsure_staircase_that_points_elsewhere_takes_the_confidence_down():
     answer = p9.analyse_write_parallelism(frame)
     assert answer.value == 1 and answer.confidence <= p9.STAIRCASE_DOUBT
     assert answer.alternatives[0]["value"] == 8
+    assert answer.extra["staircase_disagrees"]  # the probe measures more rounds while it does
 
 
 def test_a_clear_staircase_agrees_with_the_first_step():

@@ -216,10 +216,19 @@ def probe_write_parallelism(ctx: Context, known: dict[str, Answer], directory: P
         out["series"] = index
         return out
 
-    answer = until_stable(measure_round, analyse_write_parallelism, min_rounds=2, max_rounds=4)
+    answer = until_stable(measure_round, analyse_write_parallelism, min_rounds=2, max_rounds=4, settled=_settled)
     region.release()
     answer.figures = [figure_write_parallelism(answer.raw, directory)]
     return answer
+
+
+def _settled(previous: Answer, answer: Answer) -> bool:
+    """The same answer at the same confidence (2 %), unless the staircase still points elsewhere: more rounds
+    (more batches in the median curve) may decide it."""
+    if answer.extra.get("staircase_disagrees"):
+        return False
+    return previous.value == answer.value and previous.confidence is not None and answer.confidence is not None \
+        and abs(previous.confidence - answer.confidence) <= 0.02
 
 
 def batch_series(ctx: Context, region: Region, size: int, batch: int, batches: int,
@@ -289,9 +298,11 @@ def analyse_write_parallelism(frame: pd.DataFrame) -> Answer:
             evidence += f"; a busy queue gives {busy:.2f} writes per cluster period"
             alternatives.append({"value": int(round(busy)), "confidence": None})
     confidence = reading.confidence
+    disagrees = False
     if not reading.serial and reading.parallelism is not None and not serialised:
-        value, confidence, alternatives, evidence = _checked_by_staircase(
-            batches, value, confidence, alternatives, evidence)
+        checked = _checked_by_staircase(batches, value, confidence, alternatives, evidence)
+        disagrees = checked[1] <= STAIRCASE_DOUBT and checked[0] == value and checked[3] != evidence
+        value, confidence, alternatives, evidence = checked
     reads = frame[(frame["kind"] == "read") & (frame["depth"] == largest)].copy()
     reads["batch"] = reads["series"] * 1_000_000 + reads["batch"]
     limited = None if serialised else controller_paced(reading, batches, reads)
@@ -313,7 +324,8 @@ def analyse_write_parallelism(frame: pd.DataFrame) -> Answer:
                     f"{format_ns(limited['insert_ns'])} (first write less first read), so keeping up needs at least "
                     f"{value} writes in parallel (a lower bound: the buffer may take more)")
     raw = frame.copy()
-    extra: dict[str, Any] = {"serialized_when_idle": bool(serialised), "controller_limited": limited is not None}
+    extra: dict[str, Any] = {"serialized_when_idle": bool(serialised), "controller_limited": limited is not None,
+                             "staircase_disagrees": bool(disagrees)}
     if limited is not None:
         extra["controller_pace_ns"] = round(limited["period_ns"] / limited["cluster"], 1)
     return Answer(value=int(value), confidence=confidence, evidence=evidence, alternatives=alternatives,
