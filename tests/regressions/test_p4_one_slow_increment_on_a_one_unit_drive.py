@@ -17,7 +17,7 @@ def one_unit_pairs(seed: int = 5):
     first = 30e3 * rng.normal(1.0, 0.15, n) + rng.normal(0, 5e3, n)
     first = np.maximum(first, 5e3)
     latency = first + 30e3 * rng.normal(1.0, 0.15, n)  # the second read waits for the first: about 2x
-    latency = np.where(increment == 570, latency * 1.05 + 2e3, latency)  # one increment slower by chance
+    latency = np.where(increment == 570, latency * 1.10 + 2e3, latency)  # one increment slower by chance
     return increment, latency, first
 
 

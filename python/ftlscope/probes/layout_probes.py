@@ -51,6 +51,7 @@ narrower than the chips (chips per channel is rounded up from the stripe).
 
 from __future__ import annotations
 
+import re
 from math import gcd
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,7 @@ FOLD_WAIT_NS = 5 * SECOND
 # regions, MAX_ROUNDS scans in all. A re-read served under HIT_RATIO of the first scan's median came from a read
 # buffer and is not used.
 SURE = 0.9
+UNUSED_LEVEL_CONFIDENCE = 0.5  # P2's most confidence when the write order uses fewer page types than levels
 MAX_REREADS = 8
 MAX_ROUNDS = 12
 # P2: a place in a unit's write order needs this many units read before their median stands for it.
@@ -221,9 +223,17 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
     for r in readings[1:]:
         if r.cell != best.cell:
             alternatives[r.cell] = max(alternatives.get(r.cell, 0.0), r.confidence)
+    confidence = best.confidence
+    used = set(re.sub(r"\d+[KMG]iB", "", pattern or "")) & set(letters)
+    if pattern and len(used) < len(letters):
+        # The write order holds fewer page types than the levels found: a level no place in the write order
+        # takes is reads that met background work, not a page type (harsh noise: SLC and TLC drives read as
+        # "MLC L" at 0.98). The cell count is then unsure.
+        confidence = min(confidence, UNUSED_LEVEL_CONFIDENCE)
+        evidence += f"; the write order uses {len(used)} of the {len(letters)} levels, so the cell type is unsure"
     return Answer(
         {"cell": best.cell, "pattern": pattern},
-        best.confidence,
+        confidence,
         evidence,
         alternatives=[{"value": {"cell": cell, "pattern": ""}, "confidence": round(conf, 4)}
                       for cell, conf in sorted(alternatives.items(), key=lambda i: -i[1])],

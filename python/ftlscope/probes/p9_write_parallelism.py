@@ -64,15 +64,11 @@ def read_batches(frame: pd.DataFrame) -> BatchReading:
     # arrive, so the k-th write waits for slot k // parallelism whatever the host adds to its completion. The
     # median over the batches of each k is one curve: the host's completion jitter, which reorders completions
     # inside a batch (sorted latencies lose their steps), and stalls average out of it.
-    groups = [g.to_numpy(dtype=float) for _, g in frame.groupby("batch", sort=False)["latency_ns"]]
-    groups = [g for g in groups if len(g) >= 2]
-    if not groups:
+    curve = batch_curve(frame)
+    if curve is None:
         return BatchReading(None, 0.0, 0.0, [], False)
-    batch = max(len(g) for g in groups)
-    groups = [g for g in groups if len(g) == batch]
-    worst = np.array([g.max() for g in groups])
-    groups = [g for g, w in zip(groups, worst, strict=True) if w <= 2 * worst.min()]
-    groups = [np.maximum.accumulate(np.median(np.vstack(groups), axis=0))]
+    batch = len(curve)
+    groups = [curve]
     steps = [np.diff(g) for g in groups]
     pooled = np.concatenate(steps)
     readings: list[tuple[int | None, float, float]] = []
@@ -108,6 +104,65 @@ def read_batches(frame: pd.DataFrame) -> BatchReading:
         spread = float(np.std(pooled) / max(step, 1.0))
         return BatchReading(1, step, float(np.clip(1 - spread, 0, 1)), [], True)
     return BatchReading(None, 0.0, 1.0, [], False)
+
+
+def batch_curve(frame: pd.DataFrame) -> np.ndarray | None:
+    """The median over the batches (those of the most writes; batches that met a flush, their last completion
+    more than twice the quickest batch's, left out) of the k-th submitted write's latency, made non-decreasing.
+    None when no batch had two writes."""
+    groups = [g.to_numpy(dtype=float) for _, g in frame.groupby("batch", sort=False)["latency_ns"]]
+    groups = [g for g in groups if len(g) >= 2]
+    if not groups:
+        return None
+    batch = max(len(g) for g in groups)
+    groups = [g for g in groups if len(g) == batch]
+    worst = np.array([g.max() for g in groups])
+    groups = [g for g, w in zip(groups, worst, strict=True) if w <= 2 * worst.min()]
+    return np.maximum.accumulate(np.median(np.vstack(groups), axis=0))
+
+
+@dataclass
+class StaircaseFit:
+    """The cluster size whose staircase (latency = a + b k + c floor(k / p), c > 0) best fits the batch curve,
+    its posterior against the other cluster sizes, and how much of the straight line's misfit it removes."""
+
+    parallelism: int | None
+    posterior: float
+    gain: float  # the straight line's residual over the staircase's
+    posteriors: dict[int, float]
+
+
+def staircase_fit(curve: np.ndarray) -> StaircaseFit:
+    """Every cluster size p of 2 .. half the batch fitted to the whole batch curve by least squares. The first
+    step alone (what :func:`read_batches` reads off) is one difference of two noisy medians; the staircase uses
+    every write, so on a harsh drive a first step lost in the noise (kelpie-n1.6t-s at harsh noise read 1 for 8;
+    gigabyte-nvme-256g 4 for 2) is carried by the later ones. The posterior takes the noise as the best fit's
+    residual variance (the writes of one batch are not independent, so it is used only when decisive)."""
+    n = len(curve)
+    k = np.arange(n, dtype=float)
+    line = np.column_stack([np.ones(n), k])
+    rss_line = float(np.sum((curve - line @ np.linalg.lstsq(line, curve, rcond=None)[0]) ** 2))
+    rss: dict[int, float] = {}
+    for p in range(2, n // 2 + 1):
+        design = np.column_stack([np.ones(n), k, np.floor(k / p)])
+        beta = np.linalg.lstsq(design, curve, rcond=None)[0]
+        if beta[2] > 0:
+            rss[p] = float(np.sum((curve - design @ beta) ** 2))
+    if not rss or n <= 4:
+        return StaircaseFit(None, 0.0, 1.0, {})
+    best = min(rss, key=lambda p: (rss[p], p))
+    variance = max(rss[best] / (n - 3), 1e-9 * max(rss_line, 1.0), 1e-12)
+    weights = {p: float(np.exp(-(r - rss[best]) / (2 * variance))) for p, r in rss.items()}
+    total = sum(weights.values())
+    posteriors = {p: w / total for p, w in weights.items()}
+    return StaircaseFit(best, posteriors[best], rss_line / max(rss[best], 1e-12), posteriors)
+
+
+# The staircase overrules the first step only when it removes most of the straight line's misfit and is sure.
+STAIRCASE_GAIN = 3.0
+STAIRCASE_SURE = 0.95
+# The confidence an answer keeps when the staircase points elsewhere without being sure.
+STAIRCASE_DOUBT = 0.5
 
 
 def busy_parallelism(frame: pd.DataFrame, depth: int, period_ns: float) -> float:
@@ -161,10 +216,19 @@ def probe_write_parallelism(ctx: Context, known: dict[str, Answer], directory: P
         out["series"] = index
         return out
 
-    answer = until_stable(measure_round, analyse_write_parallelism, min_rounds=2, max_rounds=4)
+    answer = until_stable(measure_round, analyse_write_parallelism, min_rounds=2, max_rounds=4, settled=_settled)
     region.release()
     answer.figures = [figure_write_parallelism(answer.raw, directory)]
     return answer
+
+
+def _settled(previous: Answer, answer: Answer) -> bool:
+    """The same answer at the same confidence (2 %), unless the staircase still points elsewhere: more rounds
+    (more batches in the median curve) may decide it."""
+    if answer.extra.get("staircase_disagrees"):
+        return False
+    return previous.value == answer.value and previous.confidence is not None and answer.confidence is not None \
+        and abs(previous.confidence - answer.confidence) <= 0.02
 
 
 def batch_series(ctx: Context, region: Region, size: int, batch: int, batches: int,
@@ -234,6 +298,11 @@ def analyse_write_parallelism(frame: pd.DataFrame) -> Answer:
             evidence += f"; a busy queue gives {busy:.2f} writes per cluster period"
             alternatives.append({"value": int(round(busy)), "confidence": None})
     confidence = reading.confidence
+    disagrees = False
+    if not reading.serial and reading.parallelism is not None and not serialised:
+        checked = _checked_by_staircase(batches, value, confidence, alternatives, evidence)
+        disagrees = checked[1] <= STAIRCASE_DOUBT and checked[0] == value and checked[3] != evidence
+        value, confidence, alternatives, evidence = checked
     reads = frame[(frame["kind"] == "read") & (frame["depth"] == largest)].copy()
     reads["batch"] = reads["series"] * 1_000_000 + reads["batch"]
     limited = None if serialised else controller_paced(reading, batches, reads)
@@ -255,11 +324,35 @@ def analyse_write_parallelism(frame: pd.DataFrame) -> Answer:
                     f"{format_ns(limited['insert_ns'])} (first write less first read), so keeping up needs at least "
                     f"{value} writes in parallel (a lower bound: the buffer may take more)")
     raw = frame.copy()
-    extra: dict[str, Any] = {"serialized_when_idle": bool(serialised), "controller_limited": limited is not None}
+    extra: dict[str, Any] = {"serialized_when_idle": bool(serialised), "controller_limited": limited is not None,
+                             "staircase_disagrees": bool(disagrees)}
     if limited is not None:
         extra["controller_pace_ns"] = round(limited["period_ns"] / limited["cluster"], 1)
     return Answer(value=int(value), confidence=confidence, evidence=evidence, alternatives=alternatives,
                   extra=extra, raw=raw)
+
+
+def _checked_by_staircase(batches: pd.DataFrame, value: int, confidence: float,
+                          alternatives: list[dict[str, Any]], evidence: str):
+    """The first step's reading set against the staircase fitted to the whole batch curve: a sure staircase
+    that removes most of the straight line's misfit replaces it (its confidence at most the posterior); an unsure
+    one that points elsewhere leaves it at STAIRCASE_DOUBT at most, the staircase's size as an alternative."""
+    curve = batch_curve(batches)
+    fit = staircase_fit(curve) if curve is not None else None
+    if fit is None or fit.parallelism is None or fit.parallelism == value:
+        return value, confidence, alternatives, evidence
+    others = [a for a in alternatives if a["value"] not in (value, fit.parallelism)]
+    if fit.gain >= STAIRCASE_GAIN and fit.posterior >= STAIRCASE_SURE:
+        evidence = (f"the latency of the k-th write of a batch (median over the batches) rises in steps of "
+                    f"{fit.parallelism} writes (a staircase fitted to all {len(curve)} leaves {1 / fit.gain:.0%} of "
+                    f"a straight line's misfit; posterior {fit.posterior:.2f}); the first step alone read {value}")
+        first_step = {"value": int(value), "confidence": round(fit.posteriors.get(value, 0.0), 4)}
+        return (fit.parallelism, min(fit.posterior, max(confidence, STAIRCASE_SURE)), [first_step] + others,
+                evidence)
+    evidence += (f"; a staircase fitted to the whole batch curve prefers {fit.parallelism} (posterior "
+                 f"{fit.posterior:.2f}), so this is unsure")
+    return (value, min(confidence, STAIRCASE_DOUBT),
+            [{"value": int(fit.parallelism), "confidence": round(fit.posterior, 4)}] + others, evidence)
 
 
 def controller_paced(writes: BatchReading, writes_frame: pd.DataFrame,
