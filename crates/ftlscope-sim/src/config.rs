@@ -129,6 +129,8 @@ pub struct Nand {
     /// As `register_hits`, but only for a read that starts where the previous read ended (a sequential
     /// stream): other reads sense anew.
     pub stream_register_hits: bool,
+    /// With `stream_register_hits`: only a read arriving while the one it continues is in progress streams.
+    pub stream_queued: bool,
     /// A flush programs the mapping pages that share a physical page in one program of that page.
     pub program_whole_page: bool,
     /// A host read suspends a program or erase in progress (or queued) on its unit and goes first.
@@ -211,6 +213,8 @@ pub struct Ftl {
     /// `flush_pipelined` before the SLC cliff too, once the buffer has flushed whole since it was last empty.
     pub flush_pipelined_slc: bool,
     pub write_map_lookup: bool,
+    /// Programming an evicted changed translation page (a lone program); 0 = the L-page program time.
+    pub map_program_latency: Nanos,
     pub gc_idle_after: Option<Nanos>,
     pub gc_idle_free: f64,
 }

@@ -231,6 +231,7 @@ section! {
         cache_read: Bool = false, Any, "NAND cache read: a unit senses its next page while the last one still waits for the bus";
         register_hits: Bool = false, Any, "a unit keeps the pages it sensed last until it programs or erases: reading more of them (a later command) costs only the transfer";
         stream_register_hits: Bool = false, Any, "as register_hits, but only for a read that starts where the previous read ended (a sequential stream the controller follows); other reads sense anew";
+        stream_queued: Bool = false, Any, "with stream_register_hits: a read continues the stream only while the read before it is still in progress (contiguous commands queued together, which the controller follows as one stream); reads issued one at a time sense anew";
         program_whole_page: Bool = false, Any, "a buffer flush programs the mapping pages that share a physical page (physical_page x multi_plane, as a read senses them) in one program (program_latency is then that program's), each still crossing the bus";
         program_suspend: Bool = false, Any, "a host read suspends a program or erase in progress or queued on its unit and goes first (the program resumes after it)";
         suspend_latency: Time = Nanos(20_000), Any, "what suspending a program or erase adds to the read (with program_suspend)";
@@ -279,6 +280,7 @@ section! {
         flush_pipelined: Bool = false, Any, "once the SLC cache is full (or without one), a full write buffer frees each page's room when that page is programmed, so a write waits only for the room it needs (false: for the whole flush)";
         flush_pipelined_slc: Bool = false, Any, "with flush_pipelined: pipeline the flush before the SLC cliff too, once the buffer has flushed whole since it was last empty (the first fill after idle keeps its spike; a steady write stream then waits only for its room)";
         write_map_lookup: Bool = false, Any, "writes look up their mapping entry in the mapping cache too: a miss reads the translation page first and evicting a changed one programs it (DRAM-less drives)";
+        map_program_latency: Time = Nanos(0), Any, "with write_map_lookup: programming an evicted changed translation page, a lone page program that no flush batches with data (a whole physical page in SLC mode); 0 = the L-page program_latency";
         gc_idle_after: Window = None, Any, "idle time after which background GC collects blocks; \"inf\" = never";
         gc_idle_free: Float = 0.0, Between(0.0, 1.0), "background GC collects while fewer than this share of a unit's blocks are free";
     }

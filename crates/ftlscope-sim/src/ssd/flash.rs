@@ -249,10 +249,18 @@ impl Flash {
     /// Move a page over the bus into `unit` and program it as `page_type`. Returns when it is durable.
     #[inline]
     pub fn program(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
+        let latency = self.program_latency.get(page_type);
+        self.program_for(unit, latency, at)
+    }
+
+    /// Move one page over the bus into `unit` and program it for `latency` (a page of a known program time,
+    /// such as a translation page written alone). Returns when it is durable.
+    #[inline]
+    pub fn program_for(&mut self, unit: u32, latency: Nanos, at: SimTime) -> SimTime {
         let u = unit as usize;
         let bus = self.bus(unit);
         let transferred = self.buses[bus].book(at.max(self.unit_free[u]), self.page_transfer);
-        let done = transferred + self.time(self.program_latency.get(page_type));
+        let done = transferred + self.time(latency);
         self.unit_free[u] = done;
         self.forget_register(u);
         done

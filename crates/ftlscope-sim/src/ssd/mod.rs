@@ -205,6 +205,8 @@ pub struct SsdDevice {
     /// `nand.stream_register_hits`: where the last read ended, and whether the read being served starts there.
     last_read_end: u64,
     streaming: bool,
+    /// When the last read completes (`nand.stream_queued`).
+    last_read_done: SimTime,
     /// `nand.program_whole_page`: mapping pages one program writes (as one read senses); 1 = each its own.
     program_pages: u64,
     /// `ftl.flush_pipelined_slc`: the buffer has flushed whole since it was last empty, so it now pipelines.
@@ -267,6 +269,7 @@ impl SsdDevice {
             read_seq: 0,
             last_read_end: u64::MAX,
             streaming: false,
+            last_read_done: SimTime::ZERO,
             slc_pipelining: false,
             program_pages: if cfg.nand.program_whole_page { cfg.nand.sense_pages(page) } else { 1 },
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
@@ -799,7 +802,10 @@ impl SsdDevice {
         let mut at = at;
         if access.evicted_dirty {
             let unit = ((lpn / caches::REGION_PAGES) % self.flash.units() as u64) as u32;
-            at = self.flash.program(unit, PageType::L, at);
+            at = match self.cfg.ftl.map_program_latency {
+                Nanos(0) => self.flash.program(unit, PageType::L, at),
+                lone => self.flash.program_for(unit, lone, at),
+            };
             self.ftl.counters.pages_programmed += 1;
         }
         at + self.cfg.ftl.map_miss_latency
@@ -809,7 +815,8 @@ impl SsdDevice {
         let admitted = self.process(now, self.cfg.controller.read_command_time);
         self.read_seq += 1;
         if self.cfg.nand.stream_register_hits {
-            self.streaming = req.offset == self.last_read_end;
+            self.streaming =
+                req.offset == self.last_read_end && (!self.cfg.nand.stream_queued || now < self.last_read_done);
             self.last_read_end = req.offset + req.len;
         }
         let c = &self.cfg.controller;
@@ -888,6 +895,7 @@ impl SsdDevice {
         }
         let done = self.host_transfer(false, ready, req.offset, req.len);
         self.host_bytes_read += req.len;
+        self.last_read_done = done;
         done
     }
 

@@ -50,6 +50,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             cache_read: false,
             register_hits: false,
             stream_register_hits: false,
+            stream_queued: false,
             program_whole_page: false,
             program_suspend: false,
             suspend_latency: us(20),
@@ -79,6 +80,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             flush_pipelined: false,
             flush_pipelined_slc: false,
             write_map_lookup: false,
+            map_program_latency: Nanos(0),
             gc_idle_after: None,
             gc_idle_free: 0.0,
         },
@@ -424,3 +426,6 @@ mod stream_program_tests;
 
 #[path = "seq_read_tests.rs"]
 mod seq_read_tests;
+
+#[path = "dramless_tests.rs"]
+mod dramless_tests;
