@@ -465,7 +465,7 @@ mod tests {
     fn only_the_drives_that_claim_real_ones_carry_noise() {
         // Noise fitted to published percentiles (docs/presets.md) on the presets that name real drives; the
         // Kelpie presets keep their Table 4 timing exactly, and consumer-tlc-dram stays noise-free (its
-        // completion times are the checksum of examples/gc_speed.rs).
+        // completion times were the checksum of examples/gc_speed.rs, which now runs on a frozen copy of it).
         let noisy = ["pm981-256g", "consumer-tlc-hmb", "gigabyte-nvme-256g", "optane-like"];
         for name in names() {
             let cfg = load(name).unwrap();
