@@ -297,9 +297,10 @@ def test_p1_p3_p6_see_through_a_command_rate_limit_on_a_noisy_drive(tmp_path):
 
 
 def test_p1_on_a_read_buffer_drive_whose_even_sweep_reads_each_page_first():
-    # The probe sweeps the two-sector reads at even sectors first: on a drive with a read buffer the read at the
-    # first sector of each page (x a multiple of the page) is the one that reaches flash, every other read is a
-    # hit. That boundary sits at the first sector, not between the two (kelpie-a800g-p read 512 B for 8 KiB).
+    # The probe sweeps the two-sector reads at even sectors first, from high to low offsets: on a drive with a read
+    # buffer the read of the last two sectors of each page (x + 2 sectors a multiple of the page) is the one that
+    # reaches flash, every other read is a hit. That boundary sits just after the two sectors, not between them
+    # (kelpie-a800g-p read 512 B for 8 KiB when the sweep went up and the family was not looked for).
     import numpy as np
     import pandas as pd
 
@@ -310,11 +311,11 @@ def test_p1_on_a_read_buffer_drive_whose_even_sweep_reads_each_page_first():
     for r in range(2):
         base = r * (16 << 20)
         for x in range(0, 128 * KIB, SECTOR):
-            lone = (320_000 if x % (8 * KIB) == 0 else 60_000) + rng.normal(0, 300)
+            lone = (320_000 if (x + 2 * SECTOR) % (8 * KIB) == 0 else 60_000) + rng.normal(0, 300)
             rows.append({"round": r, "base": base, "position": x, "lone_ns": lone,
                          "pair_ns": 62_000 + rng.normal(0, 300)})
     answer = p1.analyse(pd.DataFrame(rows), SECTOR)
-    assert answer.value == 8 * KIB and answer.extra["boundary"] == "at"
+    assert answer.value == 8 * KIB and answer.extra["boundary"] == "after"
     assert answer.confidence >= 0.9
 
 

@@ -33,7 +33,7 @@ def boundary_levels(index, top: int) -> np.ndarray:
     ``index + 1``, capped at ``top``."""
     v = np.asarray(index, dtype=np.int64) + 1
     levels = np.full(v.shape, top, dtype=int)
-    nonzero = v != 0  # step -1 + 1 = 0 (LBA 0 in the "at" family) is a boundary of every size
+    nonzero = v != 0  # step -1 + 1 = 0 (LBA 0, for a family counted before the read) is a boundary of every size
     levels[nonzero] = np.minimum(np.log2(v[nonzero] & -v[nonzero]).astype(int), top)
     return levels
 

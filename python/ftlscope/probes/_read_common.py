@@ -89,6 +89,14 @@ def read_workload(*, start: int, length: int, size: int | list[int], ops: int, b
     )
 
 
+def descending(length: int, step: int) -> dict[str, Any]:
+    """A walk over ``[start, start + length)`` in ``step``-byte steps from high to low offsets (the first read at
+    ``start``, then the top one and downwards: a strided walk with stride ``length - step``). No read then starts
+    where the one before it ended, so a forward-stream detector (a drive's read-ahead, or page-register hits for
+    a read continuing a sequential stream) serves none of them: a sweep measures each read's own cost."""
+    return {"kind": "strided", "stride": int(length - step)}
+
+
 def trace(ctx: Context, workload: Workload, label: str) -> pd.DataFrame:
     """Run ``workload`` and return its per-request trace (offset, size, submit_ns, latency_ns)."""
     result = ctx.run(workload, label, trace=True)
@@ -225,7 +233,8 @@ class Evictor:
         warm_region(ctx, check + 64 * KiB, "read-buffer check (translation)")
         wl = read_workload(start=check, length=self.page, size=self.page, ops=1)
         colds = [int(trace(ctx, wl, "read-buffer check (cold)")["latency_ns"].iloc[0])]
-        for k in range(1, COLD_READS):
+        # Neighbours from high to low (see :func:`descending`): none starts where the read before it ended.
+        for k in range(COLD_READS - 1, 0, -1):
             other = read_workload(start=check + k * self.page, length=self.page, size=self.page, ops=1)
             colds.append(int(trace(ctx, other, "read-buffer check (cold, reference)")["latency_ns"].iloc[0]))
         cold = float(np.median(colds))

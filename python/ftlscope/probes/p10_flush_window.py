@@ -11,6 +11,10 @@ the shape of the drain. Where a full batch overflows the empty buffer (P8 read i
 before overflowing become the batch; should that overflow too, the batches shrink and the analysis scales their
 gaps by the proportional drain (:func:`drained_share`).
 
+A buffer that pipelines its flushes (P8's ``pipelined``: only the first fill from empty waits for a whole flush)
+is tested with two batches: the batch after the gap overflows a buffer the gap left part full and waits for the
+whole flush, but a third batch finds the flush pipelined and waits only for room, so it says nothing of the gap.
+
 Noise (issue 16): a firmware stall or a background operation can make one test spike after a long gap, and a
 single test per gap sent the search astray (a 10 ms stall after 105 ms of idle read as an unfinished flush: 114 ms
 for 40 ms). An unfinished flush repeats at every gap shorter than the window and never at a longer one, a step in
@@ -63,6 +67,7 @@ BATCH_FRACTION = 1.0  # of the P8 capacity per batch: the buffer must be empty a
 SHRINK = 0.8  # when a batch overflowed the empty buffer (P8 read it too large), the next batch is this much smaller
 MIN_FRACTION = 0.5  # ... down to this share (with GAP_BATCHES batches their sum still overflows a buffer)
 GAP_BATCHES = 3
+PIPELINED_BATCHES = 2  # a pipelined buffer: only the batch after the first gap meets a whole flush
 RECOUNT_MARGIN = 0.01
 OVERFLOW_AGREE = 0.1  # two runs of a batch overflow at the same place when their overflows are this close (share)
 # The step model: the share of tests a stall, a background operation or a missed flush turns over (a stated
@@ -204,6 +209,7 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
         size = max(size, power_of_two_above(capacity / ios))
     size = max(size, ctx.logical_block, 4 * KIB)
     state: dict[str, Any] = {"fraction": BATCH_FRACTION, "test": 0, "capacity": capacity, "frames": []}
+    batches = PIPELINED_BATCHES if (buffer.extra or {}).get("pipelined") else GAP_BATCHES
 
     def test(window_gap_ns: int) -> bool:
         """One F7_seqwSleep test: is there a spike after ``window_gap_ns`` of idle time (the gap a whole-buffer
@@ -211,8 +217,8 @@ def probe_flush_window(ctx: Context, known: dict[str, Answer], directory: Path) 
         seen: list[float] = []  # the first overflow's position in each run of the same batch (inf: none)
         while True:
             batch = max(int(state["capacity"] * state["fraction"]) // size, 1) * size
-            share = drained_share(batch / state["capacity"], GAP_BATCHES) or 1.0
-            frame = gap_test(ctx, region, batch, size, max(int(window_gap_ns * share), 1), batches=GAP_BATCHES)
+            share = drained_share(batch / state["capacity"], batches) or 1.0
+            frame = gap_test(ctx, region, batch, size, max(int(window_gap_ns * share), 1), batches=batches)
             frame["test"] = state["test"]
             frame["fraction"] = batch / state["capacity"]
             frame["window_gap_ns"] = window_gap_ns

@@ -13,9 +13,13 @@ two sectors of different pages cost what the two-sector read costs (the same two
 parallelism). ``extra = pair - lone`` is therefore a page read wherever x and x + 1 sector share a page, and
 about zero where a page boundary falls between them, whatever the chunk layout.
 
+Every sweep goes from high to low offsets and the two reads of a pair are issued second sector first, so no read
+starts where the read before it ended: a drive that serves a forward stream from its page register or read-ahead
+(a sequential sweep is one) would otherwise serve every read but a page's first from there and show 512 B.
+
 On a drive with a read buffer the first read of a page is the only one that reaches flash: there ``lone``
-spikes where the sweep first touches a page (once per page) while ``pair`` is all buffer hits, so ``extra``
-dips once per page there instead.
+spikes where the sweep first touches a page (its last two sectors, once per page) while ``pair`` is all buffer
+hits, so ``extra`` dips once per page there instead.
 
 Jenks classifies ``extra`` in units of the lone read (an extra low page and an extra high page then weigh
 alike); the abnormal points are the classes on the smaller side of the widest gap between class means (the
@@ -40,6 +44,7 @@ from ._read_common import (
     Evictor,
     MiB,
     areas,
+    descending,
     read_workload,
     trace,
     unit_interval,
@@ -62,14 +67,16 @@ MAX_ROUNDS = 16  # P3 sweeps the regions after the first 16
 
 
 def round_base(ctx, round_index: int) -> int:
-    """Where round ``round_index`` sweeps: a fresh region each, wrapping round on a small device."""
+    """Where round ``round_index`` sweeps: a fresh region each, wrapping round on a small device; MAX_PAGE into
+    it, so that each descending walk's lead-in read (:func:`measure_round`) falls in the region too."""
     area_start, area_length = areas(ctx)["sweeps"]
-    return area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE)
+    return area_start + (round_index * ROUND_STRIDE) % max(area_length - ROUND_STRIDE, ROUND_STRIDE) + MAX_PAGE
 
 
 def measure_round(ctx, round_index: int) -> pd.DataFrame:
     """One sweep of ``SWEEP`` bytes in sector steps: four engine runs (lone reads at even and odd sectors,
-    sector pairs at even and odd sectors) over one fresh region."""
+    sector pairs at even and odd sectors) over one fresh region, each from high to low offsets (no read continues
+    the one before: :func:`._read_common.descending`)."""
     sector = ctx.logical_block
     base = round_base(ctx, round_index)
     if round_index == 0:
@@ -79,13 +86,22 @@ def measure_round(ctx, round_index: int) -> pd.DataFrame:
     lone: dict[int, int] = {}
     pair: dict[int, int] = {}
     for shift in (0, sector):
-        wl = read_workload(start=base + shift, length=SWEEP, size=2 * sector, ops=SWEEP // (2 * sector))
+        # From high to low: a strided walk reads its start first, then from the top down, so the walk starts one
+        # read below the sweep (a lead-in read, dropped below) and then covers it from the top to x = 0 (on a
+        # drive with a read buffer the first read of every page is then its last two sectors).
+        step = 2 * sector
+        wl = read_workload(start=base + shift - step, length=SWEEP + step, size=step, ops=SWEEP // step + 1,
+                           pattern=descending(SWEEP + step, step))
         t = trace(ctx, wl, f"P1 round {round_index} two-sector reads from +{shift}")
         for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64),
                                    strict=True):
             lone[int(offset) - base] = int(latency)
     for shift in (0, sector):
-        wl = read_workload(start=base + shift, length=SWEEP, size=sector, ops=SWEEP // sector, batch=2)
+        # From high to low one sector at a time, with a lead-in batch of two (the sector below the sweep and the
+        # one above it, no pair: dropped below): the batches are then (x + 1 sector, x) for every even x from the
+        # top down to 0, the second sector issued first so that neither read starts where the one before ended.
+        wl = read_workload(start=base + shift - sector, length=SWEEP + 2 * sector, size=sector,
+                           ops=SWEEP // sector + 2, batch=2, pattern=descending(SWEEP + 2 * sector, sector))
         t = trace(ctx, wl, f"P1 round {round_index} sector pairs from +{shift}")
         # The trace lists requests as they complete: find each pair by its offset, not by its row.
         first = (t["offset_bytes"].to_numpy(np.int64) - (base + shift)) // (2 * sector) * (2 * sector) + shift
@@ -108,9 +124,9 @@ def _top(sector: int) -> int:
 
 
 # Where a page boundary sits against the two sectors read at x: between them (x + 1 sector on it: a second page
-# read, or none), or at x (the sweep's first read of a page: on a drive with a read buffer the one that reaches
-# flash, the sweep of even sectors running first).
-FAMILIES = {"between": 0, "at": -1}
+# read, or none), or just after them (x + 2 sectors on it: the sweep's first read of a page, which on a drive with
+# a read buffer is the one that reaches flash, the sweep of even sectors running first from high to low).
+FAMILIES = {"between": 0, "after": 1}
 
 
 def level_tests(table: pd.DataFrame, sector: int, family: str = "between") -> list[bl.LevelTest]:
@@ -162,7 +178,8 @@ def analyse(raw: pd.DataFrame, sector: int) -> Answer:
                       raw=table)
     table["abnormal"] = bl.boundary_levels(_sectors(table, sector) + FAMILIES[family], _top(sector)) >= int(
         np.log2(value // sector))
-    where = "falls between them" if family == "between" else "falls at the first of them (a read buffer's first read)"
+    where = ("falls between them" if family == "between"
+             else "falls just after them (a read buffer's first read of a page, from high to low)")
     evidence = (f"{rounds} rounds of two sectors read apart against together: where a boundary of "
                 f"{format_size(value)} (or a multiple) {where} the difference moves against sectors of "
                 f"one page (shifts by boundary: {listed}), and no boundary of a smaller size does")

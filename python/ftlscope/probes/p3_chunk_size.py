@@ -10,8 +10,10 @@ the ratio, which a raw latency would otherwise split into classes of their own.
 
 Every page is read once per pass (reads of two pages at even page offsets, then at odd ones, then the pages
 alone); between passes a read buffer, if there is one, is emptied (:class:`Evictor`), so each pass reaches
-flash. When no read of two pages costs clearly less than its pages one after the other, every page boundary is
-a chunk boundary (or there is one unit): the chunk is one page.
+flash. Each pass goes from high to low offsets, so no read starts where the one before it ended: a drive that
+serves a forward stream from its page register or read-ahead would otherwise serve the one-page reads of a
+NAND page but its first from there. When no read of two pages costs clearly less than its pages one after the
+other, every page boundary is a chunk boundary (or there is one unit): the chunk is one page.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._read_common import (
     Evictor,
     MiB,
     areas,
+    descending,
     read_workload,
     trace,
     unit_interval,
@@ -66,14 +69,16 @@ def measure_round(ctx, round_index: int, page: int) -> pd.DataFrame:
     for parity in (0, 1):
         warm_region(ctx, warm, "P3 warm translation")
         start = base + parity * page
-        wl = read_workload(start=start, length=sweep, size=2 * page, ops=sweep // (2 * page))
+        wl = read_workload(start=start, length=sweep, size=2 * page, ops=sweep // (2 * page),
+                           pattern=descending(sweep, 2 * page))
         t = trace(ctx, wl, f"P3 round {round_index} two-page reads at {'odd' if parity else 'even'} pages")
         for offset, latency in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64),
                                    strict=True):
             pairs[(int(offset) - base) // page] = int(latency)
         emptied = evictor.settle(ctx) and emptied
     warm_region(ctx, warm, "P3 warm translation")
-    wl = read_workload(start=base, length=sweep + page, size=page, ops=sweep // page + 1)
+    wl = read_workload(start=base, length=sweep + page, size=page, ops=sweep // page + 1,
+                       pattern=descending(sweep + page, page))
     t = trace(ctx, wl, f"P3 round {round_index} one-page reads")
     alone = {(int(o) - base) // page: int(v)
              for o, v in zip(t["offset_bytes"].to_numpy(np.int64), t["latency_ns"].to_numpy(np.int64),

@@ -6,6 +6,11 @@ after many first-level ones is a second level filling up. The written amount gro
 (buffers range from none to hundreds of MiB). A repeat with smaller writes refines the capacity and tells a buffer
 counted in bytes from one counted in write commands (§4.2, A200GH). The probe trims what it wrote before it writes
 there again, and when it is done.
+
+A buffer that pipelines its flushes (the controller programs what it holds while it takes new writes, so a steady
+stream waits only for the room it needs) shows one spike, where it first fills from empty, and no flush lattice
+after it. Such a series reads as a buffer of that size (``pipelined``) only where the series of every write size
+place that one spike at the same bytes (:func:`first_flush`): a stall or background operation falls anywhere.
 """
 
 from __future__ import annotations
@@ -93,6 +98,11 @@ FIRST_AGREE = 0.05
 MISSED_FLUSH = 0.1
 NOISE_SPIKE_RATE = 2e-4
 DISAGREEMENT = 0.6  # the confidence factor when two or more series saw a buffer and no first flush repeats
+# A pipelined buffer (one flush spike, then none): the series must have written this many times the bytes before
+# the spike (a buffer that flushes whole would have spiked at each multiple), and that spike must be this many times
+# the longest of the spikes after it (a whole buffer's flush against stalls and background operations).
+PIPELINED_REACH = MIN_FLUSHES
+PIPELINED_RATIO = 4.0
 
 
 def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float, list[float], float] | None:
@@ -156,6 +166,7 @@ class BufferReading:
     classes: int = 0
     noise_spikes: int = 0  # spikes off the flush lattice
     spikes: tuple[int, ...] = ()  # where every flush-like spike began (bytes), on the lattice or not
+    pipelined: bool = False  # one whole-buffer flush from empty and none after it (:func:`pipelined_flush`)
 
     @property
     def interval_writes(self) -> float | None:
@@ -183,6 +194,11 @@ def read_buffer(position, latency_ns, size: int, classification: Classification 
     end = float(position.max()) + size if len(position) else 0.0
     lattice = flush_lattice(events["position"].to_numpy(dtype=float), end, LATTICE_TOLERANCE_WRITES * size)
     if lattice is None:
+        single = pipelined_flush(events, end)
+        if single is not None:
+            return BufferReading(size, single, first=single, share=1.0, flushes=1, confidence=confidence or 0.0,
+                                 classes=classes, noise_spikes=len(events) - 1,
+                                 spikes=tuple(int(x) for x in events["position"]), pipelined=True)
         return BufferReading(size, 0, flushes=0, confidence=AMBIGUOUS_NO_BUFFER, classes=classes,
                              noise_spikes=len(events))
     first_f, interval_f, on, recall = lattice
@@ -198,6 +214,28 @@ def read_buffer(position, latency_ns, size: int, classification: Classification 
     second = _second_level(flushes, capacity)
     return BufferReading(size, capacity, first, interval, recall, partial, second, len(flushes),
                          (confidence or 0.0) * recall, classes, noise_spikes=len(events) - len(flushes), spikes=spikes)
+
+
+def pipelined_flush(events: pd.DataFrame, end: float) -> int | None:
+    """The bytes before the one flush of a pipelined buffer (None: not such a series): the first spike is the
+    largest by PIPELINED_RATIO over every later one, and the series wrote on to PIPELINED_REACH times it without
+    another flush of that size."""
+    if events.empty:
+        return None
+    first = float(events["position"].iloc[0])
+    peaks = events["peak_ns"].to_numpy(dtype=float)
+    if first <= 0 or end < PIPELINED_REACH * first:
+        return None
+    if len(peaks) > 1 and peaks[0] < PIPELINED_RATIO * float(peaks[1:].max()):
+        return None
+    return int(first)
+
+
+def as_no_buffer(r: BufferReading) -> BufferReading:
+    """A pipelined reading set aside (another series saw a flush lattice, or no other series repeats its spike):
+    its spikes count as noise, as a series without a lattice."""
+    return replace(r, capacity=0, first=None, flushes=0, confidence=AMBIGUOUS_NO_BUFFER,
+                   noise_spikes=len(r.spikes), pipelined=False) if r.pipelined else r
 
 
 def second_level_flushes(events: pd.DataFrame) -> list[int]:
@@ -304,7 +342,10 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
     flushes sooner, in bytes, with small writes: a series whose capacity falls short of a series of larger writes
     by more than 10 % and more than one write is limited by the count, which is its bytes before the first flush
     over its write size. The byte capacity is the first flush the other series agree on (:func:`first_flush`),
-    read from the finest of them that saw it. Returns (reading used, capacity_ios or None, a note)."""
+    read from the finest of them that saw it. Pipelined readings (one flush, no lattice) count only when no series
+    saw a lattice and at least two of them place their spike together; else their spikes are noise. Returns
+    (reading used, capacity_ios or None, a note)."""
+    readings = _pipelined_agreed(readings)
     found = [r for r in readings if r.capacity > 0]
     if not found:
         # Spikes, but on no lattice in any series: noise rather than a buffer, the surer the more series agree.
@@ -340,6 +381,22 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
 
 
 # ---- measurement ------------------------------------------------------------------------------------------------
+
+
+def _pipelined_agreed(readings: list[BufferReading]) -> list[BufferReading]:
+    """``readings`` with the pipelined ones kept only if no series saw a flush lattice and the pipelined series'
+    first flushes repeat (two or more series within FIRST_AGREE): a buffer flushes at the same bytes from empty
+    every time, noise does not."""
+    if any(r.capacity > 0 and not r.pipelined for r in readings):
+        return [as_no_buffer(r) for r in readings]
+    pipelined = [r for r in readings if r.pipelined]
+    if not pipelined:
+        return readings
+    first = first_flush(pipelined)
+    if first is None or len(first.hits) < 2:
+        return [as_no_buffer(r) for r in readings]
+    agreed = {id(pipelined[i]) for i in first.hits}
+    return [r if id(r) in agreed else as_no_buffer(r) for r in readings]
 
 
 def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level: int, limit: int,
@@ -387,6 +444,8 @@ def _enough(frame: pd.DataFrame, written: int, second_level: int, expect_buffer:
             return int(spike_events(position, lat, quick_spikes(lat) & (True if keep is None else keep)).shape[0]) \
                 >= MIN_FLUSHES
         return 0 < second_level <= written
+    if reading.pipelined:
+        return written >= max(second_level, PIPELINED_REACH * (reading.first or 0))
     if reading.flushes < MIN_FLUSHES:
         return False
     mask = spike_mask(lat, classification) & (True if keep is None else keep)
@@ -501,6 +560,7 @@ def _limit(main: BufferReading, size: int, most: int) -> int:
 
 def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
     readings, chosen = _series_readings(frame)
+    readings = _pipelined_agreed(readings)
     reading, ios, note = combine_buffer_readings(readings)
     main = readings[0]
     extra: dict[str, Any] = {}
@@ -510,6 +570,8 @@ def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
         extra["second_level"] = main.second_level
     if ios:
         extra["capacity_ios"] = ios
+    if reading.pipelined and reading.capacity:
+        extra["pipelined"] = True
     sid = next(i for i, r in enumerate(readings)
                if (r.size, r.interval, r.flushes, r.spikes) == (reading.size, reading.interval, reading.flushes,
                                                                  reading.spikes))
@@ -527,6 +589,13 @@ def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
     else:
         evidence = (f"{reading.flushes} flush spikes in sequential {format_size(reading.size)} writes from an "
                     f"empty buffer; first after {format_size(reading.first or 0)}")
+        if reading.pipelined:
+            used = frame[frame["series"] == series_ids[sid]]
+            evidence = (f"one flush spike in sequential {format_size(reading.size)} writes from an empty buffer, "
+                        f"after {format_size(reading.first or 0)}, at the same place in "
+                        f"{sum(r.pipelined for r in readings)} series, and none in the "
+                        f"{format_size(int(used['size'].sum()) - (reading.first or 0))} written after it: the "
+                        "buffer flushes while it takes writes (pipelined), so only its first fill from empty waits")
         if reading.interval:
             evidence += f", then every {format_size(reading.interval)} (a spike at {reading.share:.0%} of those points)"
         if reading.partial:
