@@ -25,7 +25,11 @@ reads on one channel wait for its bus, so the median latency of a stream rises w
 share a channel. Each channel count predicts which streams share; the one whose prediction explains the
 streams' medians best (a monotone fit plus a trend in d for the page types in flight, Akaike's criterion on the
 cells' real spread: :mod:`._p5_analysis`) is the answer, its posterior against the others the confidence, and
-rounds of streams go on until the posterior settles; if the streams stay unsure the pairs below are run as well
+rounds of streams go on until the posterior settles. A second reading of the same cells
+(:func:`._p5_analysis.second_opinion`: each stream that shares a bus rises by its own amount) that names another
+channel count caps the confidence at 0.5, the other count listed; a layout of more than 16 chips a channel is
+said as possibly pooled channels (at most 0.5). Where one-block reads are penalised (slower than whole pages)
+the streams read whole pages. If the streams stay unsure the pairs below are run as well
 and the more confident answer kept (at most 0.5 on a noisy drive). Pairs issued together first check for a
 serial stage in front of the buses (one command processor): one that spaces reads by at least the fastest bus's
 page transfer can hide every bus wait, and the answer then says so (``controller_limited``, low confidence).
