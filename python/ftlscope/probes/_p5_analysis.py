@@ -11,7 +11,7 @@ from math import gcd
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import isotonic_regression
+from scipy.optimize import isotonic_regression, lsq_linear
 
 from ._layout_analysis import ChannelReading, _listed, channel_load
 
@@ -23,12 +23,27 @@ TREND_PASSES = 8
 # The trend in the distance (page types in flight) is a polynomial of this degree: the share of neighbours
 # crossing a row is linear in d, but a stream's median depends on the types of all its in-flight reads together.
 TREND_DEGREE = 2
+# The cells' residuals are weighed with Student's t of this many degrees of freedom (a cell 3 standard errors off
+# costs 7.8 instead of 9, one 14 off 19 instead of 196), refitted this many times.
+ROBUST_DF = 4
+ROBUST_PASSES = 6
+# The most dies a channel bus carries in the drives measured ("Fantastic SSD Internals and How to Learn and Use
+# Them", Table 4: the deepest layout is 4 x 16). A layout with more per channel is more likely channels pooled
+# into groups that contend as one bus (the paper's N1.6TS: 16 channels in 4 pools), which no read timing tells
+# from fewer channels: such an answer is given at most POOLED_CONFIDENCE, with the pooled layouts beside it.
+MAX_CHIPS_PER_CHANNEL = 16
+POOLED_CONFIDENCE = 0.5
+# A stream median counts as slower at the deepest depth than at the one below only beyond this ratio: with no
+# serial stage the in-flight reads sit on distinct units and buses, and the median stays where it was.
+SATURATION_RATIO = 1.15
 # A stream median counts as slower at the deepest depth than at the one below only beyond this ratio: with no
 # serial stage the in-flight reads sit on distinct units and buses, and the median stays where it was.
 SATURATION_RATIO = 1.15
 # The fastest channel bus of current NAND (ONFI 5 / Toggle 5: 2.4 GT/s, one byte per transfer): a page moves
 # over a bus in at least page / FASTEST_BUS. A serial stage at least this long per read can hide every bus wait.
 FASTEST_BUS = 2.4e9
+# The most confidence a layout is given when :func:`second_opinion` names another channel count.
+DISAGREE_CONFIDENCE = 0.5
 # The confidence of "no two units share a bus" when a serial stage long enough to hide a bus wait was seen.
 HIDDEN_CONFIDENCE = 0.3
 # The most confidence a layout seen through such a stage is given.
@@ -82,6 +97,78 @@ def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.nda
     low, high = fitted == fitted.min(), fitted == fitted.max()
     rise = (fitted.max() - fitted.min()) / np.sqrt(1 / weight[low].sum() + 1 / weight[high].sum())
     return chi2, params, float(rise)
+
+
+def elevation_fit(y: np.ndarray, w: np.ndarray, d: np.ndarray, loaded: np.ndarray,
+                  offsets: list[np.ndarray] | None = None) -> tuple[float, int, float, np.ndarray]:
+    """Robust fit of the streams' cells under one channel count: ``y`` = a baseline (a level plus a trend in the
+    distance ``d``, fitted to the cells whose in-flight reads share no bus) plus, for each ``loaded`` cell (some of
+    its in-flight reads share a bus), an elevation of its own that is never negative. (loss, parameters, the largest
+    elevation in standard errors, each cell's squared residual in standard errors.)
+
+    An elevation of its own per loaded cell, not one level per load: how long a read waits for a shared bus depends
+    on whether the reads sharing it finish sensing together, which depends on the page types the stride puts side by
+    side, so streams with the same load sit microseconds apart (kelpie-n128g-s at medium noise: 75.8, 74.4, 73.0 and
+    69.6 us at one load), and a fit that forced them level scattered 5.7x beyond their errors and named 29 channels
+    for 16. What a channel count must explain is which cells rise, not by how much. One baseline for every depth:
+    with no bus shared a stream's median is the same however many reads are in flight (measured on ten presets at
+    medium noise: within 1.5 standard errors), and a baseline per depth would let a depth every one of whose cells
+    the true channel count loads (4 channels: all streams with 8 in flight) sit on a level of its own, so a count
+    that loads fewer cells would explain it as well for fewer parameters. ``offsets`` (indicator columns) give the
+    deeper streams a level of their own all the same, for a serial stage in front of the buses (a host link slower
+    than a channel) that slows them. The trend is the page types in flight (a stream's neighbouring
+    reads are ``d`` units plus whole stripe rows apart, and the share of them crossing into the next row drifts with
+    ``d``). The loss is Student's t with ROBUST_DF degrees of freedom on the residuals in standard errors
+    (iteratively reweighted): one cell far off the baseline for a reason no channel count names (kelpie-n1.6t-s: one
+    lock-step stream 6.6 us slow with no bus shared) costs a few units of loss, not its square, and cannot by itself
+    buy a channel count that marks twenty more cells loaded. Each bounded least-squares step is scipy's BVLS."""
+    x = (d - d.mean()) / max(float(np.ptp(d)), 1.0)
+    columns = [np.ones_like(x), *(offsets or [])]
+    if len(np.unique(d[~loaded])) > TREND_DEGREE + 2:
+        columns += [x ** (k + 1) for k in range(TREND_DEGREE)]
+    baseline = len(columns)
+    index = np.flatnonzero(loaded)
+    design = np.column_stack(columns + [np.eye(len(y))[:, i] for i in index])
+    lower = np.r_[np.full(baseline, -np.inf), np.zeros(len(index))]
+    weight = w.copy()
+    coef = np.zeros(design.shape[1])
+    for _ in range(ROBUST_PASSES):
+        sw = np.sqrt(weight)
+        coef = lsq_linear(design * sw[:, None], y * sw, bounds=(lower, np.inf), method="bvls").x
+        z2 = w * (y - design @ coef) ** 2
+        weight = w * (ROBUST_DF + 1) / (ROBUST_DF + z2)
+    z2 = w * (y - design @ coef) ** 2
+    loss = float(np.sum((ROBUST_DF + 1) * np.log1p(z2 / ROBUST_DF)))
+    rise = coef[baseline:] * np.sqrt(w[index]) if len(index) else np.zeros(0)
+    return loss, design.shape[1], float(rise.max()) if len(rise) else 0.0, z2
+
+
+def second_opinion(cells: pd.DataFrame, stripe: int) -> tuple[int, float]:
+    """A second reading of the streams' cells (:func:`elevation_fit`: a rise of its own in every cell a channel
+    count loads, on one baseline for every depth, robust loss): the channel count it prefers and that count's
+    posterior. Where it names another count than :func:`channels_from_streams`, the cells do not decide between
+    them (at medium noise the monotone fit named 32 channels for 16 at 0.90 on kelpie-n1.6t-w, 29 for 16 on
+    kelpie-n128g-s, 9 for 16 on kelpie-t128g-s; this reading named 16 on each, but on other drives it errs
+    where the monotone fit does not), and the answer's confidence falls to DISAGREE_CONFIDENCE."""
+    q = cells["q"].to_numpy(int)
+    d = cells["d"].to_numpy(float)
+    y = cells["median_ns"].to_numpy(float)
+    se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
+    candidates = list(range(2, min(int(d.max()), stripe - 1) + 1)) + [stripe]
+    loads = {c: np.array([(channel_load(int(a), int(b), stripe, c) or 1) > 1 for a, b in zip(q, d, strict=True)])
+             for c in candidates}
+    fits = {c: elevation_fit(y, 1 / se ** 2, d, loads[c]) for c in candidates}
+    first = min(fits, key=lambda c: (fits[c][0] + 2 * fits[c][1], c))
+    baseline = ~loads[first]
+    # A chi-square of one degree of freedom has median 0.455.
+    dispersion = max(1.0, float(np.median(fits[first][3][baseline])) / 0.455) if baseline.any() else 1.0
+    if dispersion > 1.0:
+        fits = {c: elevation_fit(y, 1 / (dispersion * se ** 2), d, loads[c]) for c in candidates}
+    score = {c: f[0] + 2 * f[1] for c, f in fits.items()}
+    low = min(score.values())
+    weights = {c: float(np.exp(-(s - low) / 2)) for c, s in score.items()}
+    best = min(weights, key=lambda c: (-weights[c], c))
+    return best, weights[best] / sum(weights.values())
 
 
 def serial_stage(cells: pd.DataFrame, loads: np.ndarray, stripe: int) -> tuple[bool, float]:

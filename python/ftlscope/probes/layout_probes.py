@@ -25,7 +25,11 @@ reads on one channel wait for its bus, so the median latency of a stream rises w
 share a channel. Each channel count predicts which streams share; the one whose prediction explains the
 streams' medians best (a monotone fit plus a trend in d for the page types in flight, Akaike's criterion on the
 cells' real spread: :mod:`._p5_analysis`) is the answer, its posterior against the others the confidence, and
-rounds of streams go on until the posterior settles; if the streams stay unsure the pairs below are run as well
+rounds of streams go on until the posterior settles. A second reading of the same cells
+(:func:`._p5_analysis.second_opinion`: each stream that shares a bus rises by its own amount) that names another
+channel count caps the confidence at 0.5, the other count listed; a layout of more than 16 chips a channel is
+said as possibly pooled channels (at most 0.5). Where one-block reads are penalised (slower than whole pages)
+the streams read whole pages. If the streams stay unsure the pairs below are run as well
 and the more confident answer kept (at most 0.5 on a noisy drive). Pairs issued together first check for a
 serial stage in front of the buses (one command processor): one that spaces reads by at least the fastest bus's
 page transfer can hide every bus wait, and the answer then says so (``controller_limited``, low confidence).
@@ -116,12 +120,17 @@ MAX_DISTANCE = 40
 STREAM_READS = 4000
 MAX_STREAM_ROUNDS = 4
 SETTLED = 0.97
-STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are tried as well
 # P5's serial-stage check: pairs at unit distances 1 .. ADMISSION_DISTANCES, ADMISSION_RUNS runs of
 # BATCHES_PER_DISTANCE pairs each.
 ADMISSION_DISTANCES = 8
 ADMISSION_RUNS = 4
+STREAMS_UNSURE = 0.5  # below this confidence from streams, pairs of reads are tried as well
 PAIRS_ON_NOISE = 0.5  # the most confidence pairs of reads are given on a drive with timing noise
+# P5 on a noisy drive reads the whole page instead of one logical block when a lone block read takes over
+# SLOW_SECTOR times a lone page read (kelpie-n1t-i: +200 us for reads that are not a multiple of 4 KiB, 267 us
+# against 60, and its streams' reads never met on a bus).
+SLOW_SECTOR = 1.25
+SIZE_CHECK_PAGES = 64
 # P5 behind a serial stage: single reads of k = 1 .. SPAN_MAX whole chunks (at most SPAN_BYTES a read), about
 # SPAN_READS[r] kept per k in round r (a read that crosses into the next stripe row is left out), until the
 # posterior reaches SETTLED or SPAN_BUDGET_S of device time is spent. The first round is short: a drive without
@@ -504,8 +513,27 @@ def sector_read(ctx: Context) -> int:
     return max(int(ctx.logical_block), 512)
 
 
+def read_size(ctx: Context, end: int, page: int) -> int:
+    """The size of P5's reads on a noisy drive: one logical block (:func:`sector_read`), unless lone reads of
+    one block take SLOW_SECTOR times lone reads of a whole page or more (a penalty for reads below the drive's
+    alignment: in-flight reads that slow finish sensing far apart and never meet on a bus); then the whole
+    page. Medians of NOISE_CHECK_READS reads each at random pages of the SIZE_CHECK_PAGES before ``end``."""
+    sector = sector_read(ctx)
+    if sector >= page:
+        return page
+    span = SIZE_CHECK_PAGES * page
+
+    def lone(size: int, seed: int) -> float:
+        latency = _trace(ctx, _reads(start=end - span, length=span, size=size, ops=NOISE_CHECK_READS, batch=1,
+                                     pattern={"kind": "random"}, seed=seed),
+                         f"P5 read size check: {format_size(size)}")["latency_ns"]
+        return float(np.median(latency)) if len(latency) else 0.0
+
+    return page if lone(sector, 2) >= SLOW_SECTOR * lone(page, 3) else sector
+
+
 def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
-                 batch: int, label: str) -> pd.DataFrame:
+                 batch: int, label: str, size: int | None = None) -> pd.DataFrame:
     """Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart: a
     strided walk of ``k * distance`` chunks over ``rows`` stripe rows. One row per pair of interest inside
     one stripe row (two units, the same place in their write order): the first two reads of a batch (of
@@ -515,7 +543,8 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     batches = min(BATCHES_PER_DISTANCE, period // batch)
     if batches < 1:
         return pd.DataFrame()
-    wl = _reads(start=rows_start, length=chunks * chunk, size=sector_read(ctx), ops=batches * batch, batch=batch,
+    wl = _reads(start=rows_start, length=chunks * chunk, size=size or sector_read(ctx), ops=batches * batch,
+                batch=batch,
                 pattern={"kind": "strided", "stride": distance * chunk})
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
@@ -642,7 +671,7 @@ def pair_figure(answer: Answer, directory: Path) -> Path:
 
 
 def stream_cell(ctx: Context, first_row: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
-                depth: int, reads: int, label: str) -> np.ndarray:
+                depth: int, reads: int, label: str, size: int | None = None) -> np.ndarray:
     """Latencies of a stream of page reads whose neighbours are ``distance`` units apart, ``depth`` in flight:
     a strided walk over ``rows`` stripe rows from ``first_row``, the first page of each chunk, so the in-flight
     reads sit on units ``distance`` apart. The stride is ``distance`` plus whole stripe rows (the same units),
@@ -652,7 +681,7 @@ def stream_cell(ctx: Context, first_row: int, rows: int, stripe: int, chunk: int
     chunks = rows * stripe
     stride = distance + stripe * -(-2 * chunks // (reads * stripe))
     reads = min(reads, chunks // gcd(stride, chunks))
-    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=sector_read(ctx), ops=reads,
+    wl = _reads(start=first_row * stripe * chunk, length=chunks * chunk, size=size or sector_read(ctx), ops=reads,
                 batch=depth, pattern={"kind": "strided", "stride": stride * chunk})
     wl.batch = None  # a closed loop: the next read goes out as one completes, so ``depth`` stay in flight
     return _trace(ctx, wl, label)["latency_ns"].to_numpy(np.int64)
@@ -682,6 +711,22 @@ def channel_answer(raw: pd.DataFrame, stripe: int, page: int = 4096, admission_n
                          "bus_contention_seen": reading.found, "posterior": reading.posterior,
                          "controller_limited": reading.controller_limited,
                          "serial_stage_us": round(reading.serial_stage_ns / 1e3, 3)}, raw=raw)
+
+
+def second_opinion_cap(answer: Answer, cells: pd.DataFrame, stripe: int) -> Answer:
+    """The streams' answer at most p5.DISAGREE_CONFIDENCE, the other count listed first, when
+    :func:`._p5_analysis.second_opinion` reads another channel count from the same cells."""
+    other, posterior = p5.second_opinion(cells, stripe)
+    if other == answer.value["channels"]:
+        return answer
+    layout = {"channels": other, "chips_per_channel": -(-stripe // other)}
+    answer.evidence += (f"; a fit in which every stream a channel count loads rises on its own, not one level per "
+                        f"load, names {other} channels (posterior {posterior:.2f}): the streams do not decide "
+                        f"between them")
+    answer.confidence = min(answer.confidence or 0.0, p5.DISAGREE_CONFIDENCE)
+    answer.alternatives = [{"value": layout, "confidence": round(posterior, 4)}] + [
+        a for a in answer.alternatives if a["value"] != layout]
+    return answer
 
 
 def channel_figure(answer: Answer, directory: Path) -> Path:
@@ -804,6 +849,26 @@ def span_figure(answer: Answer, directory: Path) -> Path:
                       "multiple of the channel count.")
 
 
+def pooled_cap(answer: Answer, stripe: int) -> Answer:
+    """A layout with more chips a channel than any drive measured carries (p5.MAX_CHIPS_PER_CHANNEL) is more
+    likely channels pooled into groups that contend as one bus ("Fantastic SSD Internals and How to Learn and
+    Use Them": N1.6TS's 16 channels in 4 pools), which read timing cannot tell from that many channels: at most
+    p5.POOLED_CONFIDENCE, the pooled layouts listed beside it."""
+    value = answer.value or {}
+    if value.get("chips_per_channel", 0) <= p5.MAX_CHIPS_PER_CHANNEL or answer.confidence is None:
+        return answer
+    wider = [value["channels"] * k for k in (2, 4, 8) if value["channels"] * k <= stripe]
+    answer.alternatives = answer.alternatives + [
+        {"value": {"channels": c, "chips_per_channel": -(-stripe // c)}, "confidence": None} for c in wider]
+    answer.confidence = min(answer.confidence, p5.POOLED_CONFIDENCE)
+    answer.evidence += (f"; {value['chips_per_channel']} chips a channel is more than any drive measured carries "
+                        f"({p5.MAX_CHIPS_PER_CHANNEL}): these may be {value['channels']} groups of pooled channels "
+                        f"that contend as one bus, which read timing cannot tell apart (confidence at most "
+                        f"{p5.POOLED_CONFIDENCE})")
+    answer.extra["pooled_channels_possible"] = True
+    return answer
+
+
 def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
     answer = _channel_layout(ctx, known, directory)
     if answer.extra.get("controller_limited") and answer.value and int(_known_value(known, "P4") or 0) > 2:
@@ -813,6 +878,7 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
             answer.figures = [span_figure(answer, directory)]
         else:
             answer.figures = figures
+    answer = pooled_cap(answer, int(_known_value(known, "P4") or 1))
     # The layout is read over P3's chunks and P4's stripe: it is no surer than they are (at harsh noise a stripe
     # of 1 read at 0.54 gave "1 ch x 1" at 1.0).
     basis = [known[pid].confidence for pid in ("P3", "P4") if pid in known and known[pid].confidence is not None]
@@ -845,7 +911,7 @@ def _channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> 
                 if la.channel_load(depth, distance, stripe, stripe) is None:
                     continue  # two in-flight reads on one unit: its queue would hide the bus
                 latency = stream_cell(ctx, first_row, rows, stripe, chunk, page, distance, depth, STREAM_READS,
-                                      f"round {round_index}: {depth} in flight, {distance} units apart")
+                                      f"round {round_index}: {depth} in flight, {distance} units apart", size)
                 frames.append(pd.DataFrame({"round": round_index, "q": depth, "d": distance,
                                             "latency_ns": latency}))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
@@ -864,11 +930,12 @@ def _channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> 
         answer = run_pairs(ctx, page, chunk, stripe)
         answer.figures.append(pair_figure(answer, directory))
         return answer
+    size = read_size(ctx, check, page)
     # Does a serial stage (one command processor) space reads issued together? Pairs at a few distances, their
     # gap in submission order: on a drive that admits commands in parallel its median is ~0 where no bus is
     # shared, whatever the noise.
     pairs = [distance_run(ctx, (first_row + run * ROWS_PER_RUN) * row, ROWS_PER_RUN, stripe, chunk, page, d, 2,
-                          f"serial stage check: pairs {d} units apart")
+                          f"serial stage check: pairs {d} units apart", size)
              for d in range(1, min(stripe - 1, ADMISSION_DISTANCES) + 1) for run in range(ADMISSION_RUNS)]
     pairs = [p for p in pairs if len(p)]
     admission = p5.admission_gap(pd.concat(pairs)["distance"], pd.concat(pairs)["gap_ns"]) if pairs else 0.0
@@ -881,6 +948,8 @@ def _channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> 
         if settled(answer):
             break  # the layout is clear: more reads would not change it
     assert answer is not None
+    if answer.value and not answer.extra.get("serial_stage_us"):
+        answer = second_opinion_cap(answer, cell_table(answer.raw), stripe)
     if (answer.confidence or 0.0) < STREAMS_UNSURE and not answer.extra.get("serial_stage_us"):
         # Streams could not tell (noise too slight to desynchronise them, or too strong): the pairs, exact on a
         # quiet drive, may; the more confident of the two answers, the other one listed beside it. Not when the
@@ -896,6 +965,10 @@ def _channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> 
             pairs.evidence += f" (streams of reads gave {answer.value} at confidence {answer.confidence or 0:.2f})"
             pairs.figures.append(pair_figure(pairs, directory))
             return pairs
+    if size != sector_read(ctx):
+        answer.evidence += (f"; read {format_size(size)} a page: a read of one logical block took longer than the "
+                            "whole page (the drive penalises reads smaller than its alignment, which would space "
+                            "them too far apart to meet on a bus)")
     answer.figures.append(channel_figure(answer, directory))
     return answer
 
