@@ -13,7 +13,6 @@ import ftlscope
 from ftlscope.fidelity.measure import fill
 from ftlscope.sim import SimDevice
 
-
 SPAN = "256MiB"
 
 
