@@ -6,22 +6,11 @@
 use super::*;
 use crate::config::MappingCache as MappingCacheConfig;
 
-/// The small device with one read time for every page type, 16 KiB NAND pages and a fast bus.
+/// The tests' paged device with page-register hits for sequential streams.
 fn paged() -> DeviceConfig {
-    let mut cfg = small_config();
-    cfg.nand.read_latency = PerType { l: us(50), m: us(50), h: us(50) };
-    cfg.nand.channel_rate = Rate(4e9);
-    cfg.mapping.chunk_size = 16 * KIB;
-    cfg.nand.physical_page = 16 * KIB;
+    let mut cfg = paged_config();
     cfg.nand.stream_register_hits = true;
     cfg
-}
-
-/// Latencies of 4 KiB reads at `offsets`, one after another, on a sequentially filled device.
-fn reads(cfg: DeviceConfig, offsets: &[u64]) -> Vec<u64> {
-    let mut dev = SsdDevice::new(cfg);
-    let t = fill_sequentially(&mut dev) + ms(100);
-    qd1(&mut dev, t, offsets.iter().map(|&o| req(SimOp::Read, o, 4 * KIB))).0
 }
 
 #[test]
@@ -30,7 +19,7 @@ fn a_queued_stream_is_followed_and_reads_one_at_a_time_are_not() {
     cfg.nand.stream_queued = true;
     let offsets = [0, 4 * KIB, 8 * KIB, 12 * KIB];
     // One at a time (as a latency probe reads): every read senses its page.
-    let alone = reads(cfg.clone(), &offsets);
+    let alone = reads_after_sequential_fill(cfg.clone(), &offsets);
     assert!(alone.iter().all(|&l| l >= 50_000), "{alone:?}");
     // Submitted together: each continues a read still in progress, so the sensed page serves the rest.
     let mut dev = SsdDevice::new(cfg);

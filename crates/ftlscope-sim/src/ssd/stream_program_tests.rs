@@ -4,35 +4,18 @@
 
 use super::*;
 
-/// The small device with one read time for every page type, 16 KiB NAND pages and a fast bus.
-fn paged() -> DeviceConfig {
-    let mut cfg = small_config();
-    cfg.nand.read_latency = PerType { l: us(50), m: us(50), h: us(50) };
-    cfg.nand.channel_rate = Rate(4e9);
-    cfg.mapping.chunk_size = 16 * KIB;
-    cfg.nand.physical_page = 16 * KIB;
-    cfg
-}
-
-/// Latencies of 4 KiB reads at `offsets`, one after another, on a sequentially filled device.
-fn reads(cfg: DeviceConfig, offsets: &[u64]) -> Vec<u64> {
-    let mut dev = SsdDevice::new(cfg);
-    let t = fill_sequentially(&mut dev) + ms(100);
-    qd1(&mut dev, t, offsets.iter().map(|&o| req(SimOp::Read, o, 4 * KIB))).0
-}
-
 #[test]
 fn stream_register_hits_serve_a_sequential_stream_but_not_a_jump_back() {
-    let mut cfg = paged();
+    let mut cfg = paged_config();
     cfg.nand.stream_register_hits = true;
     // 0, 4, 8 KiB: a stream (the page sensed by the first serves the next two); then 4 KiB again, which is in
     // the register too but does not continue the stream.
-    let lat = reads(cfg, &[0, 4 * KIB, 8 * KIB, 4 * KIB]);
+    let lat = reads_after_sequential_fill(cfg, &[0, 4 * KIB, 8 * KIB, 4 * KIB]);
     assert!(lat[0] >= 50_000, "{lat:?}");
     assert!(lat[1] < 20_000 && lat[2] < 20_000, "the stream's next pages come from the register: {lat:?}");
     assert!(lat[3] >= 50_000, "a read that does not continue the stream senses again: {lat:?}");
     // The same reads without the key all sense.
-    let plain = reads(paged(), &[0, 4 * KIB, 8 * KIB, 4 * KIB]);
+    let plain = reads_after_sequential_fill(paged_config(), &[0, 4 * KIB, 8 * KIB, 4 * KIB]);
     assert!(plain.iter().all(|&l| l >= 50_000), "{plain:?}");
 }
 
@@ -46,7 +29,7 @@ fn program_4mib(cfg: DeviceConfig) -> (u64, u64) {
 
 #[test]
 fn whole_page_programs_write_the_mapping_pages_of_a_physical_page_at_once() {
-    let mut cfg = paged();
+    let mut cfg = paged_config();
     cfg.write_buffer.idle_flush_window = None;
     let (paged_ns, pages) = program_4mib(cfg.clone());
     cfg.nand.program_whole_page = true;
@@ -91,7 +74,7 @@ fn the_flush_is_pipelined_before_the_slc_cliff_after_the_first_fill_with_flush_p
 
 /// `programming` of the read tests, with a limit on suspends: a buffer-sized burst flushed at once.
 fn busy(limit: u32) -> (SsdDevice, SimTime) {
-    let mut cfg = paged();
+    let mut cfg = paged_config();
     cfg.nand.physical_page = 4 * KIB;
     cfg.nand.program_suspend = true;
     cfg.nand.suspend_latency = us(20);

@@ -132,6 +132,24 @@ fn fill_sequentially(dev: &mut SsdDevice) -> SimTime {
     dev.submit(t + ms(1000), &req(SimOp::Flush, 0, 0))
 }
 
+/// The small device with one read time for every page type, 16 KiB NAND pages and a fast bus (the register
+/// and stream tests of stream_program_tests.rs and dramless_tests.rs).
+fn paged_config() -> DeviceConfig {
+    let mut cfg = small_config();
+    cfg.nand.read_latency = PerType { l: us(50), m: us(50), h: us(50) };
+    cfg.nand.channel_rate = Rate(4e9);
+    cfg.mapping.chunk_size = 16 * KIB;
+    cfg.nand.physical_page = 16 * KIB;
+    cfg
+}
+
+/// Latencies of 4 KiB reads at `offsets`, one after another, on a sequentially filled device.
+fn reads_after_sequential_fill(cfg: DeviceConfig, offsets: &[u64]) -> Vec<u64> {
+    let mut dev = SsdDevice::new(cfg);
+    let t = fill_sequentially(&mut dev) + ms(100);
+    qd1(&mut dev, t, offsets.iter().map(|&o| req(SimOp::Read, o, 4 * KIB))).0
+}
+
 #[test]
 fn reads_of_unwritten_pages_do_not_touch_nand() {
     let mut dev = SsdDevice::new(small_config());
