@@ -58,10 +58,10 @@ def test_a_clear_chunk_is_still_found():
     assert answer.value == 4 * PAGE and answer.confidence >= 0.9
 
 
-def test_power_is_the_weakest_level_alone():
+def test_power_is_the_levels_alone_on_average():
     tests = [bl.LevelTest(8192, 0.0, 0.0, 0.0, 400, False, 0.001), bl.LevelTest(16384, 0.0, 0.0, 0.0, 12, False, 0.04),
              bl.LevelTest(8192, 0.0, 0.0, 0.0, 800, True, 0.001)]
-    assert bl.power(tests, 0.08) == 0.08 / (bl.Z_SURE * 0.04)
+    assert bl.power(tests, 0.08) == (1.0 + 0.08 / (bl.Z_SURE * 0.04)) / 2
 
 
 def test_identical_reads_of_a_noise_free_drive_make_no_shift():
