@@ -99,10 +99,13 @@ def test_seq_read_over_time_on_the_default_drive(tmp_path):
     windows = outcome.table[outcome.table["phase"] == "window"]
     run = outcome.table[outcome.table["phase"] == "run"].iloc[0]
     assert windows["bytes"].sum() == run["span"] == 4 * 2**30
-    # 4 GiB written sequentially into an empty 13 GB SLC cache read back at one rate: after the first
-    # windows (queue filling) there is no fall of 10 %.
+    # 4 GiB written sequentially into an empty SLC cache read back at one rate: no fall of 10 %, and after the
+    # first 200 ms (the fill's last writes still being programmed: 2.3-2.6 GB/s, then the link's 3.5) the windows
+    # agree within a few percent. The finding's CV counts those first windows too, so it is only bounded loosely.
     assert found["biggest_drop_ratio"] is None
-    assert found["window_mb_s_cv"] < 0.1
+    steady = windows["mb_s"].iloc[2:-1]
+    assert steady.std() / steady.mean() < 0.02
+    assert found["window_mb_s_cv"] < 0.2
     assert found["mb_s"] == pytest.approx(run["span"] / 1e6 / run["seconds"], rel=1e-6)
     assert len(outcome.figures) == 3
 

@@ -595,7 +595,7 @@ impl SsdDevice {
             self.host_read.book(at, c.host_rate.time_for(len))
         };
         if let Some(dp) = &mut self.datapath {
-            done = done.max(dp.copy(at, offset, len));
+            done = done.max(dp.copy(write, at, offset, len));
         }
         if c.host_total_rate.0 > 0.0 {
             let total = c.host_total_rate.time_for(len);
