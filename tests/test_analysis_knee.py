@@ -84,3 +84,16 @@ def test_the_seeds_block_size_curves_turn_bandwidth_bound_where_the_seed_read_it
     assert kib[knee.first_reaching(kib, random, 0.8)] == 256
     assert kib[knee.first_reaching(kib, sequential, 0.8)] == 64
     assert kib[knee.first_reaching(kib, random, 0.9)] == 1024  # 512 KiB reaches 89.97 % only
+
+
+def test_a_curve_that_pauses_and_climbs_again_has_its_knee_where_it_stays_flat():
+    # Regression: a simulated 7200 rpm disk's QD sweep (`ftlscope profile sim:hdd-7200-consumer`): QD 8 -> 16
+    # gained 1.7 % for +96 % latency, then the disk's command reordering gained 15 % more at QD 32. The knee at
+    # QD 16 made the guidance say "past the knee at QD 16 a doubling adds under 5 % IOPS", which QD 32 denied.
+    qds = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+    iops = np.array([187, 210, 253, 301, 306, 352, 358, 363, 352, 364, 369], dtype=float)
+    lat_us = np.array([5358, 9582, 16059, 26939, 52771, 91198, 175990, 337690, 621298, 1088577, 1896022.0])
+    step = knee.knee_by_rule(qds, iops, lat_us)
+    assert (step.x_from, step.x_to) == (32, 64)
+    later = [s for s in knee.steps(qds, iops, lat_us) if s.x_from >= step.x_to]
+    assert later and all(s.gain < knee.MAX_GAIN for s in later)
