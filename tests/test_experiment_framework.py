@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -46,6 +47,20 @@ def test_every_experiment_declares_what_the_list_needs():
         assert e.summary and e.source and e.keys
         assert e.preconditioning in ("none", "purge", "sequential-fill", "random-fill")
         assert any(p.name == "span" for p in e.params), f"{e.name} has no span parameter"
+
+
+def test_what_a_user_reads_cites_the_documents_by_title():
+    # Regression: `bench --list`, docs/experiments.md and findings.json said "seed 001 §2", the documents'
+    # file numbering, which means nothing to a reader; they cite titles, and the report numbers them.
+    from ftlscope.report.references import REFERENCES, SHORT_TITLES, cite
+
+    for e in EXPERIMENTS.values():
+        shown = " ".join([e.summary, e.source, *(p.help for p in e.params)])
+        assert not re.search(r"seed \d", shown, re.IGNORECASE), (e.name, shown)
+    assert all(title.strip("“”") in reference for title, reference in zip(SHORT_TITLES, REFERENCES, strict=True))
+    assert cite("“SSD Performance Profiling” §3") == "[2] §3"
+    assert cite("seed 000 §5.4") == "[1] §5.4"  # records written before the titles
+    assert cite("“SSD Performance Profiling” [2]") == "“SSD Performance Profiling” [2]"
 
 
 def test_parameters_parse_and_bad_ones_name_the_key():

@@ -133,7 +133,7 @@ EXPERIMENTS = [
         name="alignment",
         summary="sequential reads at the largest size and QD, shifted by powers of two up to half the size: the "
                 "misalignment penalty and the offset from which there is none",
-        source="seed 000 §3.3.4, §5.5",
+        source="“What does the Flash Translation Layer do?” §3.3.4, §5.5",
         writes=False,
         preconditioning="none",
         params=(

@@ -180,7 +180,7 @@ EXPERIMENTS = [
         name="bs-sweep",
         summary="random and sequential read, 4 KiB to 1 MiB at QD 32: IOPS, MB/s, latency; IOPS-to-bandwidth "
                 "transition",
-        source="seed 001 §3",
+        source="“SSD Performance Profiling” §3",
         writes=False,
         preconditioning="none",
         params=_params(30, 5),
@@ -193,7 +193,7 @@ EXPERIMENTS = [
     Experiment(
         name="bs-sweep-write",
         summary="bs-sweep with random and sequential writes (destructive): IOPS, MB/s, latency against size",
-        source="seed 001 §3 (write variant)",
+        source="“SSD Performance Profiling” §3 (write variant)",
         writes=True,
         preconditioning="purge",
         params=_params(5, 1, Param("rest", "duration", 30 * 10**9,

@@ -271,7 +271,7 @@ EXPERIMENTS = [
     Experiment(
         name="burst-vs-steady",
         summary="long 4 KiB random write at QD 32 from purged: burst and steady IOPS, the drop, SNIA steady state",
-        source="seed 001 §6.2",
+        source="“SSD Performance Profiling” §6.2",
         writes=True,
         preconditioning="purge",
         params=(

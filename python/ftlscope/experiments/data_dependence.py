@@ -254,7 +254,7 @@ EXPERIMENTS = [
         name="data-dependence",
         summary="sequential writes of 0x00, 0xff, 0xaa, LBA-stamped and random data, and Write Zeroes, on an "
                 "empty and a full device: does the content change the write speed?",
-        source="seed 000 §3.3.6, §5.10",
+        source="“What does the Flash Translation Layer do?” §3.3.6, §5.10",
         writes=True,
         preconditioning="purge",
         params=(

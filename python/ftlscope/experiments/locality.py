@@ -142,7 +142,7 @@ EXPERIMENTS = [
         name="locality",
         summary="an 8 GiB region read sequentially and shuffled at every power-of-two size: throughput, and the "
                 "size from which shuffled reads keep up",
-        source="seed 000 §3.3.2, §5.7",
+        source="“What does the Flash Translation Layer do?” §3.3.2, §5.7",
         writes=False,
         preconditioning="none",
         params=(

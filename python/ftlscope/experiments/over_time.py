@@ -300,7 +300,7 @@ EXPERIMENTS = [
         name="seq-write-over-time",
         summary="one sequential write pass over an empty device: MB/s and latency percentiles over time, and "
                 "the write cliff (bytes and seconds before the SLC cache runs out)",
-        source="seed 000 §5.4",
+        source="“What does the Flash Translation Layer do?” §5.4",
         writes=True,
         preconditioning="purge",
         params=_params(0.25),
@@ -314,7 +314,7 @@ EXPERIMENTS = [
         name="seq-read-over-time",
         summary="one sequential read pass over a filled span: MB/s and latency percentiles over time, and "
                 "whether the rate holds",
-        source="seed 000 §5.3",
+        source="“What does the Flash Translation Layer do?” §5.3",
         writes=False,
         preconditioning="none",
         params=_params(0.1),

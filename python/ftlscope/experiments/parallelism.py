@@ -177,7 +177,7 @@ EXPERIMENTS = [
         name="parallelism",
         summary="sequential reads of 1-4 blocks at 1/2/4 queues x QD 1-64, after a sequential and after a random "
                 "fill: throughput, saturation, the write order's effect",
-        source="seed 000 §3.3.1, §5.1, §5.2",
+        source="“What does the Flash Translation Layer do?” §3.3.1, §5.1, §5.2",
         writes=True,
         preconditioning="sequential-fill",
         params=(

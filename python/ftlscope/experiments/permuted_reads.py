@@ -106,7 +106,7 @@ EXPERIMENTS = [
         name="permuted-reads",
         summary="reads shuffled inside windows of 2/4/8 at QD 2 x window, against sequential and random at the "
                 "same QD: does the device reorder queued commands",
-        source="seed 000 §3.3.3, §5.8",
+        source="“What does the Flash Translation Layer do?” §3.3.3, §5.8",
         writes=False,
         preconditioning="none",
         params=(

@@ -371,7 +371,7 @@ EXPERIMENTS = [
         name="trim-before-overwrite",
         summary="overwrite a region of a full drive in random order, with and without discarding it first: "
                 "write amplification, throughput, slow requests",
-        source="seed 000 §3.5 item 2 (planned, never run)",
+        source="“What does the Flash Translation Layer do?” §3.5 item 2 (planned, never run)",
         writes=True,
         preconditioning="sequential-fill",
         params=(
@@ -394,7 +394,7 @@ EXPERIMENTS = [
         name="interleaved-vs-grouped",
         summary="the same random reads and writes interleaved or grouped by type (reads first, writes first): "
                 "throughput and per-direction latency",
-        source="seed 000 §3.5 item 1 (planned, never run)",
+        source="“What does the Flash Translation Layer do?” §3.5 item 1 (planned, never run)",
         writes=True,
         preconditioning="sequential-fill",
         params=(

@@ -78,7 +78,7 @@ EXPERIMENTS = [
     Experiment(
         name="qd1-baseline",
         summary="4 KiB random and 128 KiB sequential read/write at QD 1: latency percentiles, IOPS, MB/s",
-        source="seed 001 §2",
+        source="“SSD Performance Profiling” §2",
         writes=True,
         preconditioning="sequential-fill",
         params=(

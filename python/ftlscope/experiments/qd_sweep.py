@@ -80,7 +80,8 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         knee_qd = int(step.x_to)
         findings["knee_qd"] = finding(
             knee_qd, "QD",
-            f"first step meeting seed 001's rule ({rule}): QD {step.x_from:g} -> {step.x_to:g} gained "
+            f"first step meeting the rule of “SSD Performance Profiling” ({rule}): "
+            f"QD {step.x_from:g} -> {step.x_to:g} gained "
             f"{step.gain:+.1%} IOPS for {step.latency_growth:+.1%} mean latency; the knee is the step's upper "
             f"QD, as in the seed (qd_throughput_latency.png)")
     else:
@@ -88,14 +89,16 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         detail = (f"the last step, QD {last[-1].x_from:g} -> {last[-1].x_to:g}, still gained {last[-1].gain:+.1%} "
                   f"IOPS (latency {last[-1].latency_growth:+.1%}): sweep deeper queues (--param qds)"
                   if last else "a single QD has no step")
-        findings["knee_qd"] = finding(None, "QD", f"no step of the sweep met seed 001's rule ({rule}); {detail}")
+        findings["knee_qd"] = finding(
+            None, "QD", f"no step of the sweep met the rule of “SSD Performance Profiling” ({rule}); {detail}")
 
     index = knee.practical_knee(qd, iops, p["practical_share"])
     practical_qd = int(qd[index]) if index is not None else None
     findings["practical_knee_qd"] = finding(
         practical_qd, "QD",
         f"smallest QD reaching {p['practical_share']:.0%} of the peak {iops[peak]:,.0f} IOPS: "
-        f"{iops[index]:,.0f} IOPS = {iops[index] / iops[peak]:.1%} (seed 001 §5.1's practical knee)")
+        f"{iops[index]:,.0f} IOPS = {iops[index] / iops[peak]:.1%} "
+        "(the practical knee of “SSD Performance Profiling” §5.1)")
 
     errors = littles_law.error_pct(qd, lat_us / 1e6, iops)
     worst = int(np.nanargmax(np.abs(errors)))
@@ -111,7 +114,7 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
     if np.isfinite(growth):
         findings["p99_growth"] = finding(
             growth, "ratio", f"p99 at QD {at} ({'knee' if knee_qd is not None else 'practical knee'}) / p99 at "
-                             f"the moderate QD {p['moderate_qd']} (seed 001 §5.3; qd_tail_bars.png)")
+                             f"the moderate QD {p['moderate_qd']} (“SSD Performance Profiling” §5.3; qd_tail_bars.png)")
     sla_us = p["sla_p99"] / 1e3
     sla_qd = percentiles.largest_within(qd, t["lat_p99_us"], sla_us)
     findings["sla_max_qd"] = finding(
@@ -224,7 +227,7 @@ EXPERIMENTS = [
     Experiment(
         name="qd-sweep",
         summary="4 KiB random read at QD 1..1024: throughput-latency curve, knee, Little's law, p50-p99.9",
-        source="seed 001 §5",
+        source="“SSD Performance Profiling” §5",
         writes=False,
         preconditioning="none",
         params=(
@@ -232,7 +235,8 @@ EXPERIMENTS = [
             Param("runtime", "duration", 30 * 10**9, "measured time per QD", "30s"),
             Param("warmup", "duration", 5 * 10**9, "left out at the start of each QD", "5s"),
             Param("size", "size", 4096, "request size", "4KiB"),
-            Param("qds", "ints", DEFAULT_QDS, "queue depths (seed 001: 1..128; 256..1024 to reach the knee)",
+            Param("qds", "ints", DEFAULT_QDS,
+                  "queue depths (“SSD Performance Profiling”: 1..128; 256..1024 to reach the knee)",
                   "1,2,4,...,1024"),
             Param("max_gain", "float", knee.MAX_GAIN, "knee rule: IOPS gain below this", "0.05"),
             Param("min_latency_growth", "float", knee.MIN_LATENCY_GROWTH, "knee rule: latency growth above this",

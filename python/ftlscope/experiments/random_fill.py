@@ -65,7 +65,7 @@ def _amplification(before: dict[str, Any] | None, after: dict[str, Any] | None) 
         media = after["media_bytes_written"] - before["media_bytes_written"]
     except (KeyError, TypeError):
         return math.nan, ("the health log has no media (NAND) bytes written counter — most consumer drives "
-                          "report only host writes (seed 000 §3.2.1)")
+                          "report only host writes (“What does the Flash Translation Layer do?” §3.2.1)")
     if host <= 0:
         return math.nan, "the health log's host bytes written did not move during the fill (coarse units?)"
     return media / host, f"health counters ({after.get('source', 'health log')}) read before and after the fill"
@@ -181,7 +181,7 @@ EXPERIMENTS = [
         name="random-fill",
         summary="every block written once in random order at QD 1 on a sequentially filled drive: throughput "
                 "and the share of requests over 1 ms over time, write amplification where the drive reports it",
-        source="seed 000 §3.3.5, §5.9",
+        source="“What does the Flash Translation Layer do?” §3.3.5, §5.9",
         writes=True,
         preconditioning="sequential-fill",
         params=(

@@ -215,7 +215,7 @@ EXPERIMENTS = [
         name="reset-behaviour",
         summary="identical random-read sequences: baseline, pre-reset, after a controller reset, after a power "
                 "cycle (where possible): do they clear the caches?",
-        source="seed 000 §3.4, §5.6",
+        source="“What does the Flash Translation Layer do?” §3.4, §5.6",
         writes=True,
         preconditioning="sequential-fill",
         params=(

@@ -267,7 +267,7 @@ EXPERIMENTS = [
         name="rw-mix",
         summary="4 KiB random at QD 32 with R100/W0, R70/W30, R50/W50, R0/W100, per direction; how much "
                 "writes delay reads",
-        source="seed 001 §4",
+        source="“SSD Performance Profiling” §4",
         writes=True,
         preconditioning="sequential-fill",
         params=(
@@ -288,11 +288,12 @@ EXPERIMENTS = [
     Experiment(
         name="deep-queue",
         summary="4/32/128/512 KiB x QD 64/512/1024 x read only, write only, 5:5, 7:3, per direction",
-        source="seed 004",
+        source="“SSD Performance Report”",
         writes=True,
         preconditioning="sequential-fill",
         params=(
-            Param("span", "size", GiB, "range to use (seed 004: a 1 GB partition); 0 = the whole target", "1GiB"),
+            Param("span", "size", GiB,
+                  "range to use (“SSD Performance Report”: a 1 GB partition); 0 = the whole target", "1GiB"),
             Param("runtime", "duration", 5 * 10**9, "measured time per point", "5s"),
             Param("warmup", "duration", 10**9, "left out at the start of each point", "1s"),
             Param("sizes", "sizes", [4 * KiB, 32 * KiB, 128 * KiB, 512 * KiB], "access sizes",

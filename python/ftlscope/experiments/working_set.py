@@ -201,7 +201,8 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         findings["littles_law_max_error_pct"] = finding(
             float(abs(errors[worst])), "%",
             f"largest |QD / mean latency - IOPS| / IOPS over {len(table)} points, at {row['op']} over "
-            f"{format_size(row['working_set'])} (seed 001 §6.3: at one concurrency, latency sets throughput)")
+            f"{format_size(row['working_set'])} "
+            "(“SSD Performance Profiling” §6.3: at one concurrency, latency sets throughput)")
     return findings
 
 
@@ -251,7 +252,7 @@ EXPERIMENTS = [
         name="working-set",
         summary="4 KiB random read and write over working sets up to the full span: latency, tail, IOPS; "
                 "the mapping-cache step",
-        source="seed 001 §6.1, §6.3",
+        source="“SSD Performance Profiling” §6.1, §6.3",
         writes=True,
         preconditioning="sequential-fill",
         params=(

@@ -124,7 +124,7 @@ EXPERIMENTS = [
         name="zoning",
         summary="sequential read rate from the outer to the inner zone, and random-read access time at QD 1 and "
                 "32 over the whole range (read-only; a simulated flash drive is written first)",
-        source="seed 002, its zoning measurements",
+        source="“Solid State Disks vs Magnetic Disks”, its zoning measurements",
         writes=False,
         preconditioning="none",
         params=(

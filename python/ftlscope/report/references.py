@@ -22,11 +22,26 @@ FTL_THESIS, PROFILING, SSD_VS_HDD, FANTASTIC, DEEP_QUEUES = (
     "“SSD Performance Report” [5]",
 )
 
-# An experiment's ``source`` field names the documents by their file numbers ("seed 001 §5"); the
-# report shows them as the reference numbers above ("[2] §5").
-_SEED = re.compile(r"seed 00(\d)(?:'s)?")
+# Short titles as experiments cite them in their ``source``, findings and parameters (what a user reads in
+# `bench --list`, docs/experiments.md and the JSON results), in the order of REFERENCES.
+SHORT_TITLES = (
+    "“What does the Flash Translation Layer do?”",
+    "“SSD Performance Profiling”",
+    "“Solid State Disks vs Magnetic Disks”",
+    "“Fantastic SSD Internals”",
+    "“SSD Performance Report”",
+)
+# The report shows them as the reference numbers above ("[2] §5"); "seed 001" is the documents' file
+# numbering, still read so that records written before the titles replaced it render alike.
+# A title already followed by its number (the running-text forms above) is left alone.
+_CITED = re.compile("|".join([r"seed 00(?P<seed>\d)(?:'s)?"] + [re.escape(t) + r"(?! \[\d\])" for t in SHORT_TITLES]))
 
 
 def cite(text: str) -> str:
-    """``seed 001 §5`` -> ``[2] §5``: the internal file numbering as the reader's reference numbers."""
-    return _SEED.sub(lambda m: f"[{int(m.group(1)) + 1}]", text or "")
+    """``“SSD Performance Profiling” §5`` (or ``seed 001 §5``) -> ``[2] §5``: the titles the experiments
+    cite as the reader's reference numbers."""
+    def number(m: re.Match) -> str:
+        if m.group("seed") is not None:
+            return f"[{int(m.group('seed')) + 1}]"
+        return f"[{SHORT_TITLES.index(m.group(0)) + 1}]"
+    return _CITED.sub(number, text or "")
