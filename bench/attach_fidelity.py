@@ -11,7 +11,8 @@ server's counters), and the share of requests answered at once because the model
 path overhead. Goal: IOPS within 10 % on the HDD presets at every point; on SSD presets wherever the rate is
 under 20,000/s. "bottleneck" says where the path, not the drive, sets the pace: more than 5 % of the requests
 were path-limited, or the calibrated path overhead for the point's request size (FUSE + loop, measured at
-attach) is more than half the drive's mean latency.
+attach) is more than half the drive's mean latency. "merged" is the share of the point's requests the server put
+back together with the one before them: the loop device splits a 1 MiB read in two (docs/attach.md).
 
 fio runs at real-time priority (chrt --fifo 1), as the server's threads do: on a machine busy with other work,
 a normal-priority fio waits milliseconds for a CPU after each completion, which would measure the machine's
@@ -113,6 +114,9 @@ def served_points(preset: str, size: int, runtime_s: float, store: str) -> tuple
                 "model_lat_ns": (after["model_latency_total_ns"] - before["model_latency_total_ns"]) / n,
                 "path_limited": (after["path_limited"] - before["path_limited"]) / n,
                 "late_ns": (after["late_total_ns"] - before["late_total_ns"]) / n,
+                # Requests served with the one before them as one command (the loop device's split of a
+                # larger request put back together; absent from servers older than the merge).
+                "merged": (after.get("merged", 0) - before.get("merged", 0)) / n,
             })
             before = after
         return rows, record.overhead or {}
@@ -145,7 +149,7 @@ def main() -> int:
                     "preset": preset, "point": s["point"], "engine_iops": e["iops"], "fio_iops": s["iops"],
                     "iops_ratio": ratio, "engine_lat_ns": e["lat_ns"], "fio_lat_ns": s["lat_ns"],
                     "served_model_lat_ns": s["model_lat_ns"], "path_limited_share": s["path_limited"],
-                    "late_ns": s["late_ns"], "overhead_ns": path_ns,
+                    "late_ns": s["late_ns"], "merged_share": s["merged"], "overhead_ns": path_ns,
                     "goal_applies": in_goal, "within_10pct": abs(ratio - 1) <= GOAL,
                     "bottleneck": "path" if path_bound else "drive",
                 })
@@ -154,14 +158,15 @@ def main() -> int:
                         f"{args.runtime} per point; load average {os.getloadavg()[0]:.1f} on "
                         f"{os.cpu_count()} CPUs", title_justify="left")
     for col in ("preset", "point", "engine IOPS", "fio IOPS", "ratio", "engine lat", "fio lat", "served model lat",
-                "path-limited", "answered late", "path overhead at bs", "goal", "bottleneck"):
+                "path-limited", "answered late", "merged", "path overhead at bs", "goal", "bottleneck"):
         table.add_column(col)
     for r in rows:
         verdict = ("yes" if r["within_10pct"] else "NO") if r["goal_applies"] else "n/a (>= 20k/s)"
         table.add_row(r["preset"], r["point"], f"{r['engine_iops']:,.0f}", f"{r['fio_iops']:,.0f}",
                       f"{r['iops_ratio']:.3f}", format_ns(r["engine_lat_ns"]), format_ns(r["fio_lat_ns"]),
                       format_ns(r["served_model_lat_ns"]), f"{r['path_limited_share']:.0%}",
-                      format_ns(r["late_ns"]), format_ns(r["overhead_ns"] or 0), verdict, r["bottleneck"])
+                      format_ns(r["late_ns"]), f"{r['merged_share']:.0%}", format_ns(r["overhead_ns"] or 0), verdict,
+                      r["bottleneck"])
     console.print(table)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use ftlscope_sim::device::{SimDevice, SimRequest, Status};
+use ftlscope_sim::device::{SimDevice, SimOp, SimRequest, Status};
 use ftlscope_sim::time::SimTime;
 use serde::Serialize;
 
@@ -25,6 +25,20 @@ pub type Answer = Box<dyn FnOnce(Result<(), i32>) + Send>;
 /// at real-time priority, which would be a good part of an SSD read's latency. Short, so that a fast drive's
 /// clock thread does not hold a core.
 const SPIN_NS: u64 = 20_000;
+
+/// A read or write at least this long may be the first fragment of a request the loop device split. The block
+/// layer splits a request of more than 128 segments (the loop device's `max_segments`, which neither sysfs
+/// nor `LOOP_CONFIGURE` can raise) into one of 128 segments and the rest, and a program's buffer is in 4 KiB
+/// pages: a 1 MiB read reaches us as about 524 KiB and 500 KiB. A real drive's block layer passes it whole.
+pub const SPLIT_MIN: u64 = 128 * 4096;
+/// Fragments are merged back up to 1 MiB, the largest request FUSE passes whole (256 pages, the kernel's
+/// `fuse.max_pages_limit`): a request that arrives this long was not split and is never held.
+pub const MERGE_MAX: u64 = 1 << 20;
+/// How long (wall ns) a possible first fragment waits for its continuation before it is started alone. The
+/// loop worker sends a split request's fragments back to back (a few microseconds apart, tens when the
+/// server's thread holds the CPU the worker runs on); a fragment's model time starts at its arrival
+/// whatever this wait, so it delays an answer only where the model is faster than the wait.
+pub const HOLD_NS: u64 = 100_000;
 
 /// Counters the served drive reports (`ftlscope sim list`, the attach output).
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -52,6 +66,14 @@ pub struct Stats {
     pub metadata_requests: u64,
     /// Virtual ns since attach (the model's clock; equals wall time since attach).
     pub virtual_ns: u64,
+    /// Requests that continued the one before them (the loop device's split of one larger request) and were
+    /// served with it as one command (see [`SPLIT_MIN`]).
+    pub merged: u64,
+    /// How long (wall ns) the merged requests' first fragments waited for them, in total and at most.
+    pub merge_wait_total_ns: u64,
+    pub merge_wait_max_ns: u64,
+    /// Requests held as a possible first fragment whose continuation did not come within [`HOLD_NS`].
+    pub held_alone: u64,
 }
 
 /// When a command arrived, started (arrival, or dispatch from a disk's queue) and completes, in virtual ns.
@@ -60,6 +82,29 @@ struct Timing {
     arrived: u64,
     done: u64,
     len: u64,
+}
+
+/// A possible first fragment of a split request, waiting for its continuation (see [`SPLIT_MIN`]).
+struct Held {
+    request: SimRequest,
+    /// Virtual ns of the first fragment's arrival: the merged command's arrival.
+    arrived: u64,
+    answers: Vec<Answer>,
+    /// Wall ns when it arrived, and after which it is started as it is.
+    since: u64,
+    until: u64,
+}
+
+impl Held {
+    fn continued_by(&self, next: &SimRequest) -> bool {
+        next.op == self.request.op
+            && next.offset == self.request.offset + self.request.len
+            && self.request.len + next.len <= MERGE_MAX
+    }
+}
+
+fn may_be_split(request: &SimRequest) -> bool {
+    matches!(request.op, SimOp::Read | SimOp::Write) && request.len >= SPLIT_MIN && request.len < MERGE_MAX
 }
 
 struct Due {
@@ -80,8 +125,12 @@ struct State {
     /// Answers waiting for their wall-clock instant, by (instant, sequence).
     order: BinaryHeap<Reverse<(u64, u64)>>,
     due: HashMap<u64, Due>,
-    /// Commands queued in a disk's NCQ, not yet started, by tag, with their arrival.
-    queued: HashMap<u64, (u64, u64, Answer)>,
+    /// Commands queued in a disk's NCQ, not yet started, by tag, with their arrival, length and answers (one
+    /// per fragment).
+    queued: HashMap<u64, (u64, u64, Vec<Answer>)>,
+    /// Possible first fragments, in arrival order (several at QD > 1: another request's fragments may come
+    /// between a fragment and its continuation).
+    held: Vec<Held>,
     stats: Stats,
 }
 
@@ -115,6 +164,7 @@ impl Drive {
                 order: BinaryHeap::new(),
                 due: HashMap::new(),
                 queued: HashMap::new(),
+                held: Vec::new(),
                 stats: Stats::default(),
             }),
             wake: Condvar::new(),
@@ -164,45 +214,45 @@ impl Drive {
             return;
         }
         let mut st = self.state.lock().expect("drive lock");
-        let now = self.wall_ns().max(st.last_v);
-        st.last_v = now;
+        let wall = self.wall_ns();
         count(&mut st.stats, &request);
-        let mut request = request;
-        if request.op == ftlscope_sim::device::SimOp::Write {
-            // The same fingerprint the engine's simulated runs give a write: offset and a write counter.
-            st.writes += 1;
-            request.fingerprint = (request.offset / 512) as u32 ^ (st.writes as u32).rotate_left(16);
-        }
-        if self.queueing {
-            st.sequence += 1;
-            let tag = st.sequence;
-            st.device.enqueue(SimTime(now), &request, tag);
-            st.queued.insert(tag, (now, request.len, answer));
-            self.dispatch(&mut st, now);
+        let mut lost = Vec::new();
+        if let Some(i) = st.held.iter().position(|h| h.continued_by(&request)) {
+            st.stats.merged += 1;
+            let held = &mut st.held[i];
+            let wait = wall.saturating_sub(held.since);
+            held.request.len += request.len;
+            held.answers.push(answer);
+            // A fragment this long may itself be followed by one more (a three-way split).
+            let more = may_be_split(&request) && held.request.len < MERGE_MAX;
+            if more {
+                (held.since, held.until) = (wall, wall + HOLD_NS);
+            }
+            st.stats.merge_wait_total_ns += wait;
+            st.stats.merge_wait_max_ns = st.stats.merge_wait_max_ns.max(wait);
+            if !more {
+                lost.extend(self.start_held(&mut st, i));
+            }
+        } else if may_be_split(&request) {
+            let now = wall.max(st.last_v);
+            st.held.push(Held { request, arrived: now, answers: vec![answer], since: wall, until: wall + HOLD_NS });
         } else {
-            let done = st.device.submit_checked(SimTime(now), &request);
-            let result = match done.status {
-                Status::Ok => Ok(()),
-                Status::MediaError => {
-                    st.stats.media_errors += 1;
-                    Err(libc::EIO)
-                }
-                // A command the model never completes: the kernel would time it out; answer with an error
-                // at once rather than hang the loop device.
-                Status::Lost => {
-                    drop(st);
-                    answer(Err(libc::EIO));
-                    return;
-                }
-            };
-            let timing = Timing { started: now, arrived: now, done: done.at.ns(), len: request.len };
-            self.schedule(&mut st, timing, answer, result);
+            // Everything held arrived before this request: started first, in arrival order.
+            if let Some(last) = st.held.len().checked_sub(1) {
+                lost.extend(self.start_held(&mut st, last));
+            }
+            let now = wall.max(st.last_v);
+            lost.extend(self.start(&mut st, request, now, vec![answer]));
         }
         // Answers due already (the model was faster than the path) go from this thread, without waking the
         // clock thread, as the calibration's answers were sent.
+        let now = st.last_v.max(wall);
         let ready = take_ready(&mut st, now);
-        let waiting = !st.order.is_empty() || !st.queued.is_empty();
+        let waiting = !st.held.is_empty() || !st.order.is_empty() || !st.queued.is_empty();
         drop(st);
+        for answer in lost {
+            answer(Err(libc::EIO));
+        }
         for due in ready {
             (due.answer)(due.result);
         }
@@ -211,20 +261,72 @@ impl Drive {
         }
     }
 
-    /// Queue the answer of a command the model started at `started` (its arrival, or its dispatch from the
-    /// disk's queue) and completes at `done`.
-    fn schedule(&self, st: &mut State, timing: Timing, answer: Answer, result: Result<(), i32>) {
+    /// Start the held command `i` and, before it, every one held since earlier (alone: submissions keep the
+    /// order of arrival).
+    fn start_held(&self, st: &mut State, i: usize) -> Vec<Answer> {
+        let mut lost = Vec::new();
+        for held in st.held.drain(..=i).collect::<Vec<_>>() {
+            if held.answers.len() == 1 {
+                st.stats.held_alone += 1;
+            }
+            lost.extend(self.start(st, held.request, held.arrived, held.answers));
+        }
+        lost
+    }
+
+    /// Submit a command to the model at virtual `arrived` (never before the last submission): `answers`, one
+    /// per request it serves, are scheduled for its completion. Returns the answers of a command the model
+    /// never completes (a `[faults]` model's lost command): the caller answers them with an error at once,
+    /// rather than hang the loop device, as the kernel would time it out.
+    fn start(&self, st: &mut State, request: SimRequest, arrived: u64, answers: Vec<Answer>) -> Vec<Answer> {
+        let now = arrived.max(st.last_v);
+        st.last_v = now;
+        let mut request = request;
+        if request.op == SimOp::Write {
+            // The same fingerprint the engine's simulated runs give a write: offset and a write counter.
+            st.writes += 1;
+            request.fingerprint = (request.offset / 512) as u32 ^ (st.writes as u32).rotate_left(16);
+        }
+        if self.queueing {
+            st.sequence += 1;
+            let tag = st.sequence;
+            st.device.enqueue(SimTime(now), &request, tag);
+            st.queued.insert(tag, (now, request.len, answers));
+            self.dispatch(st, now);
+            return Vec::new();
+        }
+        let done = st.device.submit_checked(SimTime(now), &request);
+        let result = match done.status {
+            Status::Ok => Ok(()),
+            Status::MediaError => {
+                st.stats.media_errors += 1;
+                Err(libc::EIO)
+            }
+            Status::Lost => return answers,
+        };
+        let timing = Timing { started: now, arrived: now, done: done.at.ns(), len: request.len };
+        self.schedule(st, timing, answers, result);
+        Vec::new()
+    }
+
+    /// Queue the answers of a command the model started at `started` (its arrival, or its dispatch from the
+    /// disk's queue) and completes at `done`: one per request it serves (two for a 1 MiB read the loop device
+    /// split), each early by the path's overhead for the whole command, which the calibration measured the
+    /// same way (its 1 MiB reads were split too).
+    fn schedule(&self, st: &mut State, timing: Timing, answers: Vec<Answer>, result: Result<(), i32>) {
         let Timing { started, arrived, done, len } = timing;
         let at = done.saturating_sub(self.overhead_ns(len));
         // The model served it faster than the path carries it: the path sets its latency.
         let path_limited = at <= started;
-        if path_limited {
-            st.stats.path_limited += 1;
+        for answer in answers {
+            if path_limited {
+                st.stats.path_limited += 1;
+            }
+            st.sequence += 1;
+            let seq = st.sequence;
+            st.order.push(Reverse((at, seq)));
+            st.due.insert(seq, Due { at, arrived, done, path_limited, answer, result });
         }
-        st.sequence += 1;
-        let seq = st.sequence;
-        st.order.push(Reverse((at, seq)));
-        st.due.insert(seq, Due { at, arrived, done, path_limited, answer, result });
     }
 
     /// Start what a queueing disk can start at virtual `now` (its NCQ picks among the waiting commands).
@@ -238,8 +340,8 @@ impl Drive {
             let start = next.ns().max(st.last_v);
             st.last_v = start;
             let Some((tag, done)) = st.device.dispatch(SimTime(start)) else { break };
-            let (arrived, len, answer) = st.queued.remove(&tag).expect("a dispatched tag was queued");
-            self.schedule(st, Timing { started: start, arrived, done: done.ns(), len }, answer, Ok(()));
+            let (arrived, len, answers) = st.queued.remove(&tag).expect("a dispatched tag was queued");
+            self.schedule(st, Timing { started: start, arrived, done: done.ns(), len }, answers, Ok(()));
         }
     }
 
@@ -248,12 +350,19 @@ impl Drive {
         let mut st = self.state.lock().expect("drive lock");
         loop {
             let now = self.wall_ns();
+            let mut lost = Vec::new();
+            if let Some(i) = st.held.iter().rposition(|h| h.until <= now) {
+                lost = self.start_held(&mut st, i);
+            }
             if self.queueing {
                 self.dispatch(&mut st, now);
             }
             let ready = take_ready(&mut st, now);
-            if !ready.is_empty() {
+            if !ready.is_empty() || !lost.is_empty() {
                 drop(st);
+                for answer in lost {
+                    answer(Err(libc::EIO));
+                }
                 for due in ready {
                     (due.answer)(due.result);
                 }
@@ -262,10 +371,8 @@ impl Drive {
             }
             let next_answer = st.order.peek().map(|Reverse((at, _))| *at);
             let next_dispatch = if self.queueing { st.device.next_dispatch().map(|t| t.ns()) } else { None };
-            let next = match (next_answer, next_dispatch) {
-                (Some(a), Some(d)) => Some(a.min(d)),
-                (a, d) => a.or(d),
-            };
+            let next_held = st.held.iter().map(|h| h.until).min();
+            let next = [next_answer, next_dispatch, next_held].into_iter().flatten().min();
             match next {
                 None => {
                     if self.stop.load(Ordering::SeqCst) {
@@ -316,7 +423,6 @@ fn take_ready(st: &mut State, now: u64) -> Vec<Due> {
 }
 
 fn count(stats: &mut Stats, request: &SimRequest) {
-    use ftlscope_sim::device::SimOp;
     stats.requests += 1;
     match request.op {
         SimOp::Read => {
@@ -414,5 +520,89 @@ mod tests {
         assert_eq!((s.requests, s.path_limited), (16, 0));
         // The disk queued them (NCQ): the latencies include waiting for the ones before.
         assert!(s.model_latency_total_ns / 16 > 5_000_000, "{s:?}");
+    }
+
+    fn with_clock(preset: &str) -> (Arc<Drive>, std::thread::JoinHandle<()>) {
+        let d = drive(preset);
+        d.start_model(0, 0);
+        let clock = {
+            let d = Arc::clone(&d);
+            std::thread::spawn(move || d.run_clock())
+        };
+        (d, clock)
+    }
+
+    fn read_of(offset: u64, len: u64) -> SimRequest {
+        SimRequest { op: SimOp::Read, offset, len, fingerprint: 0 }
+    }
+
+    /// Submit `requests` back to back, wait for every answer, stop: the counters.
+    fn serve_all(preset: &str, requests: &[SimRequest]) -> Stats {
+        let (d, clock) = with_clock(preset);
+        let (tx, rx) = mpsc::channel();
+        for (i, r) in requests.iter().enumerate() {
+            let tx = tx.clone();
+            d.submit(*r, Box::new(move |res| tx.send((i, res)).expect("receiver")));
+        }
+        for _ in requests {
+            assert_eq!(rx.recv().expect("an answer").1, Ok(()));
+        }
+        d.stop();
+        clock.join().expect("the clock thread ends");
+        d.stats()
+    }
+
+    #[test]
+    fn a_1mib_read_the_loop_device_split_is_served_as_one_command() {
+        // The fragments the block layer makes of a 1 MiB read on a loop device (128 segments, then the rest).
+        let (first, rest) = (1048 * 512, 1000 * 512);
+        for preset in ["consumer-tlc-dram", "hdd-7200-consumer"] {
+            let whole = serve_all(preset, &[read_of(0, first + rest)]);
+            let split = serve_all(preset, &[read_of(0, first), read_of(first, rest)]);
+            assert_eq!((split.requests, split.merged, split.held_alone), (2, 1, 0), "{preset}");
+            assert_eq!(split.bytes_read, first + rest);
+            // Each fragment is answered at the one command's completion: the model's latency is the whole read's
+            // (exactly on the SSD; a disk's depends on the wall-clock instant of arrival, its rotation).
+            if preset == "consumer-tlc-dram" {
+                assert_eq!(whole.model_latency_total_ns, split.model_latency_total_ns / 2);
+            }
+        }
+    }
+
+    #[test]
+    fn a_fragment_without_continuation_is_served_alone_after_the_hold() {
+        let s = serve_all("consumer-tlc-dram", &[read_of(0, SPLIT_MIN)]);
+        assert_eq!((s.requests, s.merged, s.held_alone), (1, 0, 1));
+        // Its model time started at its arrival, not after the hold.
+        let alone = serve_all("consumer-tlc-dram", &[read_of(0, SPLIT_MIN - 4096)]);
+        let per_byte = |s: &Stats| s.model_latency_total_ns as f64 / s.bytes_read as f64;
+        assert!(per_byte(&s) < per_byte(&alone) * 1.2, "{s:?} against {alone:?}");
+    }
+
+    #[test]
+    fn fragments_of_requests_in_flight_together_are_merged_each_with_its_own() {
+        // Two 1 MiB reads at QD 2, their fragments interleaved as two loop workers may send them.
+        let half = SPLIT_MIN;
+        let b = 64 * MERGE_MAX;
+        let s = serve_all(
+            "consumer-tlc-dram",
+            &[read_of(0, half), read_of(b, half), read_of(half, half), read_of(b + half, half)],
+        );
+        assert_eq!((s.requests, s.merged, s.held_alone), (4, 2, 0));
+        // A request arriving whole at 1 MiB is not held: it cannot have been split.
+        let s = serve_all("consumer-tlc-dram", &[read_of(0, MERGE_MAX)]);
+        assert_eq!((s.merged, s.held_alone), (0, 0));
+    }
+
+    #[test]
+    fn only_a_contiguous_request_of_the_same_kind_is_merged() {
+        let write = SimRequest { op: SimOp::Write, offset: SPLIT_MIN, len: 4096, fingerprint: 0 };
+        for next in [read_of(SPLIT_MIN + 4096, 4096), write, read_of(0, 4096), read_of(SPLIT_MIN, MERGE_MAX)] {
+            let s = serve_all("consumer-tlc-dram", &[read_of(0, SPLIT_MIN), next]);
+            assert_eq!((s.requests, s.merged, s.held_alone), (2, 0, 1), "{next:?}");
+        }
+        // Small requests are never held: a 4 KiB read at QD 1 pays no wait.
+        let s = serve_all("consumer-tlc-dram", &[read_of(0, 4096), read_of(4096, 4096)]);
+        assert_eq!((s.merged, s.held_alone), (0, 0));
     }
 }

@@ -10,6 +10,8 @@ use std::os::unix::io::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use memmap2::Mmap;
+
 use ftlscope_sim::device::{SimOp, SimRequest};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -23,10 +25,17 @@ const FILE: INodeNo = INodeNo(2);
 const TTL: Duration = Duration::from_secs(3600);
 /// Largest request the kernel sends us: a 1 MiB sequential read arrives whole, as the engine submits it.
 pub const MAX_REQUEST: u32 = 1 << 20;
+/// Reads up to this size are copied into a buffer of their own instead: the mapping's first touch of a page
+/// (a page fault, about 7 us traced) costs a random 4 KiB read more than `pread` into a small buffer.
+const COPY_MAX: u64 = 64 << 10;
 
 pub struct DriveFs {
     pub drive: Arc<Drive>,
     pub backing: File,
+    /// The backing file mapped shared: a large read's answer is written to /dev/fuse straight from the page
+    /// cache. Reading it into a buffer first cost a 1 MiB read two copies and 256 page faults of a fresh
+    /// buffer (about 110 us of each 512 KiB fragment's 180 us in the server, traced at load 11).
+    pub map: Arc<Mmap>,
     pub size: u64,
     pub name: String,
     pub block: u32,
@@ -143,15 +152,28 @@ impl Filesystem for DriveFs {
             return reply.error(Errno::EISDIR);
         }
         let len = self.clip(offset, size as u64);
-        let mut data = vec![0u8; len as usize];
-        if let Err(e) = self.backing.read_exact_at(&mut data, offset) {
-            return reply.error(errno(e.raw_os_error().unwrap_or(libc::EIO)));
-        }
         let request = SimRequest { op: SimOp::Read, offset, len, fingerprint: 0 };
+        if len <= COPY_MAX {
+            let mut data = vec![0u8; len as usize];
+            if let Err(e) = self.backing.read_exact_at(&mut data, offset) {
+                return reply.error(errno(e.raw_os_error().unwrap_or(libc::EIO)));
+            }
+            return self.drive.submit(
+                request,
+                Box::new(move |result| match result {
+                    Ok(()) => reply.data(&data),
+                    Err(code) => reply.error(errno(code)),
+                }),
+            );
+        }
+        // The data as it is when the answer goes out: a write overlapping a read still in flight may or may
+        // not be seen by it, as on a drive (commands in flight together have no order).
+        let map = Arc::clone(&self.map);
+        let range = offset as usize..(offset + len) as usize;
         self.drive.submit(
             request,
             Box::new(move |result| match result {
-                Ok(()) => reply.data(&data),
+                Ok(()) => reply.data(&map[range]),
                 Err(code) => reply.error(errno(code)),
             }),
         );
