@@ -255,7 +255,11 @@ impl<'a> QueueLoop<'a> {
             single_op,
             planned: [Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: false }; LOOKAHEAD],
             planned_head: 0,
-            ops_budget: share_of(w.stop.ops, w.queues, ctx.queue),
+            // A replay's queue issues its part of the trace, however the trace was split.
+            ops_budget: ctx
+                .replay
+                .as_deref()
+                .map_or(share_of(w.stop.ops, w.queues, ctx.queue), |r| r.part_len(ctx.queue)),
             bytes_budget: share_of(w.stop.bytes, w.queues, ctx.queue),
             warmup_ops: share_of(w.warmup.ops, w.queues, ctx.queue),
             issued_measured: 0,
@@ -300,8 +304,9 @@ impl<'a> QueueLoop<'a> {
             };
         }
         if let Some(replay) = self.ctx.replay.as_deref() {
-            let i = self.replay_cursor;
-            if i >= replay.len() {
+            let (start, end) = replay.part(self.ctx.queue);
+            let i = start + self.replay_cursor;
+            if i >= end {
                 return Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: true };
             }
             self.replay_cursor += 1;
@@ -456,7 +461,8 @@ impl<'a> QueueLoop<'a> {
         let mut scheduled_ns = 0;
         if let Some(replay) = self.ctx.replay.as_deref() {
             let due = match replay.mode {
-                Mode::Open => self.pace_anchor.get_or_insert(now).saturating_add(due_ns),
+                // Due times count from one start shared by every queue the trace is split over.
+                Mode::Open => self.pace_anchor.get_or_insert_with(|| replay.anchor(now)).saturating_add(due_ns),
                 Mode::Closed => {
                     // A sync point: what follows a flush waits for it.
                     if self.replay_barrier {
