@@ -9,9 +9,10 @@
 //! worker makes the call and stamps the completion when it returns. The worker's wake-up is thus inside the
 //! request's latency, not in the issue lag.
 //!
-//! A worker spins a short while after each call before it sleeps on a futex: the queue reuses the slot freed
-//! last (its free list is a stack), so at a steady rate one worker is warm and the hand-off makes no system call;
-//! only a sleeping worker costs the queue a `FUTEX_WAKE`. The queue waits for completions on a futex too (a
+//! A worker sleeps on a futex between calls, so handing a request to it costs the queue one `FUTEX_WAKE` (after the
+//! submission stamp); it may spin a while first (`SPIN_NS`), and the queue reuses the slot freed last (its free
+//! list is a stack), so at a steady rate one spinning worker would stay warm and the hand-off make no system call.
+//! On a machine without CPUs to spare the spinning costs more than the wake-up (see `SPIN_NS`). The queue waits for completions on a futex too (a
 //! counter every worker bumps), so a wait with nothing done costs no CPU. Hand-written because no well-kept crate
 //! offers a one-slot mailbox with spin-then-futex wake-ups and no allocation per request.
 
@@ -26,9 +27,12 @@ use super::{Backend, Event, Request};
 use crate::clock::{wait_until, Clock};
 use crate::target::TargetKind;
 
-/// A worker spins this long after its last call before it sleeps (a request handed to it meanwhile costs no
-/// wake-up). At 50,000 requests/s (20 us apart) the warm worker never sleeps; at 1,000/s it spins 3 % of the time.
-const SPIN_NS: u64 = 30_000;
+/// How long a worker spins after its last call before it sleeps, unless `FTLSCOPE_POOL_SPIN_NS` says otherwise
+/// (read once per worker, at its start). A request handed to a spinning worker costs the queue no wake-up system
+/// call, but a spinning worker takes a CPU: on the 2-CPU build machine under load 24-28, 30 us of spin made a
+/// 50,000/s replay on zram fall behind (23,537/s achieved, lag p99 3.3 s) and 5 us gave lag p99 3.1 ms, where no
+/// spin gave 66 us (docs/traces.md). So none by default; a machine with CPUs to spare may try some.
+const SPIN_NS: u64 = 0;
 
 const IDLE: u32 = 0;
 const POSTED: u32 = 1;
@@ -87,13 +91,14 @@ fn futex_wake(word: &AtomicU32) {
 fn worker(pool: Arc<Pool>, slot: usize) {
     let mailbox = &pool.mailboxes[slot];
     let mut last_done = pool.clock.now();
+    let spin_ns: u64 = std::env::var("FTLSCOPE_POOL_SPIN_NS").ok().and_then(|v| v.parse().ok()).unwrap_or(SPIN_NS);
     loop {
         let state = mailbox.state.load(Ordering::Acquire);
         if state != POSTED {
             if pool.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if pool.clock.now() < last_done + SPIN_NS {
+            if pool.clock.now() < last_done + spin_ns {
                 std::hint::spin_loop();
                 continue;
             }
