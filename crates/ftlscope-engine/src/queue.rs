@@ -1183,6 +1183,33 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_split_over_two_queues_keeps_its_timing_from_one_start_whatever_queue_starts_later() {
+        // Six reads 10 us apart, dealt to queues 0, 1, 0, 1, ...; queue 1's thread starts 30 us after queue 0's.
+        let arrivals: Vec<u64> = (0..6).map(|i| i * 10_000).collect();
+        let mut base = replay_context(4, &arrivals, &[0; 6], Timing::Faithful, Mode::Open);
+        let whole = std::sync::Arc::into_inner(base.replay.take().expect("a replay")).expect("one owner");
+        let replay = std::sync::Arc::new(whole.split(&[0, 1, 0, 1, 0, 1], 2).unwrap());
+        let shared = std::sync::Arc::new(Shared::new(2));
+        let queue = |q: u32| {
+            let mut ctx = context(Workload { queues: 2, ..base.workload.clone() }, OnError::Stop);
+            (ctx.queue, ctx.replay, ctx.shared) = (q, Some(replay.clone()), shared.clone());
+            ctx
+        };
+        let (first, second) = (queue(0), queue(1));
+        let (report, records) = drive(&first, &mut ScriptedBackend::new(1_000));
+        assert_eq!(report.completed, 3);
+        assert_eq!(records.iter().map(|r| r.submit_ns).collect::<Vec<_>>(), [1_000, 21_000, 41_000]);
+        let mut late = ScriptedBackend::new(1_000);
+        late.now = 31_000;
+        let (report, records) = drive(&second, &mut late);
+        assert_eq!(report.completed, 3);
+        // Due at 10, 30 and 50 us from queue 0's start (1 us on the clock): the first goes late, the others on time
+        // (each queue counting from its own start would issue them at 41, 61 and 81 us).
+        let got: Vec<_> = records.iter().map(|r| (r.submit_ns, r.issue_lag_ns, r.queue)).collect();
+        assert_eq!(got, [(31_000, 20_000, 1), (31_000, 0, 1), (51_000, 0, 1)]);
+    }
+
+    #[test]
     fn an_open_loop_replay_that_finds_the_queue_full_goes_late_and_says_by_how_much() {
         // Four requests at once at QD 2 on a device that takes 10 us: the last two wait for a slot.
         let ctx = replay_context(2, &[0, 0, 0, 0], &[0; 4], Timing::Faithful, Mode::Open);
