@@ -168,9 +168,9 @@ def main() -> None:
                         help="measure the issue lag on a zram device of this size made for the bench (root)")
     parser.add_argument("--lag-only", action="store_true", help="skip the simulated drive's speed table")
     parser.add_argument("--engines",
-                        help="engines of the lag replays (default auto,uring on a file: auto picks psync on tmpfs, one "
-                             "request at a time, so a request due while another is served waits for it; psync,uring "
-                             "on a block device)")
+                        help="engines of the lag replays (default auto,psync-pool,uring on a file: auto picks psync "
+                             "on tmpfs, one request at a time, so a request due while another is served waits for it; "
+                             "psync-pool hands each to a worker thread; psync,psync-pool,uring on a block device)")
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
                         help="the one CPU the simulated replays use")
     args = parser.parse_args()
@@ -202,7 +202,8 @@ def main() -> None:
         target, where = contextlib.nullcontext((args.device, True)), args.device
     else:
         target, where = file_target(args.dir), f"a file in {args.dir}"
-    engines = (args.engines or ("auto,uring" if not (args.zram or args.device) else "psync,uring")).split(",")
+    engines = (args.engines or ("auto,psync-pool,uring" if not (args.zram or args.device)
+                                else "psync,psync-pool,uring")).split(",")
     with target as (path, direct):
         rows = lag_rows(path, direct, [int(r) for r in args.rates.split(",")], args.seconds, engines)
     table = Table(title=f"Issue lag of a faithful (open-loop) replay on {where}, random 4 KiB reads, "

@@ -64,7 +64,8 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine and safety")
-    g.add_argument("--engine", default="auto", help="auto (default), uring or psync")
+    g.add_argument("--engine", default="auto",
+                   help="auto (default), uring, psync, or psync-pool (psync calls from a worker thread per slot)")
     g.add_argument("--io-timeout", default="30s", help="end the run if a request is outstanding this long")
     g.add_argument("--on-error", default="stop", help="stop (default) or continue after an I/O error")
     g.add_argument("--window", default="100ms", help="length of the time windows (default 100ms)")
@@ -123,7 +124,8 @@ def print_shim(summary: dict) -> None:
 def _add_suite_flags(p: argparse.ArgumentParser, what_writing_does: str) -> None:
     """Target and safety flags of the commands that run many workloads (bench, probe)."""
     p.add_argument("--size", help="for a regular file that does not exist: create it this large")
-    p.add_argument("--engine", default="auto", help="auto (default), uring or psync")
+    p.add_argument("--engine", default="auto",
+                   help="auto (default), uring, psync, or psync-pool (psync calls from a worker thread per slot)")
     p.add_argument("--destructive", metavar="DEVICE",
                    help=f"allow writing to DEVICE (name the target again): {what_writing_does}")
     p.add_argument("--force", action="store_true",

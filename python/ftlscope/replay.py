@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from .newt.shim import ShimSettings
 
 MAX_QD = 65536
+# --split-by's rule that needs no column: request k of the replayed trace goes to queue k mod N.
+ROUND_ROBIN = "round-robin"
 # Requests per batch of a streamed replay (pyarrow record batches; about 3 MiB of columns each, a few in flight:
 # 64 Ki rows peak 40 MiB lower than 256 Ki, and run no slower).
 STREAM_BATCH_ROWS = 1 << 16
@@ -70,6 +72,13 @@ def add_replay_parser(sub: Any) -> None:
     add_trace_replay_flags(g)
     g.add_argument("--reads-only", action="store_true",
                    help="leave out everything but reads (a trace with writes then needs no --destructive)")
+    g.add_argument("--queues", type=int, default=1,
+                   help="split the trace over this many queues, each its own thread and ring as in run (default 1); "
+                        "each request keeps its recorded arrival time, --qd applies per queue")
+    g.add_argument("--split-by", default=ROUND_ROBIN, metavar="round-robin|COLUMN",
+                   help="how --queues splits the trace: round-robin (request k to queue k mod N, in arrival order; "
+                        "default) or a column of the trace, e.g. process (each value's requests on one queue, values "
+                        "dealt to the queues in order of first appearance)")
     g.add_argument("--offset-shift", default="0", metavar="B",
                    help="add B bytes to every offset (negative moves down), before the bounds check")
     g.add_argument("--align-reads", metavar="auto|SIZE",
@@ -117,6 +126,15 @@ def parse_shift(text: str) -> int:
     return -value if negative else value
 
 
+def check_queues(qd: int, queues: int) -> None:
+    from .workload import MAX_QUEUES
+
+    if not 1 <= qd <= MAX_QD:
+        raise UsageError(f"--qd: {qd} is out of range; give 1 to {MAX_QD}")
+    if not 1 <= queues <= MAX_QUEUES:
+        raise UsageError(f"--queues: {queues} is out of range; give 1 to {MAX_QUEUES}")
+
+
 def replay_mode(timing: str, mode: str | None) -> str:
     if timing == "afap":
         if mode == "open":
@@ -155,21 +173,55 @@ def _target_geometry(target: str, size: int | None, direct: bool, device: Any) -
 
 
 def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_size: int, alignment: int,
-             flag_target: str) -> tuple[dict[str, Any], dict[str, Any]]:
+             flag_target: str, queues: int = 1, split_by: str = ROUND_ROBIN) -> tuple[dict[str, Any], dict[str, Any]]:
     """The trace's requests as the engine's columns, and what was done to them (left out, shifted, folded).
-    Refuses (UsageError) requests beyond the target unless ``wrap``, and requests not aligned to the target."""
+    Refuses (UsageError) requests beyond the target unless ``wrap``, and requests not aligned to the target.
+    With ``queues`` > 1 the columns carry each request's queue (``queue``, u16) by ``split_by``
+    (:func:`split_queues`), and the notes how many requests each queue has (``queue_requests``)."""
+    import numpy as np
+
+    key = None if queues == 1 or split_by == ROUND_ROBIN else split_column(frame, split_by)
     columns, notes = batch_requests(frame["op"].cat.codes.to_numpy(), frame["offset_bytes"].to_numpy(),
                                     frame["size"].to_numpy(), frame["submit_ns"].to_numpy(), first_row=0,
                                     reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
-                                    target_size=target_size, alignment=alignment, flag_target=flag_target)
-    return columns, finish_notes(notes, flag_target)
+                                    target_size=target_size, alignment=alignment, flag_target=flag_target, key=key)
+    notes = finish_notes(notes, flag_target)
+    if queues > 1:
+        queue = split_queues(columns.pop("key", None), notes["requests"], queues)
+        columns["queue"] = queue.astype("<u2").tobytes()
+        notes["queue_requests"] = [int(n) for n in np.bincount(queue, minlength=queues)]
+    return columns, notes
+
+
+def split_column(frame, split_by: str):
+    """The column ``--split-by`` names, refused (UsageError) when the trace has none of that name."""
+    if split_by not in frame.columns:
+        have = ", ".join(c for c in frame.columns if c not in ("op", "offset_bytes", "size", "submit_ns"))
+        raise UsageError(f"--split-by: the trace has no column '{split_by}' (its other columns: {have or 'none'}); "
+                         f"use {ROUND_ROBIN} or one of those")
+    return frame[split_by].to_numpy(dtype=object)
+
+
+def split_queues(key, requests: int, queues: int):
+    """Each replayed request's queue: request k to queue k mod ``queues`` (no ``key``), or each distinct key
+    value (missing ones one value) to queue v mod ``queues``, values numbered in order of first appearance."""
+    import numpy as np
+
+    if key is None:
+        return np.arange(requests, dtype=np.int64) % queues
+    import pandas as pd
+
+    codes, _ = pd.factorize(pd.Series(key, dtype=object), use_na_sentinel=False)
+    return codes.astype(np.int64) % queues
 
 
 def batch_requests(op, offset, size, arrival, *, first_row: int, reads_only: bool, offset_shift: int, wrap: bool,
-                   target_size: int, alignment: int, flag_target: str) -> tuple[dict[str, Any], dict[str, Any]]:
+                   target_size: int, alignment: int, flag_target: str,
+                   key=None) -> tuple[dict[str, Any], dict[str, Any]]:
     """One batch of a trace (columns: op codes, offsets, sizes, arrival ns; its first request is number
     ``first_row + 1`` of the trace) as the engine's columns, and its notes (:func:`merge_notes` adds batches
-    up; :func:`finish_notes` checks the sum)."""
+    up; :func:`finish_notes` checks the sum). A ``key`` column (one value a row) comes back as ``columns["key"]``,
+    for the requests kept."""
     import numpy as np
 
     from .workload import OPS
@@ -198,6 +250,8 @@ def batch_requests(op, offset, size, arrival, *, first_row: int, reads_only: boo
     if not keep.all():  # (copies of the columns only when something is left out)
         kept = np.flatnonzero(keep)
         op, offset, size, arrival, ranged = op[keep], offset[keep], size[keep], arrival[keep], ranged[keep]
+        if key is not None:
+            key = key[keep]
 
     def number(i: int) -> int:
         """Request i's number in the trace as read (1-based), whatever was left out before it."""
@@ -234,6 +288,8 @@ def batch_requests(op, offset, size, arrival, *, first_row: int, reads_only: boo
         "arrival": arrival.astype("<u8").tobytes(), "op": op.tobytes(), "offset": offset.astype("<u8").tobytes(),
         "size": size.astype("<u4").tobytes(),
     }
+    if key is not None:
+        columns["key"] = key
     notes = {"left_out": left_out, "wrapped": folded, "requests": int(len(op)), "rows": rows,
              "ops": {name: int((op == code).sum()) for code, name in enumerate(OPS) if (op == code).any()},
              "max_size": int(size.max()) if len(size) else 0,
@@ -280,17 +336,22 @@ def _extent(offset, size) -> tuple[int, int]:
     return start, -(-int((offset + size).max()) // 4096) * 4096
 
 
-def replay_workload(notes: dict[str, Any], *, qd: int, data: str, target_size: int):
+def replay_workload(notes: dict[str, Any], *, qd: int, data: str, target_size: int, queues: int = 1):
     """The workload that carries a replay: its mix (which operations the trace has: the engine opens the target
-    for writing and the safety checks apply by it), a buffer size for the largest request, the queue depth, and
-    the range the trace touches (what a simulated drive's preconditioning writes)."""
+    for writing and the safety checks apply by it), a buffer size for the largest request, the queues and queue
+    depth, and the range the trace touches (what a simulated drive's preconditioning writes)."""
     from .workload import Workload
 
     start, end = notes["extent"]
     block = max(4096, -(-notes["max_size"] // 4096) * 4096)
-    rng = {"start": start, "length": min(end, target_size) - start} if end > start else {"start": 0, "length": 0}
+    end = min(end, target_size)
+    if end > start and queues > 1 and end - start < queues * block <= target_size - start:
+        # A workload's range holds a request per queue at least; a trace on a smaller extent preconditions a
+        # little more.
+        end = start + queues * block
+    rng = {"start": start, "length": end - start} if end > start else {"start": 0, "length": 0}
     return Workload(mix=dict.fromkeys(notes["ops"], 1), sizes=[block], pattern={"kind": "sequential"},
-                    range=rng, queue_depth=qd, queues=1, stop={"ops": notes["requests"]},
+                    range=rng, queue_depth=qd, queues=queues, stop={"ops": notes["requests"]},
                     data="lba_stamped" if data == "lba" else data)
 
 
@@ -299,16 +360,19 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
 
     r, run_info = summary["replay"], summary["run"]
     label = " (SYNTHETIC: generated, not captured)" if r["synthetic"] else ""
+    queues = r.get("queues", 1)
+    depth = f"{queues} queues ({r['split_by']}) x QD {r['queue_depth']}" if queues > 1 else f"QD {r['queue_depth']}"
     return (f"{target} — replay of {r['trace']}{label}: {r['requests']:,} requests, {r['timing']}, {r['mode']} loop, "
-            f"QD {r['queue_depth']}, {summary['env']['engine']['backend']}, {run_info['measured_ns'] / 1e9:.3g} s "
+            f"{depth}, {summary['env']['engine']['backend']}, {run_info['measured_ns'] / 1e9:.3g} s "
             f"measured{_precondition_text(run_info)}")
 
 
 def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
     a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory),
-    unless it is needed ``whole`` (newt's two passes), the report needs it (its inter-arrival figure) or
-    ``--align-reads`` changes it."""
+    unless it is needed ``whole`` (newt's two passes; a replay split over several queues), the report needs it
+    (its inter-arrival figure) or ``--align-reads`` changes it."""
+    whole = whole or getattr(args, "queues", 1) > 1
     from .traces import read_trace, sniff
     from .traces.streamed import STREAMED_FORMATS
 
@@ -342,7 +406,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = None, qd: int = 32,
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
            trace_name: str = "TRACE", notify: Any = None, sort: bool = False,
-           rate_limit_writes: ShimSettings | None = None, fmt: str | None = None, **run_kwargs: Any):
+           rate_limit_writes: ShimSettings | None = None, fmt: str | None = None, queues: int = 1,
+           split_by: str = ROUND_ROBIN, **run_kwargs: Any):
     """Replay a trace on ``target`` (a path, ``sim:PRESET`` or a :class:`SimDevice`) and return run's
     :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
 
@@ -352,13 +417,15 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     arrival as it streams; one too disordered for that is read whole).
     ``run_kwargs`` go to :func:`ftlscope.run` (engine, destructive, size, precondition, trace, progress, ...);
     ``notify(text)`` hears what was left out or folded. ``rate_limit_writes``
-    (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine."""
+    (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine.
+    ``queues`` > 1 splits the trace over that many queues by ``split_by`` (round-robin in arrival order, or a
+    column of the trace such as ``process``): each request keeps its due time, the queues share one start, and
+    the trace is read whole (a streamed trace feeds one queue)."""
     from .sim import SimDevice
 
     timing = parse_timing(timing)
     mode = replay_mode(timing, mode)
-    if not 1 <= qd <= MAX_QD:
-        raise UsageError(f"--qd: {qd} is out of range; give 1 to {MAX_QD}")
+    check_queues(qd, queues)
     device = target if isinstance(target, SimDevice) else None
     if device is None and target.startswith("sim:"):
         device = SimDevice.open(target)
@@ -378,7 +445,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
         from .traces.window import Unsorted
 
         fmt = fmt or sniff(Path(frame))
-        if fmt != "parquet" and fmt not in STREAMED_FORMATS:
+        if (fmt != "parquet" and fmt not in STREAMED_FORMATS) or queues > 1:
             frame = read_trace(frame, fmt, sort=sort)
         else:
             try:
@@ -388,14 +455,18 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
             except Unsorted:
                 frame = read_trace(frame, fmt, sort=True)
     if streamed is None:
-        columns, notes = requests(frame, **prepare)
+        columns, notes = requests(frame, **prepare, queues=queues, split_by=split_by)
         meta = frame.attrs.get("ftlscope", {})
+        if notify and queues > 1 and 0 in notes["queue_requests"]:
+            idle = notes["queue_requests"].count(0)
+            notify(f"{idle} of {queues} queues have no requests (--split-by {split_by}: the trace has fewer "
+                   "distinct values than queues)")
     factor = float(timing.removeprefix("scaled:")) if timing.startswith("scaled:") else 1.0
     if timing != "afap" and notes["span_ns"] / factor >= MAX_SPAN_NS:
         # The engine refuses it too, but only once it starts: a file target would have been created by then.
         raise UsageError(f"--timing {timing}: the replay would last {notes['span_ns'] / factor / 1e9:.3e} s; give "
                          "scaled:F with a larger F")
-    workload = replay_workload(notes, qd=qd, data=data, target_size=target_size)
+    workload = replay_workload(notes, qd=qd, data=data, target_size=target_size, queues=queues)
     for what, n in notes["left_out"].items():
         if notify:
             notify(f"left out {n:,} {what}")
@@ -406,7 +477,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     labels = {**{k: v for k, v in meta.items() if k not in ("format", "converted_from")},
               "synthetic": bool(meta.get("synthetic")),
               "replay_of": {"trace": trace_name, "format": meta.get("converted_from") or meta.get("format")}}
-    engine_replay = {"timing": timing, "mode": mode, "feed": None}
+    engine_replay = {"timing": timing, "mode": mode, "feed": None, "queues": queues}
     run_kwargs = {**run_kwargs, "rate_limit_writes": rate_limit_writes}
     if streamed is None:
         result = _run_replay(device or target, workload, {**columns, **engine_replay}, labels, run_kwargs)
@@ -422,6 +493,8 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
         "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
         "offset_shift": offset_shift, "trace_span_ns": last - first, "streamed": streamed is not None,
         "issue_lag_ns": result.summary["run"].get("issue_lag_ns"), "aligned_reads": meta.get("aligned_reads"),
+        "queues": queues, "split_by": split_by if queues > 1 else None,
+        "queue_requests": notes.get("queue_requests", [notes["requests"]]),
     }
     return result
 
@@ -523,8 +596,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     # The flags first: a wrong one is refused before the trace is read.
     replay_mode(parse_timing(args.timing), args.mode)
-    if not 1 <= args.qd <= MAX_QD:
-        raise UsageError(f"--qd: {args.qd} is out of range; give 1 to {MAX_QD}")
+    check_queues(args.qd, args.queues)
     if args.data == "verify":
         raise UsageError("--data verify: a replay reads nothing back to check; use zeros, ones, 0xaa, lba or random "
                          "(run --verify checks a target)")
@@ -540,7 +612,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
                     trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
                     precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
-                    **_run_kwargs(args))
+                    queues=args.queues, split_by=args.split_by, **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs

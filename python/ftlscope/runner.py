@@ -29,7 +29,7 @@ from .sim import SimDevice
 from .units import format_size, parse_duration_ns, parse_size
 from .workload import OPS, Workload
 
-ENGINES = ("auto", "uring", "psync")
+ENGINES = ("auto", "uring", "psync", "psync-pool")
 FILL_REQUEST = 1 << 20
 
 

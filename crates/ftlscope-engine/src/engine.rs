@@ -35,6 +35,9 @@ pub enum EngineChoice {
     Auto,
     Uring,
     Psync,
+    /// psync's calls made by a pool of worker threads, one per slot (see `backend::pool`).
+    #[serde(rename = "psync-pool")]
+    PsyncPool,
 }
 
 impl std::str::FromStr for EngineChoice {
@@ -44,7 +47,8 @@ impl std::str::FromStr for EngineChoice {
             "auto" => Ok(EngineChoice::Auto),
             "uring" | "io_uring" => Ok(EngineChoice::Uring),
             "psync" => Ok(EngineChoice::Psync),
-            other => Err(format!("unknown engine `{other}`; use auto, uring or psync")),
+            "psync-pool" => Ok(EngineChoice::PsyncPool),
+            other => Err(format!("unknown engine `{other}`; use auto, uring, psync or psync-pool")),
         }
     }
 }
@@ -298,7 +302,7 @@ fn queue_contexts(
 ) -> Vec<QueueContext> {
     // How long the run should last, where that is known, to size the write shim's held-bytes series.
     let expected_ns = match replay {
-        Some(r) => r.due_ns.last().copied().filter(|&ns| ns > 0),
+        Some(r) => r.last_due_ns().filter(|&ns| ns > 0),
         None => (workload.stop.time_ns > 0).then(|| workload.stop.time_ns + workload.warmup.time_ns),
     };
     (0..workload.queues)
@@ -341,7 +345,7 @@ impl Run {
         if workload.mix.writes() && !target.info.writable {
             return Err(EngineError::ReadOnlyTarget(target.info.path.display().to_string()));
         }
-        let BackendChoice { use_uring, worker_driven, reason: backend_reason } =
+        let BackendChoice { use_uring, use_pool, worker_driven, reason: backend_reason } =
             choose_backend(options.engine, &target)?;
         let (clock, clock_info) = shared_clock();
         let mut notices = Vec::new();
@@ -352,15 +356,15 @@ impl Run {
         // What the user asked for goes into the result; the queues run `workload`, which for psync may keep
         // the queue depth with threads.
         let requested = workload.clone();
-        let (workload, lanes, queue_depth) = if use_uring {
+        let (workload, lanes, queue_depth) = if use_uring || use_pool {
             let depth = workload.inflight_per_queue();
             (workload, 1, depth)
         } else if replay.is_some() {
             // A trace is one stream in one order: psync's thread per request in flight would replay it once per
-            // thread, so it replays one request at a time.
+            // thread, so each queue replays its part one request at a time.
             if workload.queue_depth > 1 {
                 notices.push(format!(
-                    "psync replays one request at a time: effective queue depth 1, not {}",
+                    "psync replays one request at a time on each queue: effective queue depth 1, not {}",
                     workload.queue_depth
                 ));
             }
@@ -410,6 +414,7 @@ impl Run {
                 cpu: queue_cpu(q as usize),
                 worker_cpus: if cpus.len() > 1 { cpus.clone() } else { Vec::new() },
                 use_uring,
+                use_pool,
             };
             let barrier = Arc::clone(&barrier);
             let setup_tx = setup_tx.clone();
@@ -449,7 +454,13 @@ impl Run {
             return Err(EngineError::Setup { queue: 0, message });
         }
         let env = EngineEnv {
-            backend: if use_uring { "io_uring" } else { "psync" },
+            backend: if use_uring {
+                "io_uring"
+            } else if use_pool {
+                "psync-pool"
+            } else {
+                "psync"
+            },
             backend_reason,
             backend_setup,
             clock: clock_info,
@@ -649,13 +660,17 @@ fn check_write_shim(workload: &Workload, options: &RunOptions) -> Result<(), Eng
     Err(EngineError::Options { field: "write_shim", problem })
 }
 
-/// What a replay needs of the workload that carries it: one queue (a trace is one ordered stream), no pacing of
-/// its own, buffers and a mix that cover the trace's requests (the mix decides whether the target is opened for
-/// writing), and requests that fit the target.
+/// What a replay needs of the workload that carries it: as many queues as the trace is split over (one, unless
+/// [`Replay::split`]), no pacing of its own, buffers and a mix that cover the trace's requests (the mix decides
+/// whether the target is opened for writing), and requests that fit the target.
 fn check_replay(workload: &Workload, replay: &Replay, info: &TargetInfo) -> Result<(), EngineError> {
     let invalid = |problem: String| EngineError::Replay(ReplayError::Invalid(problem));
-    if workload.queues != 1 {
-        return Err(invalid(format!("a trace replays on one queue, not {}", workload.queues)));
+    if workload.queues != replay.queues() {
+        return Err(invalid(format!(
+            "the trace is split over {} queue(s), the workload has {}",
+            replay.queues(),
+            workload.queues
+        )));
     }
     if workload.batch.is_some() || workload.rate.limited() || workload.warmup != Default::default() {
         return Err(invalid("the trace sets the pace: no batch, rate limit or warm-up".into()));
@@ -745,6 +760,6 @@ mod tests {
     #[test]
     fn engine_choice_parses() {
         assert_eq!("auto".parse::<EngineChoice>().unwrap(), EngineChoice::Auto);
-        assert!("spdk".parse::<EngineChoice>().unwrap_err().contains("auto, uring or psync"));
+        assert!("spdk".parse::<EngineChoice>().unwrap_err().contains("auto, uring, psync or psync-pool"));
     }
 }

@@ -255,7 +255,11 @@ impl<'a> QueueLoop<'a> {
             single_op,
             planned: [Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: false }; LOOKAHEAD],
             planned_head: 0,
-            ops_budget: share_of(w.stop.ops, w.queues, ctx.queue),
+            // A replay's queue issues its part of the trace, however the trace was split.
+            ops_budget: ctx
+                .replay
+                .as_deref()
+                .map_or(share_of(w.stop.ops, w.queues, ctx.queue), |r| r.part_len(ctx.queue)),
             bytes_budget: share_of(w.stop.bytes, w.queues, ctx.queue),
             warmup_ops: share_of(w.warmup.ops, w.queues, ctx.queue),
             issued_measured: 0,
@@ -300,8 +304,9 @@ impl<'a> QueueLoop<'a> {
             };
         }
         if let Some(replay) = self.ctx.replay.as_deref() {
-            let i = self.replay_cursor;
-            if i >= replay.len() {
+            let (start, end) = replay.part(self.ctx.queue);
+            let i = start + self.replay_cursor;
+            if i >= end {
                 return Planned { op: Op::Read, size: 0, offset: 0, due_ns: 0, end: true };
             }
             self.replay_cursor += 1;
@@ -456,7 +461,8 @@ impl<'a> QueueLoop<'a> {
         let mut scheduled_ns = 0;
         if let Some(replay) = self.ctx.replay.as_deref() {
             let due = match replay.mode {
-                Mode::Open => self.pace_anchor.get_or_insert(now).saturating_add(due_ns),
+                // Due times count from one start shared by every queue the trace is split over.
+                Mode::Open => self.pace_anchor.get_or_insert_with(|| replay.anchor(now)).saturating_add(due_ns),
                 Mode::Closed => {
                     // A sync point: what follows a flush waits for it.
                     if self.replay_barrier {
@@ -1174,6 +1180,33 @@ mod tests {
         records.sort_by_key(|r| r.submit_ns);
         let submits: Vec<u64> = records.iter().map(|r| r.submit_ns - 1_000).collect();
         assert_eq!(submits, [0, 0, 25_000, 25_500, 1_000_000]);
+    }
+
+    #[test]
+    fn a_trace_split_over_two_queues_keeps_its_timing_from_one_start_whatever_queue_starts_later() {
+        // Six reads 10 us apart, dealt to queues 0, 1, 0, 1, ...; queue 1's thread starts 30 us after queue 0's.
+        let arrivals: Vec<u64> = (0..6).map(|i| i * 10_000).collect();
+        let mut base = replay_context(4, &arrivals, &[0; 6], Timing::Faithful, Mode::Open);
+        let whole = std::sync::Arc::into_inner(base.replay.take().expect("a replay")).expect("one owner");
+        let replay = std::sync::Arc::new(whole.split(&[0, 1, 0, 1, 0, 1], 2).unwrap());
+        let shared = std::sync::Arc::new(Shared::new(2));
+        let queue = |q: u32| {
+            let mut ctx = context(Workload { queues: 2, ..base.workload.clone() }, OnError::Stop);
+            (ctx.queue, ctx.replay, ctx.shared) = (q, Some(replay.clone()), shared.clone());
+            ctx
+        };
+        let (first, second) = (queue(0), queue(1));
+        let (report, records) = drive(&first, &mut ScriptedBackend::new(1_000));
+        assert_eq!(report.completed, 3);
+        assert_eq!(records.iter().map(|r| r.submit_ns).collect::<Vec<_>>(), [1_000, 21_000, 41_000]);
+        let mut late = ScriptedBackend::new(1_000);
+        late.now = 31_000;
+        let (report, records) = drive(&second, &mut late);
+        assert_eq!(report.completed, 3);
+        // Due at 10, 30 and 50 us from queue 0's start (1 us on the clock): the first goes late, the others on time
+        // (each queue counting from its own start would issue them at 41, 61 and 81 us).
+        let got: Vec<_> = records.iter().map(|r| (r.submit_ns, r.issue_lag_ns, r.queue)).collect();
+        assert_eq!(got, [(31_000, 20_000, 1), (31_000, 0, 1), (51_000, 0, 1)]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::Duration;
 
+use crate::backend::pool::PoolBackend;
 use crate::backend::psync::PsyncBackend;
 use crate::backend::uring::{self, UringBackend};
 use crate::buffers::IoBuffers;
@@ -29,6 +30,8 @@ pub(crate) struct RealQueue {
     /// CPUs for io_uring's worker threads: every CPU the process may use, not just the queue's own.
     pub worker_cpus: Vec<usize>,
     pub use_uring: bool,
+    /// psync's calls from a pool of worker threads (when not io_uring).
+    pub use_pool: bool,
 }
 
 pub(crate) fn shared_clock() -> (Clock, ClockInfo) {
@@ -68,6 +71,8 @@ fn precise_timers() {
 /// The backend for a run, and why, in words.
 pub(crate) struct BackendChoice {
     pub use_uring: bool,
+    /// psync-pool: a worker thread per slot makes the calls (the queue keeps its depth, no threads per request).
+    pub use_pool: bool,
     /// io_uring will hand every request to its worker threads (the target completes synchronously), so
     /// the queue threads are not pinned: the workers must spread over the CPUs, and a pinned queue thread
     /// halved io_uring's throughput at QD 32 on zram here.
@@ -80,12 +85,17 @@ pub(crate) fn choose_backend(choice: EngineChoice, target: &Target) -> Result<Ba
     let synchronous = crate::autoselect::completes_synchronously(target);
     let pick = |use_uring: bool, reason: String| BackendChoice {
         use_uring,
+        use_pool: false,
         worker_driven: use_uring && synchronous.is_some(),
         reason,
     };
     let uring_ok = uring::available();
     match choice {
         EngineChoice::Psync => Ok(pick(false, "psync requested".into())),
+        EngineChoice::PsyncPool => Ok(BackendChoice {
+            use_pool: true,
+            ..pick(false, "psync-pool requested (a worker thread per slot)".into())
+        }),
         EngineChoice::Uring => match uring_ok {
             Ok(()) => Ok(pick(true, "io_uring requested".into())),
             Err(e) => Err(EngineError::UringUnavailable(e.to_string())),
@@ -187,6 +197,25 @@ pub(crate) fn queue_thread(
             }
             Err(e) => {
                 let _ = setup_tx.send(Err(format!("io_uring set-up failed: {e}")));
+                barrier.wait();
+            }
+        }
+    } else if real.use_pool {
+        match PoolBackend::new(Arc::clone(&real.file), real.kind, depth, real.clock) {
+            Ok(mut backend) => {
+                let _ = setup_tx.send(Ok(None));
+                barrier.wait();
+                if ctx.shared.setup_failed.load(Ordering::Relaxed) {
+                    return report;
+                }
+                let leak = QueueLoop::new(&ctx, generator, producer).run(&mut backend, &mut buffers, &mut report);
+                if leak {
+                    // A worker may still read into these buffers: never free them.
+                    std::mem::forget(buffers);
+                }
+            }
+            Err(e) => {
+                let _ = setup_tx.send(Err(format!("psync-pool could not start its worker threads: {e}")));
                 barrier.wait();
             }
         }

@@ -9,7 +9,12 @@
 //! and pushes each through a [`Feeder`] into one of a few recycled chunks, which the queue takes in order through
 //! a [`Cursor`]. Memory stays flat in the trace's length; the checks a whole trace gets up front are made on each
 //! chunk as it is pushed (the caller has checked the whole trace in a first pass, so they do not fail there).
+//!
+//! A whole trace may be split over several queues ([`Replay::split`]): each queue issues its share in trace
+//! order, every due time still counted from the trace's first request and from one start shared by the queues
+//! ([`Replay::anchor`]), so together they keep the trace's timing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
 
@@ -57,7 +62,16 @@ pub struct Replay {
     pub mode: Mode,
     /// A streamed replay: the columns above stay empty.
     pub stream: Option<Stream>,
+    /// A trace split over several queues: queue q's requests are `parts[q].0..parts[q].1` of the columns
+    /// (empty: one queue takes them all).
+    parts: Vec<(usize, usize)>,
+    /// The clock reading the open-loop due times count from: the first queue to issue sets it, the others
+    /// take it (`UNSET` until then).
+    anchor: AtomicU64,
 }
+
+/// No queue has issued yet (a virtual clock may read 0 at the start, so 0 cannot mean that).
+const UNSET: u64 = u64::MAX;
 
 /// What is known of a streamed trace before it runs (from the caller's first pass), and the queue's end of
 /// the chunk channels until the queue takes it.
@@ -305,7 +319,93 @@ impl Replay {
             len: len.to_vec(),
             mode,
             stream: None,
+            parts: Vec::new(),
+            anchor: AtomicU64::new(UNSET),
         })
+    }
+
+    /// The same trace split over `queues` queues: request i goes to queue `queue_of[i]`. Each queue keeps its
+    /// requests in trace order and their due times (counted from the trace's first request); in closed mode a
+    /// queue's gaps and sync points are those between its own requests. Only a whole trace splits.
+    pub fn split(self, queue_of: &[u16], queues: u32) -> Result<Replay, ReplayError> {
+        let invalid = |problem: String| Err(ReplayError::Invalid(problem));
+        if self.stream.is_some() {
+            return invalid("a streamed trace replays on one queue".into());
+        }
+        if queues == 0 || queues > u16::MAX as u32 + 1 {
+            return invalid(format!("{queues} queues: give 1 to {}", u16::MAX as u32 + 1));
+        }
+        if queue_of.len() != self.op.len() {
+            return invalid(format!("{} queue numbers for {} requests", queue_of.len(), self.op.len()));
+        }
+        if let Some(i) = queue_of.iter().position(|&q| q as u32 >= queues) {
+            return invalid(format!("request {} goes to queue {}, of {queues}", i + 1, queue_of[i]));
+        }
+        // A stable counting sort: each queue's requests together, in trace order.
+        let mut next = vec![0usize; queues as usize];
+        for &q in queue_of {
+            next[q as usize] += 1;
+        }
+        let mut parts = Vec::with_capacity(queues as usize);
+        let mut start = 0;
+        for count in next.iter_mut() {
+            parts.push((start, start + *count));
+            (start, *count) = (start + *count, start);
+        }
+        let mut order = vec![0usize; queue_of.len()];
+        for (i, &q) in queue_of.iter().enumerate() {
+            order[next[q as usize]] = i;
+            next[q as usize] += 1;
+        }
+        Ok(Replay {
+            due_ns: order.iter().map(|&i| self.due_ns[i]).collect(),
+            op: order.iter().map(|&i| self.op[i]).collect(),
+            offset: order.iter().map(|&i| self.offset[i]).collect(),
+            len: order.iter().map(|&i| self.len[i]).collect(),
+            parts,
+            ..self
+        })
+    }
+
+    /// How many queues the trace is split over.
+    pub fn queues(&self) -> u32 {
+        self.parts.len().max(1) as u32
+    }
+
+    /// Queue `queue`'s requests: a range of the columns.
+    #[inline]
+    pub fn part(&self, queue: u32) -> (usize, usize) {
+        match self.parts.get(queue as usize) {
+            Some(&range) => range,
+            None if self.parts.is_empty() => (0, self.op.len()),
+            None => (0, 0),
+        }
+    }
+
+    /// How many requests queue `queue` issues.
+    pub fn part_len(&self, queue: u32) -> u64 {
+        match &self.stream {
+            Some(s) if queue == 0 => s.requests,
+            Some(_) => 0,
+            None => {
+                let (start, end) = self.part(queue);
+                (end - start) as u64
+            }
+        }
+    }
+
+    /// The last request's due time (a whole trace; None for a streamed one).
+    pub fn last_due_ns(&self) -> Option<u64> {
+        self.due_ns.iter().copied().max()
+    }
+
+    /// The clock reading open-loop due times count from: `now` for the first queue to ask, the same for every
+    /// queue after it (one atomic operation, once per queue and run).
+    pub fn anchor(&self, now: u64) -> u64 {
+        match self.anchor.compare_exchange(UNSET, now, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => now,
+            Err(set) => set,
+        }
     }
 
     /// A replay whose requests are pushed through the returned [`Feeder`] while it runs. The caller has read
@@ -362,6 +462,8 @@ impl Replay {
             len: Vec::new(),
             mode,
             stream: Some(stream),
+            parts: Vec::new(),
+            anchor: AtomicU64::new(UNSET),
         };
         Ok((replay, feeder))
     }
@@ -422,7 +524,11 @@ impl Replay {
             if !op.has_range() {
                 continue;
             }
-            let request = i + 1;
+            // A split trace names the request by its queue (its columns are in queue order, not trace order).
+            let request = match self.parts.iter().position(|&(start, end)| (start..end).contains(&i)) {
+                Some(q) if self.parts.len() > 1 => format!("{} of queue {q}", i - self.parts[q].0 + 1),
+                _ => (i + 1).to_string(),
+            };
             if len == 0 {
                 return Err(ReplayError::Invalid(format!("request {request} ({}) has length 0", op.name())));
             }
@@ -500,6 +606,40 @@ mod tests {
         // Offsets near u64::MAX do not overflow (the debug build would panic).
         let r = Replay::new(&[0], &[0], &[u64::MAX - 10], &[4096], Timing::Afap, Mode::Closed).unwrap();
         assert!(r.validate(1 << 20, 1).unwrap_err().to_string().contains("ends past"));
+    }
+
+    #[test]
+    fn a_split_keeps_each_queues_requests_in_trace_order_with_the_traces_due_times() {
+        let (t, op, off, len) = columns();
+        let r = Replay::new(&t, &op, &off, &len, Timing::Faithful, Mode::Open).unwrap();
+        let r = r.split(&[1, 0, 1, 1], 3).unwrap();
+        assert_eq!(r.queues(), 3);
+        assert_eq!((r.part(0), r.part(1), r.part(2)), ((0, 1), (1, 4), (4, 4)));
+        assert_eq!((r.part_len(0), r.part_len(1), r.part_len(2)), (1, 3, 0));
+        assert_eq!(r.due_ns, vec![0, 0, 4_000, 10_000], "due times from the trace's first request");
+        assert_eq!(r.op, vec![Op::Write, Op::Read, Op::Flush, Op::Read]);
+        assert_eq!(r.offset, vec![4096, 0, 0, 8192]);
+        assert_eq!(r.last_due_ns(), Some(10_000));
+        // The split trace names a request that does not fit by its queue.
+        let err = r.validate(8192, 512).unwrap_err();
+        assert!(err.to_string().contains("request 3 of queue 1 (read of 4096 B at byte 8192)"), "{err}");
+        // One start for every queue: the first to ask sets it.
+        assert_eq!((r.anchor(500), r.anchor(900)), (500, 500));
+        let fresh = Replay::new(&t, &op, &off, &len, Timing::Afap, Mode::Closed).unwrap();
+        assert_eq!((fresh.queues(), fresh.part(0), fresh.part_len(0)), (1, (0, 4), 4));
+        assert_eq!(fresh.anchor(0), 0, "a virtual clock's 0 is a start like any other");
+        assert_eq!(fresh.anchor(7), 0);
+    }
+
+    #[test]
+    fn a_split_that_does_not_fit_the_trace_is_refused() {
+        let (t, op, off, len) = columns();
+        let whole = || Replay::new(&t, &op, &off, &len, Timing::Faithful, Mode::Open).unwrap();
+        assert!(whole().split(&[0, 1, 0], 2).unwrap_err().to_string().contains("3 queue numbers for 4"));
+        assert!(whole().split(&[0, 1, 2, 0], 2).unwrap_err().to_string().contains("request 3 goes to queue 2"));
+        assert!(whole().split(&[0; 4], 0).is_err());
+        let (streamed, _feeder) = Replay::streamed(4, 4096, &[0], (1 << 20, 512), Timing::Afap, Mode::Closed).unwrap();
+        assert!(streamed.split(&[0; 4], 2).unwrap_err().to_string().contains("streamed"));
     }
 
     fn le<T: Copy, const N: usize>(values: &[T], to: fn(T) -> [u8; N]) -> Vec<u8> {

@@ -92,7 +92,7 @@ fn the_measurement_loop_does_not_allocate() {
             "rate":{"iops":{"read":20000},"bytes_per_s":{"write":40960000}}}"#,
     ];
     for (i, w) in workloads.iter().enumerate() {
-        for engine in [EngineChoice::Uring, EngineChoice::Psync] {
+        for engine in [EngineChoice::Uring, EngineChoice::Psync, EngineChoice::PsyncPool] {
             if engine == EngineChoice::Uring && ftlscope_engine::backend::uring::available().is_err() {
                 eprintln!("skipping io_uring: not available on this machine");
                 continue;
@@ -132,7 +132,7 @@ fn a_replay_does_not_allocate_in_the_loop_either() {
         (Timing::Scaled(4.0), Mode::Open, Some(shim)),
         (Timing::Afap, Mode::Closed, Some(shim)),
     ] {
-        for engine in [EngineChoice::Uring, EngineChoice::Psync] {
+        for engine in [EngineChoice::Uring, EngineChoice::Psync, EngineChoice::PsyncPool] {
             if engine == EngineChoice::Uring && ftlscope_engine::backend::uring::available().is_err() {
                 continue;
             }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
 use ftlscope_engine::health::open_health_source;
-use ftlscope_engine::replay::{Feeder, Mode, Replay, Timing};
+use ftlscope_engine::replay::{Feeder, Mode, Replay, ReplayError, Timing};
 use ftlscope_engine::stats::{Trace, TraceChunks};
 use ftlscope_engine::target::{Target, TargetError};
 use ftlscope_engine::workload::Workload;
@@ -256,7 +256,8 @@ fn column<T, const N: usize>(name: &str, bytes: &[u8], from: fn([u8; N]) -> T) -
 /// A trace to replay, as one dict: its columns as bytes, arrival times (`arrival`, u64 ns), operations (`op`, u8
 /// indices of ftlscope's operations), offsets (`offset`, u64), lengths (`size`, u32); `timing` "faithful", "afap"
 /// or "scaled:F"; `mode` "open" or "closed"; `feed` a streamed trace's [`ReplayFeed`] (or None), which takes the
-/// place of the columns (empty then). Parsed once, for the file and the simulated replay alike.
+/// place of the columns (empty then); `queues` how many queues the trace is split over and `queue` (u16) each
+/// request's queue (absent for one). Parsed once, for the file and the simulated replay alike.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 struct TraceColumns<'py> {
@@ -267,11 +268,18 @@ struct TraceColumns<'py> {
     timing: String,
     mode: String,
     feed: Option<Bound<'py, ReplayFeed>>,
+    #[pyo3(default)]
+    queue: Option<Bound<'py, PyBytes>>,
+    #[pyo3(default)]
+    queues: Option<u32>,
 }
 
 impl TraceColumns<'_> {
     fn replay(&self) -> PyResult<Arc<Replay>> {
         if let Some(feed) = &self.feed {
+            if self.queues.unwrap_or(1) > 1 {
+                return Err(WorkloadInvalid::new_err("a streamed trace replays on one queue"));
+            }
             return feed
                 .borrow()
                 .replay
@@ -284,9 +292,14 @@ impl TraceColumns<'_> {
         let arrival = column("arrival", self.arrival.as_bytes(), u64::from_le_bytes)?;
         let offset = column("offset", self.offset.as_bytes(), u64::from_le_bytes)?;
         let size = column("size", self.size.as_bytes(), u32::from_le_bytes)?;
-        Replay::new(&arrival, self.op.as_bytes(), &offset, &size, timing, mode)
-            .map(Arc::new)
-            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))
+        let invalid = |e: ReplayError| WorkloadInvalid::new_err(e.to_string());
+        let mut replay = Replay::new(&arrival, self.op.as_bytes(), &offset, &size, timing, mode).map_err(invalid)?;
+        let queues = self.queues.unwrap_or(1);
+        if queues > 1 {
+            let queue_of = column("queue", self.queue.as_ref().map_or(&[][..], |b| b.as_bytes()), u16::from_le_bytes)?;
+            replay = replay.split(&queue_of, queues).map_err(invalid)?;
+        }
+        Ok(Arc::new(replay))
     }
 }
 

@@ -6,6 +6,7 @@ use std::io;
 
 use crate::workload::Op;
 
+pub mod pool;
 pub mod psync;
 pub mod uring;
 

@@ -32,22 +32,27 @@ impl PsyncBackend {
     }
 
     fn execute(&self, req: &Request) -> i32 {
-        let fd = self.file.as_raw_fd();
-        let rc = match req.op {
-            // SAFETY: addr points to at least len bytes of the queue's buffers.
-            Op::Read => unsafe { libc::pread(fd, req.addr.cast(), req.len as usize, req.offset as i64) },
-            // SAFETY: as above.
-            Op::Write => unsafe { libc::pwrite(fd, req.addr.cast(), req.len as usize, req.offset as i64) },
-            // SAFETY: plain syscall on an open fd.
-            Op::Flush => unsafe { libc::fdatasync(fd) as isize },
-            Op::Trim => return discard_sync(&self.file, self.kind, req.offset, req.len as u64),
-            Op::WriteZeroes => return write_zeroes_sync(&self.file, self.kind, req.offset, req.len as u64),
-        };
-        if rc < 0 {
-            -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-        } else {
-            rc as i32
-        }
+        execute(&self.file, self.kind, req)
+    }
+}
+
+/// One request as a blocking call on `file`: bytes moved, or `-errno` (the psync-pool's workers make it too).
+pub(crate) fn execute(file: &File, kind: TargetKind, req: &Request) -> i32 {
+    let fd = file.as_raw_fd();
+    let rc = match req.op {
+        // SAFETY: addr points to at least len bytes of the queue's buffers.
+        Op::Read => unsafe { libc::pread(fd, req.addr.cast(), req.len as usize, req.offset as i64) },
+        // SAFETY: as above.
+        Op::Write => unsafe { libc::pwrite(fd, req.addr.cast(), req.len as usize, req.offset as i64) },
+        // SAFETY: plain syscall on an open fd.
+        Op::Flush => unsafe { libc::fdatasync(fd) as isize },
+        Op::Trim => return discard_sync(file, kind, req.offset, req.len as u64),
+        Op::WriteZeroes => return write_zeroes_sync(file, kind, req.offset, req.len as u64),
+    };
+    if rc < 0 {
+        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    } else {
+        rc as i32
     }
 }
 
