@@ -201,12 +201,27 @@ def cliff(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float
            "write.p95_peak": float(w["lat_p95_ns"].max()) if len(w) else math.nan}
     if len(full) >= 4:
         x = full["bw_bytes"].to_numpy(dtype=float)
-        drop = changepoint.biggest_drop(x, changepoint.change_points(x), min_drop=CLIFF_MIN_DROP)
+        drop = final_drop(x)
         if drop is not None:
             out["cliff_bytes"] = float(full["bytes"].iloc[:drop.index].sum())
             out["cliff_time"] = float(full["start_ns"].iloc[drop.index] - full["start_ns"].iloc[0])
             out["before.bw"], out["after.bw"] = drop.before, drop.after
     return out
+
+
+def final_drop(x: np.ndarray) -> changepoint.Drop | None:
+    """Where the throughput falls for good, as the thesis dates its write cliff ("started out writing quickly
+    ... and deteriorated after some time"): the last fall of at least :data:`CLIFF_MIN_DROP` between adjacent
+    segments after which no later segment climbs back to within that share of the level before it. The
+    largest fall would take a drive that slows down gradually while its cache fills (folding harder as it
+    fills) for one with a cliff at the start; on a drive whose only fall is the cliff both are that fall."""
+    segs = changepoint.segments(x, changepoint.change_points(x))
+    found = None
+    for i, (left, right) in enumerate(zip(segs[:-1], segs[1:], strict=True)):
+        ceiling = (1 - CLIFF_MIN_DROP) * left.mean
+        if right.mean < ceiling and all(s.mean < ceiling for s in segs[i + 2:]):
+            found = changepoint.Drop(right.start, left.mean, right.mean)
+    return found
 
 
 def random_fill(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
