@@ -10,8 +10,9 @@ the write cliff position) as pass/fail with the numbers. Everything runs on the 
     python bench/fidelity.py [--drive NV2] [--quick] [--points-only | --shapes-only] [--csv points.csv]
                              [--device PM981=my-pm981.toml]
 
-The whole bench takes about a minute of wall time here; --quick shortens the measuring runs (the fills and the
-write-cliff runs stay as they are), about 45 s. --device measures a drive on a device file instead of its
+The whole bench takes about two minutes of wall time on a quiet machine (each "SSD Performance Report" cell
+fills a drive of its own; the NV2 alone ~75 s); --quick shortens the measuring runs (the fills and the
+write-cliff runs stay as they are). --device measures a drive on a device file instead of its
 preset, to calibrate a preset without rebuilding the simulator.
 """
 

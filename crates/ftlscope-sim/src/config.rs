@@ -139,6 +139,8 @@ pub struct Nand {
     pub suspend_latency: Nanos,
     /// Reads in a row that may suspend a unit's programs; then one waits for the program in progress. 0 = no limit.
     pub suspend_limit: u32,
+    /// Added key: with program_suspend, host reads' transfers also occupy the bus the programs use.
+    pub read_bus_shared: bool,
 }
 
 impl Nand {
@@ -186,6 +188,8 @@ pub struct SlcCache {
     pub fold_while_writing: f64,
     /// Added key: the share of the SLC capacity in use above which foreground folding runs.
     pub fold_above: f64,
+    /// Added key: foreground folding scaled by the share of the SLC capacity holding valid data.
+    pub fold_by_valid: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

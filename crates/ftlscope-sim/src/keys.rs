@@ -236,6 +236,7 @@ section! {
         program_suspend: Bool = false, Any, "a host read suspends a program or erase in progress or queued on its unit and goes first (the program resumes after it)";
         suspend_latency: Time = Nanos(20_000), Any, "what suspending a program or erase adds to the read (with program_suspend)";
         suspend_limit: U32 = 0, Any, "with program_suspend: reads in a row that may suspend a unit's programs; the next waits for the program in progress (one L-page program time) so programs cannot starve under a read stream; 0 = no limit";
+        read_bus_shared: Bool = false, Any, "with program_suspend: a host read's transfers still go before the programs' but take their time on the channel bus, so programs booked after them wait for it and reads and writes together never move more than the bus carries (false: host reads have a bus of their own)";
     }
 }
 
@@ -268,6 +269,7 @@ section! {
         fold_rate: RateC = Rate(0.0), Any, "background folding speed while idle (frees SLC capacity)";
         fold_while_writing: Float = 0.0, Between(0.0, 1.0), "pages of the oldest SLC-mode blocks folded in the foreground for each page the host writes in SLC mode (a valid page is read and programmed in native mode on its die, a replaced one costs nothing: a fresh fill pays for every page it wrote, a small rewritten span almost nothing; 0: fold only while idle)";
         fold_above: Float = 0.0, Between(0.0, 1.0), "foreground folding (fold_while_writing) starts once this share of the SLC capacity is in use";
+        fold_by_valid: Bool = false, Any, "foreground folding runs at fold_while_writing times the share of the SLC capacity that holds valid data: a filling cache folds harder and harder, a small span rewritten in SLC mode (its old copies replaced) folds almost nothing (false: fold_while_writing from the start)";
     }
 }
 

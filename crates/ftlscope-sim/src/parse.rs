@@ -939,7 +939,13 @@ stripe_width = 30
         assert_eq!((w.second_level_rate, w.second_level_capacity_ios), (Rate(2e9), 0));
         assert_eq!(
             cfg.slc_cache,
-            SlcCache { capacity: 0, fold_rate: Rate(0.0), fold_while_writing: 0.0, fold_above: 0.0 }
+            SlcCache {
+                capacity: 0,
+                fold_rate: Rate(0.0),
+                fold_while_writing: 0.0,
+                fold_above: 0.0,
+                fold_by_valid: false
+            }
         );
         assert_eq!(cfg.ftl.mapping_cache, MappingCache::Full);
         assert_eq!(cfg.ftl.map_miss_latency, Nanos(50_000));

@@ -430,7 +430,10 @@ mod tests {
         let reads_per_s = hmb.controller.cores as f64 * 1e9 / read_ns;
         assert!((161e3..=180e3).contains(&reads_per_s), "{reads_per_s} reads/s");
         // The NV2 folds while it writes: its cache fills by the share of each write that folding does not free.
-        let cliff = gib(hmb.slc_cache.capacity) / (1.0 - hmb.slc_cache.fold_while_writing);
+        // Folding by valid data, a fresh fill's cache holds U after W written with dU/dW = 1 - f U / C, so it is
+        // full after W = -(C / f) ln(1 - f); at the full rate from the start after C / (1 - f).
+        let (capacity, f) = (gib(hmb.slc_cache.capacity), hmb.slc_cache.fold_while_writing);
+        let cliff = if hmb.slc_cache.fold_by_valid { -capacity / f * (1.0 - f).ln() } else { capacity / (1.0 - f) };
         assert!((cliff - 42.5).abs() < 1.5, "cliff after {cliff} GiB");
         let optane = load("optane-like").unwrap();
         assert_eq!((optane.write_buffer.capacity, optane.slc_cache.capacity), (0, 0));

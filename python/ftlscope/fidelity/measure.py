@@ -7,8 +7,13 @@ IOPS and the read latency of one Report cell) run it once, and the shape checks 
 
 Devices: a ``steady`` or ``alignment`` measurement runs on one device per (preset, span), filled sequentially
 once and then measured in the order the points are listed (the documents' own order: later runs see the writes
-of earlier ones, as on the real drives). ``cliff``, ``random_fill`` and the random-fill shape check start from
-a fresh device each.
+of earlier ones, as on the real drives). A ``steady`` point whose params say ``"device": "own"`` (the "SSD
+Performance Report"'s cells: :func:`.published.report_params`) runs instead on a device of its own in one
+stated state: fresh, its span written once sequentially, then idle for :data:`SETTLE` (the fill's buffer
+flushed, its idle garbage collection and SLC folding done). Each such cell then measures the same drive whatever
+ran before it: on one shared device the 32 and 128 KiB mixes, which come after the random writes, moved by up
+to 50 % with the measuring order and the device's noise seed. ``cliff``, ``random_fill`` and the random-fill
+shape check start from a fresh device each.
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ CLIFF_MIN_DROP = 0.3
 SATURATED = 0.9
 # A read rate within this share of the sequentially filled drive's counts as "unaffected" by a random fill.
 UNAFFECTED = 0.1
+# How long a point's own device idles after its fill, before the point is measured: far longer than any preset's
+# idle flush window and idle-GC delay (the NAND consumer presets' 500 ms), and long enough for the HMB preset's
+# idle folding (200 MB/s) to move a 1 GiB fill out of its SLC cache: the data at rest, as on a partition written
+# well before it is measured.
+SETTLE = "10s"
+# ``params["device"]`` of a point measured on a device of its own.
+OWN = "own"
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,14 @@ class Fidelity:
             fill(device, span, pattern="sequential")
             self._filled[key] = device
         return self._filled[key]
+
+    def own(self, preset: str, span: int) -> SimDevice:
+        """A device of its own for one point: fresh, its first ``span`` bytes written sequentially, then idle
+        for :data:`SETTLE`."""
+        device = self._open(preset)
+        fill(device, span, pattern="sequential")
+        device.idle(SETTLE)
+        return device
 
     def run(self, device: SimDevice, **flags: Any) -> ftlscope.RunResult:
         # Nothing here reads the health samples: one at the start and end of a run is enough.
@@ -149,8 +169,10 @@ def _flags(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def steady(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
-    """A workload (``rw``, ``bs``, ``qd``, ``rwmixread``) over the preset's filled ``span``, after a warm-up."""
-    device = fid.filled(preset, parse_size(params["span"]))
+    """A workload (``rw``, ``bs``, ``qd``, ``rwmixread``) over the preset's filled ``span``, after a warm-up: on
+    the preset's shared filled device, or with ``"device": "own"`` on a device of its own (:meth:`Fidelity.own`)."""
+    span = parse_size(params["span"])
+    device = fid.own(preset, span) if params.get("device") == OWN else fid.filled(preset, span)
     result = fid.run(device, **_flags(params), runtime=fid.settings.runtime, warmup=fid.settings.warmup)
     return _op_metrics(result)
 
@@ -179,12 +201,27 @@ def cliff(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float
            "write.p95_peak": float(w["lat_p95_ns"].max()) if len(w) else math.nan}
     if len(full) >= 4:
         x = full["bw_bytes"].to_numpy(dtype=float)
-        drop = changepoint.biggest_drop(x, changepoint.change_points(x), min_drop=CLIFF_MIN_DROP)
+        drop = final_drop(x)
         if drop is not None:
             out["cliff_bytes"] = float(full["bytes"].iloc[:drop.index].sum())
             out["cliff_time"] = float(full["start_ns"].iloc[drop.index] - full["start_ns"].iloc[0])
             out["before.bw"], out["after.bw"] = drop.before, drop.after
     return out
+
+
+def final_drop(x: np.ndarray) -> changepoint.Drop | None:
+    """Where the throughput falls for good, as the thesis dates its write cliff ("started out writing quickly
+    ... and deteriorated after some time"): the last fall of at least :data:`CLIFF_MIN_DROP` between adjacent
+    segments after which no later segment climbs back to within that share of the level before it. The
+    largest fall would take a drive that slows down gradually while its cache fills (folding harder as it
+    fills) for one with a cliff at the start; on a drive whose only fall is the cliff both are that fall."""
+    segs = changepoint.segments(x, changepoint.change_points(x))
+    found = None
+    for i, (left, right) in enumerate(zip(segs[:-1], segs[1:], strict=True)):
+        ceiling = (1 - CLIFF_MIN_DROP) * left.mean
+        if right.mean < ceiling and all(s.mean < ceiling for s in segs[i + 2:]):
+            found = changepoint.Drop(right.start, left.mean, right.mean)
+    return found
 
 
 def random_fill(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, float]:
@@ -213,8 +250,8 @@ def _mb(bw: float) -> str:
 def saturation(fid: Fidelity, shape: Shape) -> ShapeResult:
     """The first queue depth whose read throughput is within :data:`SATURATED` of the sweep's peak."""
     p = shape.params
-    bws = [fid.metrics(shape.preset, "steady", {"rw": p["rw"], "bs": p["bs"], "qd": qd, "span": p["span"]})["read.bw"]
-           for qd in p["qds"]]
+    run = {k: v for k, v in p.items() if k != "qds"}
+    bws = [fid.metrics(shape.preset, "steady", {**run, "qd": qd})["read.bw"] for qd in p["qds"]]
     peak = max(bws)
     first = next(qd for qd, bw in zip(p["qds"], bws, strict=True) if bw >= SATURATED * peak)
     curve = ", ".join(f"QD {qd} {_mb(bw)}" for qd, bw in zip(p["qds"], bws, strict=True))

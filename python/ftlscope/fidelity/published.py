@@ -37,7 +37,9 @@ Conditions the documents leave open, and the choice made (``params`` holds it, `
 - Span: the Report used a 1GB partition (read as 1 GiB); the Profiling study does not say how large its file or
   partition region was (assumed 8 GiB); the thesis read "the entire SSD" (8 GiB here, over the 4 GiB that the
   HMB preset's mapping cache covers). Reads always go to data written first (sequentially), as on the
-  documents' filled drives.
+  documents' filled drives. Each Report cell runs on a device of its own, its span written sequentially and
+  left idle 10 s before the cell (the Report ran each cell as its own fio job and does not say in what
+  order or on what state; one stated state per cell keeps a cell from depending on the ones before it).
 - Request size and depth of the thesis's "maximum" runs: 2028 blocks (~1 MiB, §3.2.1) for the Samsung; 64 x 512
   B = 32 KiB for the Kingston (§5.4); not given for the Gigabyte and the Optane (128 KiB assumed). The maximum
   queue depth is not given: 64, the deepest of §3.3.1.
@@ -249,9 +251,11 @@ _REPORT_LABELS = {"iops": "Throughput (Kilo IOPS)", "bw": "Throughput (MB/s)", "
 
 
 def report_params(bs: str, mix: str, qd: int) -> dict[str, Any]:
-    """The conditions of one Report point: random I/O over the 1GB partition (read as 1 GiB, filled first)."""
+    """The conditions of one Report point: random I/O over the 1GB partition (read as 1 GiB, filled first), each
+    cell on a device of its own in one stated state (``"device": "own"``: the Report gives every cell its own
+    fio run and says nothing of what ran before it, so no cell inherits another's writes)."""
     rw, share = _REPORT_MIXES[mix]
-    params: dict[str, Any] = {"rw": rw, "bs": bs, "qd": qd, "span": "1GiB"}
+    params: dict[str, Any] = {"rw": rw, "bs": bs, "qd": qd, "span": "1GiB", "device": "own"}
     if share is not None:
         params["rwmixread"] = share
     return params
@@ -373,7 +377,7 @@ SHAPES: list[Shape] = [
           "maximum at QD 4",
           '"The Intel Optane SSD reaches its maximum performance already at queue-depth 4"'),
     Shape("saturation QD", "NV2", REPORT, "Table 1", "saturation",
-          {"rw": "randread", "bs": "4k", "span": "1GiB", "qds": (64, 512, 1024)},
+          {"rw": "randread", "bs": "4k", "span": "1GiB", "qds": (64, 512, 1024), "device": "own"},
           {"qd_min": 64, "qd_max": 64},
           "161 / 168 / 175 KIOPS at QD 64 / 512 / 1024: 92 % of the peak at QD 64",
           'Table 1, row "only read": "161", "168", "175"'),

@@ -36,6 +36,9 @@ pub struct Flash {
     /// `suspend_limit` (0 = none) and, per unit, the reads that suspended its programs in a row.
     suspend_limit: u32,
     suspended: Vec<u32>,
+    /// `read_bus_shared`: a host read's transfer, booked first on its read bus, also takes its time on the bus
+    /// the programs book.
+    read_bus_shared: bool,
     /// With `register_hits`: the sense group each unit's page register holds (NO_GROUP = nothing usable) and
     /// when its data is there.
     register: Vec<(u64, SimTime)>,
@@ -77,6 +80,7 @@ impl Flash {
                 Vec::new()
             },
             suspend_limit: cfg.nand.suspend_limit,
+            read_bus_shared: cfg.nand.program_suspend && cfg.nand.read_bus_shared,
             suspended: if cfg.nand.program_suspend && cfg.nand.suspend_limit > 0 { vec![0; units] } else { Vec::new() },
             register: if cfg.nand.register_hits || cfg.nand.stream_register_hits {
                 vec![(NO_GROUP, SimTime::ZERO); units]
@@ -188,6 +192,11 @@ impl Flash {
         let bus = self.bus(unit);
         let calendar = if self.suspend.is_some() { &mut self.read_buses[bus] } else { &mut self.buses[bus] };
         let done = calendar.book(ready, self.page_transfer);
+        if self.read_bus_shared {
+            // The read went first; the bus time it took is not the programs' any more: those booked from now
+            // on find it taken (those booked before keep their slots: the unit hold already delays them).
+            self.buses[bus].book(SimTime(done.0 - self.page_transfer.0), self.page_transfer);
+        }
         if self.cache_read {
             // Cache read: the page waits in the cache register for the bus while the array senses the next.
             return done;

@@ -1,6 +1,7 @@
 //! Tests of foreground SLC folding (`slc_cache.fold_while_writing`, `slc_cache.fold_above`): a fresh fill pays
 //! for folding the valid pages it wrote, a small span rewritten many times folds nearly empty blocks almost
-//! for free, and folding starts only past its watermark. Each compares devices on the simulated clock.
+//! for free, and folding starts only past its watermark; with `slc_cache.fold_by_valid` folding grows with the
+//! valid data in the cache. Each compares devices on the simulated clock.
 
 use super::tests::small_config;
 use super::*;
@@ -16,6 +17,16 @@ fn device(fold: f64, above: f64) -> SsdDevice {
     cfg.slc_cache.capacity = 128 * MIB;
     cfg.slc_cache.fold_while_writing = fold;
     cfg.slc_cache.fold_above = above;
+    SsdDevice::new(cfg)
+}
+
+/// [`device`] folding at `fold` times the share of the cache holding valid data (`fold_by_valid`).
+fn device_by_valid(fold: f64) -> SsdDevice {
+    let mut cfg = small_config();
+    cfg.device.capacity = 256 * MIB;
+    cfg.slc_cache.capacity = 128 * MIB;
+    cfg.slc_cache.fold_while_writing = fold;
+    cfg.slc_cache.fold_by_valid = true;
     SsdDevice::new(cfg)
 }
 
@@ -81,4 +92,42 @@ fn folding_starts_at_its_watermark() {
     let below = (56 * MIB / (4 * KIB)) as usize;
     assert_eq!(plain[..below], folding[..below], "nothing folds below the watermark");
     assert!(last(&folding) > 1.2 * last(&plain), "folding past the watermark slows the fill");
+}
+
+/// The time the writes `from..to` (indices into `times`) took, from the completion before them.
+fn stretch(times: &[SimTime], from: usize, to: usize) -> f64 {
+    (times[to - 1].0 - times[from - 1].0) as f64
+}
+
+#[test]
+fn folding_by_valid_data_grows_as_a_fresh_fill_fills_the_cache() {
+    // 96 MiB into a 128 MiB cache: the first 8 MiB fold at most 1/16 of the full rate, the last 8 MiB about
+    // 3/4 of it. Early on the fill runs nearly as fast as without folding; at its end well slower than early.
+    let plain = sequential(&mut device(0.0, 0.0), 96 * MIB);
+    let by_valid = sequential(&mut device_by_valid(0.5), 96 * MIB);
+    let mib8 = (8 * MIB / (4 * KIB)) as usize;
+    let n = plain.len();
+    let (early, early_plain) = (stretch(&by_valid, 1, mib8), stretch(&plain, 1, mib8));
+    let (late, late_plain) = (stretch(&by_valid, n - mib8, n), stretch(&plain, n - mib8, n));
+    assert!(early < 1.1 * early_plain, "first 8 MiB {early:.0} ns against {early_plain:.0} without folding");
+    assert!(late > 1.3 * late_plain, "last 8 MiB {late:.0} ns against {late_plain:.0} without folding");
+    assert!(late > 1.2 * early, "last 8 MiB {late:.0} ns against the first {early:.0}");
+    // It still pays for what it folds: the whole fill is slower than without folding.
+    assert!(last(&by_valid) > 1.1 * last(&plain));
+}
+
+#[test]
+fn folding_by_valid_data_spares_a_small_rewritten_span() {
+    // An 8 MiB span rewritten at random holds at most 8 MiB of valid data in the 128 MiB cache: folding by
+    // valid data costs it under a tenth of what folding at the full rate from the start does.
+    let span = 8 * MIB;
+    let extra = |mut dev: SsdDevice| {
+        let start = last(&sequential(&mut dev, span));
+        rewrites(&mut dev, span, 96 * MIB).0 as f64 - start
+    };
+    let plain = extra(device(0.0, 0.0));
+    let full_rate = extra(device(0.5, 0.0)) / plain - 1.0;
+    let by_valid = extra(device_by_valid(0.5)) / plain - 1.0;
+    assert!(full_rate > 0.05, "folding at the full rate adds {full_rate:.3}");
+    assert!(by_valid < full_rate / 10.0, "folding by valid data adds {by_valid:.3}, at the full rate {full_rate:.3}");
 }

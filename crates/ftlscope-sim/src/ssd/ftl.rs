@@ -271,6 +271,10 @@ pub struct Ftl {
     fold_above_pages: f64,
     fold_owed: Vec<f64>,
     fold_cursor: Vec<(u32, u32)>,
+    /// `slc_cache.fold_by_valid`: scale foreground folding by the share of the SLC capacity holding valid data,
+    /// counted in `slc_valid_pages` (kept whatever the key says: counting changes no time).
+    fold_by_valid: bool,
+    slc_valid_pages: u64,
     logical_pages: u64,
     pub counters: FtlCounters,
 }
@@ -323,6 +327,8 @@ impl Ftl {
             fold_above_pages: cfg.slc_cache.fold_above * (cfg.slc_cache.capacity / page) as f64,
             fold_owed: vec![0.0; width as usize],
             fold_cursor: vec![(NONE, 0); width as usize],
+            fold_by_valid: cfg.slc_cache.fold_by_valid,
+            slc_valid_pages: 0,
             logical_pages,
             counters: FtlCounters::default(),
         }
@@ -422,6 +428,9 @@ impl Ftl {
             self.bucket_remove(block);
         }
         self.valid[b] -= 1;
+        if self.slc_block[b] {
+            self.slc_valid_pages -= 1;
+        }
         if closed {
             if self.valid[b] == 0 && !self.in_gc {
                 // Nothing left to copy: erase it in the background now (this is also how trimmed SLC
@@ -495,6 +504,9 @@ impl Ftl {
         self.l2p.get_mut(lpn).ppn = ppn;
         self.p2l.set(ppn as u64, lpn as u32);
         self.valid[block as usize] += 1;
+        if self.slc_block[block as usize] {
+            self.slc_valid_pages += 1;
+        }
         self.counters.pages_programmed += 1;
         (unit, page_type)
     }
@@ -606,6 +618,9 @@ impl Ftl {
             last = last.max(done);
         }
         self.valid[victim as usize] -= copied;
+        if self.slc_block[victim as usize] {
+            self.slc_valid_pages -= copied as u64;
+        }
         self.counters.pages_read += copied as u64;
         self.counters.gc_pages_copied += copied as u64;
         self.victim_pages = candidates;
@@ -653,6 +668,9 @@ impl Ftl {
         flash.erase(unit, at);
         self.counters.erases += 1;
         self.state[b] = BlockState::Free;
+        if self.slc_block[b] {
+            self.slc_valid_pages -= self.valid[b] as u64;
+        }
         self.valid[b] = 0;
         if self.fold_cursor[unit as usize].0 == block {
             self.fold_cursor[unit as usize] = (NONE, 0); // emptied while being folded: nothing left to fold
@@ -680,7 +698,11 @@ impl Ftl {
         if !self.slc_block[open as usize] || self.slc_used_pages as f64 <= self.fold_above_pages {
             return;
         }
-        self.fold_owed[u] += self.fold_per_page;
+        self.fold_owed[u] += if self.fold_by_valid {
+            self.fold_per_page * (self.slc_valid_pages as f64 / self.slc_capacity_pages as f64).min(1.0)
+        } else {
+            self.fold_per_page
+        };
         while self.fold_owed[u] >= 1.0 {
             let (block, page) = match self.fold_cursor[u] {
                 (NONE, _) => match self.oldest_slc_block(unit) {
@@ -707,6 +729,7 @@ impl Ftl {
             }
             self.fold_cursor[u] = (NONE, 0);
             self.slc_block[block as usize] = false;
+            self.slc_valid_pages -= self.valid[block as usize] as u64;
             self.slc_used_pages = self.slc_used_pages.saturating_sub(self.pages_per_block as u64);
             if let Some(i) = self.slc_blocks.iter().position(|&x| x == block) {
                 self.slc_blocks.remove(i);
@@ -735,6 +758,7 @@ impl Ftl {
             };
             self.fold_credit -= self.pages_per_block as u64;
             self.slc_block[block as usize] = false;
+            self.slc_valid_pages -= self.valid[block as usize] as u64;
             self.slc_used_pages = self.slc_used_pages.saturating_sub(self.pages_per_block as u64);
             let valid = self.valid[block as usize] as u64;
             self.counters.pages_programmed += valid;

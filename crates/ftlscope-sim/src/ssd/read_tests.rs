@@ -284,3 +284,34 @@ fn the_dram_less_controller_keys_default_to_the_model_without_them() {
     let err = crate::parse::parse_device(&format!("{base}sense_command_time = \"-1us\"\n")).unwrap_err();
     assert!(err.to_string().contains("sense_command_time"), "{err}");
 }
+
+/// When a program booked on unit `channels` (the same channel as unit 0) after ten suspending reads on unit 0
+/// is durable, with host reads on a bus of their own or sharing it (`read_bus_shared`). A slow bus (4 KiB in
+/// ~41 us) and 1 us senses make the reads' transfers fill the bus nearly back to back.
+fn program_after_reads(shared: bool) -> (SimTime, SimTime) {
+    let mut cfg = small_config();
+    cfg.nand.program_suspend = true;
+    cfg.nand.read_bus_shared = shared;
+    cfg.nand.channel_rate = Rate(100e6);
+    cfg.nand.read_latency = PerType { l: us(1), m: us(1), h: us(1) };
+    let same_channel = cfg.geometry.channels;
+    let mut flash = crate::ssd::flash::Flash::new(&cfg);
+    let mut reads_done = SimTime::ZERO;
+    for group in 0..10 {
+        let sensed = flash.sense(0, PageType::L, group, SimTime::ZERO);
+        reads_done = reads_done.max(flash.transfer(0, sensed));
+    }
+    (reads_done, flash.program(same_channel, PageType::L, SimTime::ZERO))
+}
+
+#[test]
+fn reads_sharing_the_bus_go_first_and_later_programs_wait_for_their_transfers() {
+    let (reads_own, program_own) = program_after_reads(false);
+    let (reads_shared, program_shared) = program_after_reads(true);
+    assert_eq!(reads_own, reads_shared, "the reads go first either way");
+    let transfer = Rate(100e6).time_for(4 * KIB).0;
+    // On a bus of their own the reads leave the program's transfer where it would be alone; shared, the
+    // program's transfer waits for the ten reads' transfers.
+    assert!(program_own.0 < 2 * transfer + 1_000_000, "{program_own:?}");
+    assert!(program_shared.0 >= program_own.0 + 9 * transfer, "{program_shared:?} against {program_own:?}");
+}

@@ -55,6 +55,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             program_suspend: false,
             suspend_latency: us(20),
             suspend_limit: 0,
+            read_bus_shared: false,
         },
         read_buffer: crate::config::ReadBuffer { capacity: 0 },
         write_buffer: WriteBuffer {
@@ -71,7 +72,13 @@ pub(crate) fn small_config() -> DeviceConfig {
             second_level_rate: Rate(2e9),
             second_level_capacity_ios: 0,
         },
-        slc_cache: SlcCache { capacity: 0, fold_rate: Rate(0.0), fold_while_writing: 0.0, fold_above: 0.0 },
+        slc_cache: SlcCache {
+            capacity: 0,
+            fold_rate: Rate(0.0),
+            fold_while_writing: 0.0,
+            fold_above: 0.0,
+            fold_by_valid: false,
+        },
         ftl: crate::config::Ftl {
             mapping_cache: MappingCacheConfig::Full,
             map_miss_latency: us(50),
