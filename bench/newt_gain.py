@@ -197,7 +197,7 @@ def main() -> None:
             read = gains.get("read", {})
             shown = [read.get(p) for p in SHOWN]
             shim = held(outcome.after.summary) or {}
-            delayed = (f"{shim['delayed_writes']:,} of {shim['writes']:,}, mean "
+            delayed = (f"{shim['delayed_writes']:,} of {shim['writes']:,}, mean over all "
                        f"{format_ns((shim.get('write_delay_mean_us') or 0) * 1e3)}") if shim else "—"
             held_max = f"{(shim.get('held_bytes_max') or 0) / 1e6:.1f} MB" if shim else "—"
             worst = max((-v for op in gains.values() for k, v in op.items()
