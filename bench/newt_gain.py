@@ -167,6 +167,7 @@ def main() -> None:
     parser.add_argument("--traces",
                         help="only these traces (comma-separated, e.g. 'search + 12 MiB bursts / 750 ms,cloud')")
     parser.add_argument("--drives", help="only these presets (comma-separated, e.g. kelpie-n2t-i,optane-like)")
+    parser.add_argument("--loads", help="only these loads (comma-separated, e.g. 2,4)")
     parser.add_argument("--markdown", help="also write the table as Markdown here")
     parser.add_argument("--probed", action="store_true",
                         help="take P1, P6, P8, P10 from 'ftlscope probe' on each drive (as a user would) instead of "
@@ -185,7 +186,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="newt-gain-") as scratch:
         for case in cases():
             if (args.only and case.group != args.only) or (args.traces and case.trace not in args.traces.split(",")) \
-                    or (args.drives and case.preset not in args.drives.split(",")):
+                    or (args.drives and case.preset not in args.drives.split(",")) \
+                    or (args.loads and case.load not in [float(x) for x in args.loads.split(",")]):
                 continue
             plan = plan_of(case, Path(scratch) if args.probed else None)
             frame = synth(case.trace.split(",")[0].split(" ")[0], duration, seed=1, bursts=BURSTS.get(case.trace))
