@@ -216,6 +216,39 @@ def test_synth_is_reproducible_and_labelled(tmp_path, capsys):
     assert "SYNTHETIC" in capsys.readouterr().out
 
 
+def test_write_bursts_lay_the_stated_bursts_over_the_workload(tmp_path):
+    out = tmp_path / "b.parquet"
+    assert main(["trace", "synth", "search", "--duration", "2s", "--write-bursts", "12MiB", "--burst-rate",
+                 "200MB/s", "--burst-every", "750ms", "--out", str(out)]) == 0
+    frame, plain = read_trace(out), synth("search", 2_000_000_000, seed=1)
+    bursts = frame[frame["offset_bytes"] >= 70 << 30]
+    # The workload is untouched: the same requests, with the bursts' writes between them.
+    pd.testing.assert_frame_equal(frame[frame["offset_bytes"] < 70 << 30].reset_index(drop=True), plain,
+                                  check_categorical=False)
+    # Bursts at 0, 750 and 1500 ms, each 96 writes of 128 KiB (12 MiB) 655 us apart (200 MB/s), one sequential run.
+    assert len(bursts) == 3 * 96 and (bursts["op"] == "write").all() and (bursts["size"] == 128 << 10).all()
+    submit = bursts["submit_ns"].to_numpy(dtype=np.int64)
+    assert submit[[0, 96, 192]].tolist() == [0, 750_000_000, 1_500_000_000]
+    assert submit[95] == round(95 * 131072 / 200e6 * 1e9)
+    assert (np.diff(bursts["offset_bytes"].to_numpy(dtype=np.int64)) == 128 << 10).all()
+    assert frame["submit_ns"].is_monotonic_increasing
+    assert read_trace(out).attrs["ftlscope"]["parameters"]["write_bursts"]["every_ns"] == 750_000_000
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--burst-rate", "1GB/s"], "--burst-rate 1GB/s: give --write-bursts SIZE too"),
+    (["--write-bursts", "100MiB"], "takes 819.2 ms, longer than --burst-every (500 ms)"),
+    (["--write-bursts", "4KiB"], "--write-bursts: '4KiB' is out of range"),
+    (["--write-bursts", "1MiB", "--burst-every", "0.5us"], "--burst-every: '0.5us' is out of range"),
+])
+def test_bad_write_bursts_are_one_line(tmp_path, capsys, flags, needle):
+    out = tmp_path / "b.parquet"
+    assert main(["trace", "synth", "search", "--duration", "1s", *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_a_bad_trace_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out.log"
     assert main(["trace", "convert", str(FIX / "bad_alibaba_offset.csv"), "--to", "fio", "--out", str(out)]) == 2

@@ -1,5 +1,5 @@
 """Issue 19: on kelpie-n2t-i with the synthetic search trace and 20 MB write bursts (bench/newt_gain.py's
-"search + write bursts"), the shim's model of the drive's buffer drained as if reads took `1 + r` of the time
+"search + 20 MB bursts / 1 s"), the shim's model of the drive's buffer drained as if reads took `1 + r` of the time
 (`r` the reads' share of the bytes). During a burst `r` is small, but the search trace's reads keep the drive busy
 about half of the time, and the drive drains its buffer only while idle: the model drained faster than the
 drive, and now and then a burst still filled the buffer and flushed it whole with the shim on (reads and writes
@@ -8,23 +8,19 @@ its model only in it."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from newt_gain import with_write_bursts  # noqa: E402
-
-from ftlscope.newt.measure import Plan, measure  # noqa: E402
-from ftlscope.newt.shim import ShimSettings  # noqa: E402
-from ftlscope.traces import synth  # noqa: E402
+from ftlscope.newt.measure import Plan, measure
+from ftlscope.newt.shim import ShimSettings
+from ftlscope.traces import synth
+from ftlscope.traces.synthetic import WriteBursts
 
 MIB = 1 << 20
 
 
 def test_no_full_buffer_flush_with_the_shim_on_a_busy_drive():
     seconds = 6
-    frame = with_write_bursts(synth("search", seconds * 1_000_000_000, seed=1), seconds * 1_000_000_000)
+    # bench/newt_gain.py's "search + 20 MB bursts / 1 s": 153 writes of 128 KiB at 200 MB/s every second.
+    bursts = WriteBursts(153 * (128 << 10), 200e6, 1_000_000_000)
+    frame = synth("search", seconds * 1_000_000_000, seed=1, bursts=bursts)
     # kelpie-n2t-i's P8 / P10: 11.5 MiB in 200 ms.
     shim = ShimSettings(11.5 * MIB / 0.2, buffer_bytes=int(11.5 * MIB))
     outcome = measure("sim:kelpie-n2t-i", frame, Plan(shim=shim), timing="faithful", wrap=True)

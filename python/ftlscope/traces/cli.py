@@ -40,6 +40,13 @@ def add_trace_parser(sub: Any) -> None:
     q.add_argument("--duration", default="60s", help="trace length (default 60s)")
     q.add_argument("--seed", type=int, default=1, help="random seed (default 1); the same seed gives the same trace")
     q.add_argument("--out", required=True, help="output Parquet file")
+    q.add_argument("--write-bursts", metavar="SIZE",
+                   help="lay bursts of SIZE bytes of sequential 128 KiB writes over the workload (e.g. 12MiB: a "
+                        "read-heavy trace carrying write bursts that overflow a drive's write buffer)")
+    q.add_argument("--burst-rate", metavar="SPEED",
+                   help="how fast a burst's writes arrive (default 128MB/s); with --write-bursts")
+    q.add_argument("--burst-every", metavar="DURATION",
+                   help="one burst starts every DURATION from the trace's start (default 500ms); with --write-bursts")
     q.set_defaults(func=cmd_trace_synth)
 
 
@@ -205,8 +212,32 @@ def cmd_trace_synth(args: argparse.Namespace) -> int:
     from .schema import write_parquet
     from .synthetic import synth
 
-    frame = synth(args.workload, parse_duration_ns(args.duration, "--duration"), args.seed)
+    bursts = write_bursts(args)
+    frame = synth(args.workload, parse_duration_ns(args.duration, "--duration"), args.seed, bursts)
     out = write_parquet(frame, args.out)
+    extra = "" if bursts is None else f", write bursts of {bursts.size:,} bytes"
     Console(stderr=True).print(f"[dim]ftlscope: wrote {out} ({len(frame):,} requests, synthetic "
-                               f"'{args.workload}' workload, seed {args.seed})[/dim]")
+                               f"'{args.workload}' workload{extra}, seed {args.seed})[/dim]")
     return 0
+
+
+def write_bursts(args: argparse.Namespace):
+    """``--write-bursts SIZE [--burst-rate SPEED] [--burst-every DURATION]`` as the generator takes them."""
+    from ..errors import UsageError
+    from ..units import parse_duration_ns, parse_size
+    from .synthetic import WriteBursts
+
+    if args.write_bursts is None:
+        for flag, value in (("--burst-rate", args.burst_rate), ("--burst-every", args.burst_every)):
+            if value is not None:
+                raise UsageError(f"{flag} {value}: give --write-bursts SIZE too (it shapes the write bursts)")
+        return None
+    defaults = WriteBursts(size=1)
+    rate = defaults.rate_bps
+    if args.burst_rate is not None:
+        text = str(args.burst_rate).strip()
+        rate = float(parse_size(text[:-2] if text.lower().endswith("/s") else text, "--burst-rate", minimum=1))
+    every = defaults.every_ns if args.burst_every is None else \
+        parse_duration_ns(args.burst_every, "--burst-every", minimum=1_000_000)
+    return WriteBursts(size=parse_size(args.write_bursts, "--write-bursts", minimum=defaults.request),
+                       rate_bps=rate, every_ns=every)

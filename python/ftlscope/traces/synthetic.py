@@ -97,8 +97,47 @@ VIDEO = {"clients": 20, "rate_bytes_per_s": 1_000_000, "chunk_bytes": 256 * KIB,
 _SLOT_NS = 100_000_000  # burstiness is modulated per 100 ms slot
 
 
-def synth(name: str, duration_ns: int, seed: int) -> pd.DataFrame:
-    """A synthetic trace of the named workload, reproducible from the seed (numpy's default Generator)."""
+@dataclass(frozen=True)
+class WriteBursts:
+    """Bursts of sequential writes laid over a workload (``trace synth --write-bursts``): every ``every_ns`` from
+    the trace's start, ``size`` bytes of ``request``-byte writes arriving evenly at ``rate_bps``, each burst
+    continuing where the last ended, from ``offset`` (past the workloads' 64 GiB span, so the bursts never
+    overwrite what the workload reads). The shape "Fantastic SSD Internals and How to Learn and Use Them" §5.2
+    describes for its search-engine trace: a read-heavy load carrying write bursts that overflow a drive's write
+    buffer and make reads wait behind its flushes."""
+
+    size: int
+    rate_bps: float = 128e6
+    every_ns: int = 500_000_000
+    request: int = 128 * KIB
+    offset: int = 70 * GIB
+
+    def check(self) -> None:
+        if self.size < self.request:
+            raise TraceError(f"--write-bursts {self.size}: give at least one {self.request // KIB} KiB write")
+        if self.rate_bps <= 0 or self.every_ns <= 0:
+            raise TraceError("--burst-rate and --burst-every must be above 0")
+        if self.size / self.rate_bps * 1e9 > self.every_ns:
+            raise TraceError(f"--write-bursts: a burst of {self.size:,} bytes at {self.rate_bps / 1e6:g} MB/s "
+                             f"takes {self.size / self.rate_bps * 1e3:g} ms, longer than --burst-every "
+                             f"({self.every_ns / 1e6:g} ms); raise --burst-rate or --burst-every")
+
+    def frame(self, duration_ns: int, categories: list[str]) -> pd.DataFrame:
+        per_burst = self.size // self.request
+        gap = self.request / self.rate_bps * 1e9
+        starts = np.arange(0, duration_ns, self.every_ns, dtype=np.int64)
+        submit = (starts[:, None] + np.round(np.arange(per_burst) * gap).astype(np.int64)[None, :]).ravel()
+        submit = submit[submit < duration_ns]
+        n = len(submit)
+        return pd.DataFrame({"op": pd.Categorical(["write"] * n, categories=categories),
+                             "offset_bytes": (self.offset + np.arange(n, dtype=np.uint64) * self.request),
+                             "size": np.full(n, self.request, dtype=np.uint32),
+                             "submit_ns": submit.astype(np.uint64)})
+
+
+def synth(name: str, duration_ns: int, seed: int, bursts: WriteBursts | None = None) -> pd.DataFrame:
+    """A synthetic trace of the named workload, reproducible from the seed (numpy's default Generator), with
+    ``bursts`` of writes laid over it if given."""
     if name not in NAMES:
         raise TraceError(f"trace synth: unknown workload {name!r}; use one of {', '.join(NAMES)}")
     if duration_ns < _SLOT_NS:
@@ -111,6 +150,14 @@ def synth(name: str, duration_ns: int, seed: int) -> pd.DataFrame:
         frame, params = _generic(wl, rng, duration_ns), asdict(wl)
         params["read_sizes"] = {str(k): v for k, v in wl.read_sizes.items()}
         params["write_sizes"] = {str(k): v for k, v in wl.write_sizes.items()}
+    if bursts is not None:
+        bursts.check()
+        extra = bursts.frame(duration_ns, list(frame["op"].cat.categories))
+        # Stable: a request of the workload and a burst's write at the same instant keep that order.
+        frame = pd.concat([frame, extra]).sort_values("submit_ns", kind="stable").reset_index(drop=True)
+        if "process" in frame:
+            frame["process"] = frame["process"].astype("string")
+        params["write_bursts"] = asdict(bursts)
     frame.attrs["ftlscope"] = {"format": "synthetic", "synthetic": True, "workload": name, "seed": seed,
                                "duration_ns": int(duration_ns), "parameters": params}
     return frame
