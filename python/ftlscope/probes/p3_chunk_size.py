@@ -117,6 +117,31 @@ def _pages(table: pd.DataFrame, page: int) -> np.ndarray:
     return (base + table["position"].to_numpy(np.int64)) // page
 
 
+def hidden_chunks(tests: list[bl.LevelTest], doubt: float) -> list[dict]:
+    """The chunk sizes an unsure "one page" leaves open (the paper's Table 3 lists every candidate), most
+    likely first: a size whose boundaries lean cheaper alone and pooled with the larger ones (from 1 standard
+    error, as the lean that makes "one page" unsure), or whose level alone was too noisy to show a chunk
+    (:func:`._boundary_levels.power` per size), and no smaller size leaning so; each at most ``doubt`` (what
+    "one page" leaves), none when it is sure."""
+    if doubt <= 0.0:
+        return []
+    single = [t for t in tests if not t.pooled]
+    pooled = {t.size: t for t in tests if t.pooled}
+
+    def lean(t: bl.LevelTest) -> float:
+        return float(np.clip((-t.z - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0))
+
+    out = []
+    for i, t in enumerate(single):
+        leaning = min(lean(t), lean(pooled.get(t.size, t)))
+        unseen = 1.0 - float(np.clip(CHUNK_EFFECT / (bl.Z_SURE * t.error), 0.0, 1.0)) if t.error > 0 else 0.0
+        below = min((1.0 - lean(u) for u in single[:i]), default=1.0)
+        score = min(max(leaning, unseen) * below, doubt)
+        if score > 0.0:
+            out.append({"value": int(t.size), "confidence": round(score, 4)})
+    return sorted(out, key=lambda a: (-a["confidence"], a["value"]))
+
+
 def analyse(raw: pd.DataFrame, page: int) -> Answer:
     """The chunk from the two-page reads grouped by the boundary that falls between their pages: the smallest
     size whose boundaries (and every multiple's) make the read cheaper against its pages alone."""
@@ -141,6 +166,7 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
         lean = min((1.0 - float(np.clip((abs(t.z) - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0)) for t in tests
                     if t.pooled), default=1.0)
         confidence = min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * seen if tests else 0.0
+        alternatives = hidden_chunks(tests, 1.0 - confidence)
         return Answer(page, confidence,
                       f"{rounds} rounds: no boundary of two pages makes a two-page read cheaper against its pages "
                       f"read alone than another (median ratio {level:.2f}: {kind}; by boundary: {listed}); a chunk "
