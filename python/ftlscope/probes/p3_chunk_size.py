@@ -117,6 +117,43 @@ def _pages(table: pd.DataFrame, page: int) -> np.ndarray:
     return (base + table["position"].to_numpy(np.int64)) // page
 
 
+def one_page_confidence(tests: list[bl.LevelTest]) -> tuple[float, float]:
+    """(power, confidence) of "one page": as sure as the levels are alike, and as the noise would have let a
+    chunk boundary show (:func:`._boundary_levels.power`)."""
+    seen = bl.power(tests, CHUNK_EFFECT)
+    # Levels pooled from each size up that lean the same way below the 2 standard errors of "differs" are a chunk
+    # effect the noise has shrunk as likely as chance (harsh noise on a drive whose pages of one NAND page share a
+    # sense: -2.1, -2.1, -1.7 read "one page" at 0.99): 1 from 1 standard error down.
+    lean = min((1.0 - float(np.clip((abs(t.z) - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0)) for t in tests
+                if t.pooled), default=1.0)
+    return seen, (min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * seen if tests else 0.0)
+
+
+def hidden_chunks(tests: list[bl.LevelTest], doubt: float) -> list[dict]:
+    """The chunk sizes an unsure "one page" leaves open (the paper's Table 3 lists every candidate), most
+    likely first: a size whose boundaries lean cheaper alone and pooled with the larger ones (from 1 standard
+    error, as the lean that makes "one page" unsure), or whose level alone was too noisy to show a chunk
+    (:func:`._boundary_levels.power` per size), and no smaller size leaning so; each at most ``doubt`` (what
+    "one page" leaves, and no more than "one page" itself), none when it is sure."""
+    if doubt <= 0.0:
+        return []
+    single = [t for t in tests if not t.pooled]
+    pooled = {t.size: t for t in tests if t.pooled}
+
+    def lean(t: bl.LevelTest) -> float:
+        return float(np.clip((-t.z - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0))
+
+    out = []
+    for i, t in enumerate(single):
+        leaning = min(lean(t), lean(pooled.get(t.size, t)))
+        unseen = 1.0 - float(np.clip(CHUNK_EFFECT / (bl.Z_SURE * t.error), 0.0, 1.0)) if t.error > 0 else 0.0
+        below = min((1.0 - lean(u) for u in single[:i]), default=1.0)
+        score = min(max(leaning, unseen) * below, doubt)
+        if score > 0.0:
+            out.append({"value": int(t.size), "confidence": round(score, 4)})
+    return sorted(out, key=lambda a: (-a["confidence"], a["value"]))
+
+
 def analyse(raw: pd.DataFrame, page: int) -> Answer:
     """The chunk from the two-page reads grouped by the boundary that falls between their pages: the smallest
     size whose boundaries (and every multiple's) make the read cheaper against its pages alone."""
@@ -129,18 +166,17 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
     tests = level_tests(table, page)
     listed = bl.listed(tests, format_size)
     value, confidence, alternatives = bl.decide(tests, MIN_SEPARATION, 0.0)
-    if value is None:
-        # No boundary level stands apart: every page boundary is a chunk boundary (or there is one unit).
+    seen, one_page = one_page_confidence(tests)
+    if value is None or one_page > confidence:
+        # No boundary level stands apart (or one stands apart less surely than none does: harsh noise on
+        # kelpie-n1.6t-s, 4 KiB chunks, leaned 512 KiB's 48 reads at z -2.3 and read "512 KiB" at 0.08 where
+        # "one page" had 0.6): every page boundary is a chunk boundary (or there is one unit).
         level = float(np.median(table["ratio"])) if len(table) else float("nan")
         kind = "two units read them in parallel" if level < 0.8 else "one unit reads both"
-        # As sure as the levels are alike, and as the noise would have let a chunk boundary show.
-        seen = bl.power(tests, CHUNK_EFFECT)
-        # Levels pooled from each size up that lean the same way below the 2 standard errors of "differs" are
-        # a chunk effect the noise has shrunk as likely as chance (harsh noise on a drive whose pages of one
-        # NAND page share a sense: -2.1, -2.1, -1.7 read "one page" at 0.99): 1 from 1 standard error down.
-        lean = min((1.0 - float(np.clip((abs(t.z) - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0)) for t in tests
-                    if t.pooled), default=1.0)
-        confidence = min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * seen if tests else 0.0
+        weaker = [] if value is None else [{"value": int(value), "confidence": round(confidence, 4)}]
+        hidden = [a for a in hidden_chunks(tests, min(1.0 - one_page, one_page)) if a["value"] != value]
+        alternatives = sorted(weaker + hidden, key=lambda a: (-a["confidence"], a["value"]))
+        confidence = one_page
         return Answer(page, confidence,
                       f"{rounds} rounds: no boundary of two pages makes a two-page read cheaper against its pages "
                       f"read alone than another (median ratio {level:.2f}: {kind}; by boundary: {listed}); a chunk "
