@@ -873,7 +873,7 @@ impl SsdDevice {
             if let Some(x) = &mut self.extras {
                 if x.retry() {
                     // The page is read once more; the second read queues behind the first on its unit.
-                    ready = ready.max(self.flash.read(unit, page_type, at));
+                    ready = ready.max(self.flash.read_again(unit, page_type, at));
                     self.ftl.counters.pages_read += 1;
                 }
                 if x.media_error() {

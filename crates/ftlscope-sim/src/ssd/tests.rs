@@ -454,3 +454,6 @@ mod seq_read_tests;
 
 #[path = "dramless_tests.rs"]
 mod dramless_tests;
+
+#[path = "retry_tests.rs"]
+mod retry_tests;
