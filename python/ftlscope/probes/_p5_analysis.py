@@ -17,12 +17,16 @@ from ._layout_analysis import ChannelReading, _listed
 # A gap between the two completions of a pair counts as close when it is below this quantile of every pair's gap.
 # Two reads on one channel cannot complete closer than one page transfer on its bus (the second waits for the
 # first's), plus the host's completion jitter; on different channels nothing holds them apart. So a shared bus
-# empties the low end of the gaps' distribution: at medium noise 13 % of the pairs at the sharing distance were
-# under the pooled lower quartile against 25-30 % elsewhere (kelpie-t480g-s, consumer-tlc-dram, kelpie-n128g-s).
-CLOSE_QUANTILE = 0.25
+# empties the low end of the gaps' distribution: at medium noise 7-9 % of the pairs at the sharing distances were
+# under the pooled 15th percentile (2.1-2.8 us) against 15 % elsewhere (kelpie-t480g-s, consumer-tlc-dram,
+# kelpie-n128g-s, kelpie-n1.6t-w). The lower quartile (3.4-4.7 us at medium, 8.4 us at harsh noise) reached above a
+# transfer and diluted it: kelpie-n128g-s at harsh noise read "no bus shared" at 0.95 (12.5 % against 15 % at the
+# 15th percentile, 22.8 % against 25 % at the quartile).
+CLOSE_QUANTILE = 0.15
 # A channel count is only taken with pairs on one bus completing close at most (1 - MIN_DEPLETION) times as often
-# as the others: a shared bus moves the close share by 40-55 % at medium noise, so a distance a few percent low by
-# chance is not a bus, and "no bus shared" can be said with confidence when every distance keeps its share.
+# as the others: a shared bus moves the close share by 40-55 % at medium noise (18 % at harsh, where the bound still
+# beat "no bus shared"), so a distance a few percent low by chance is not a bus, and "no bus shared" can be said
+# with confidence when every distance keeps its share.
 MIN_DEPLETION = 0.2
 
 # The most dies a channel bus carries in the drives measured ("Fantastic SSD Internals and How to Learn and Use

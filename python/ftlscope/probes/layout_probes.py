@@ -30,7 +30,7 @@ the second and third read of batches of three.
 On a drive with timing noise (NAND times that vary, host jitter, retries, stalls) a single pair's gap drowns:
 the bus transfer is a few microseconds, the spread of two reads' sensing tens. But two reads on one bus can
 never complete closer than a transfer apart, so at the distances that share a channel fewer pairs complete
-close together (under the lower quartile of every pair's gap): thousands of pairs per distance, each channel
+close together (under the 15th percentile of every pair's gap): thousands of pairs per distance, each channel
 count's prediction of which distances lose close pairs scored by Akaike's criterion on binomial counts
 (:func:`._p5_analysis.channels_from_pair_gaps`), rounds until the posterior settles (at least two). Every noisy
 P5 read is one logical block of its page: the page still crosses the channel bus, but only the block the host
@@ -781,7 +781,7 @@ def noisy_pair_figure(answer: Answer, directory: Path) -> Path:
         ax.scatter(abnormal, table.loc[abnormal, "share"], color="tab:red", zorder=5, s=25,
                    label="both units on one channel (the answer's layout)")
     return plots.save(fig, directory, "P5_channel_layout",
-                      "Share of pairs of reads issued together whose completions fall within the lower quartile of "
+                      "Share of pairs of reads issued together whose completions fall within the 15th percentile of "
                       "all pairs' gaps, by the units between them: two reads on one channel cannot complete closer "
                       "than a page transfer on its bus.")
 
