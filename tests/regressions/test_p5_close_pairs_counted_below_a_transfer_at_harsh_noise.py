@@ -35,3 +35,13 @@ def test_close_pairs_are_counted_below_a_bus_transfer():
     assert threshold < 7.7e3
     reading = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 32)
     assert reading.layout == {"channels": 16, "chips_per_channel": 2} and reading.confidence >= 0.99
+
+
+def test_exact_gaps_of_a_noise_free_drive_count_their_lowest_as_close():
+    """kelpie-a800g-p noise-free: its read buffer served the noise check's repeated reads, the drive was taken for
+    noisy, and every pair's gap was one of two exact values: none lay strictly under the 15th percentile, and P5
+    answered 128 ch x 1 at no confidence. The lowest value counts as close."""
+    distance = np.repeat(np.arange(1, 40), 50)
+    gap = np.where(distance % 16 == 0, 15_360, 1_400)
+    reading = p5.channels_from_pair_gaps(distance, gap, 128)
+    assert reading.layout == {"channels": 16, "chips_per_channel": 8} and reading.confidence is not None
