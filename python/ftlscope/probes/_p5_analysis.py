@@ -1,191 +1,49 @@
-"""P5 (channel/chip layout) from streams of reads on a noisy drive: which channel count explains the streams'
-median latencies, how sure that is, and whether something serial in front of the flash (the controller's
-command processors, the host link) hides the channel buses.
+"""P5 (channel/chip layout) from pairs of reads issued together on a noisy drive: which channel count explains
+how often the two reads complete close together, how sure that is, and whether something serial in front of the
+flash (the controller's command processors) spaces the reads.
 
-Nothing here runs the engine; tests/test_probes_p5.py checks every function on synthetic cells.
+Nothing here runs the engine; tests/test_probes_p5.py checks every function on synthetic pairs.
 """
 
 from __future__ import annotations
 
-from math import gcd
-
 import numpy as np
 import pandas as pd
-from scipy.optimize import isotonic_regression, lsq_linear
+from scipy.optimize import minimize_scalar
+from scipy.special import xlogy
 
-from ._layout_analysis import ChannelReading, _listed, channel_load
+from ._layout_analysis import ChannelReading, _listed
 
-# The extra spread of a cell's median beyond its own standard error (a background operation that landed in one
-# stream): at least this share of the median latency.
-CELL_SPREAD_FLOOR = 0.002
-# Alternating isotonic fit and trend: a few passes settle it (the trend moves < 0.1 % after ~5).
-TREND_PASSES = 8
-# The trend in the distance (page types in flight) is a polynomial of this degree: the share of neighbours
-# crossing a row is linear in d, but a stream's median depends on the types of all its in-flight reads together.
-TREND_DEGREE = 2
-# The cells' residuals are weighed with Student's t of this many degrees of freedom (a cell 3 standard errors off
-# costs 7.8 instead of 9, one 14 off 19 instead of 196), refitted this many times.
-ROBUST_DF = 4
-ROBUST_PASSES = 6
+# A gap between the two completions of a pair counts as close when it is below this quantile of every pair's gap.
+# Two reads on one channel cannot complete closer than one page transfer on its bus (the second waits for the
+# first's), plus the host's completion jitter; on different channels nothing holds them apart. So a shared bus
+# empties the low end of the gaps' distribution: at medium noise 7-9 % of the pairs at the sharing distances were
+# under the pooled 15th percentile (2.1-2.8 us) against 15 % elsewhere (kelpie-t480g-s, consumer-tlc-dram,
+# kelpie-n128g-s, kelpie-n1.6t-w). The lower quartile (3.4-4.7 us at medium, 8.4 us at harsh noise) reached above a
+# transfer and diluted it: kelpie-n128g-s at harsh noise read "no bus shared" at 0.95 (12.5 % against 15 % at the
+# 15th percentile, 22.8 % against 25 % at the quartile).
+CLOSE_QUANTILE = 0.15
+# A channel count is only taken with pairs on one bus completing close at most (1 - MIN_DEPLETION) times as often
+# as the others: a shared bus moves the close share by 40-55 % at medium noise (18 % at harsh, where the bound still
+# beat "no bus shared"), so a distance a few percent low by chance is not a bus, and "no bus shared" can be said
+# with confidence when every distance keeps its share.
+MIN_DEPLETION = 0.2
+
 # The most dies a channel bus carries in the drives measured ("Fantastic SSD Internals and How to Learn and Use
 # Them", Table 4: the deepest layout is 4 x 16). A layout with more per channel is more likely channels pooled
 # into groups that contend as one bus (the paper's N1.6TS: 16 channels in 4 pools), which no read timing tells
 # from fewer channels: such an answer is given at most POOLED_CONFIDENCE, with the pooled layouts beside it.
 MAX_CHIPS_PER_CHANNEL = 16
 POOLED_CONFIDENCE = 0.5
-# A stream median counts as slower at the deepest depth than at the one below only beyond this ratio: with no
-# serial stage the in-flight reads sit on distinct units and buses, and the median stays where it was.
-SATURATION_RATIO = 1.15
-# A stream median counts as slower at the deepest depth than at the one below only beyond this ratio: with no
-# serial stage the in-flight reads sit on distinct units and buses, and the median stays where it was.
-SATURATION_RATIO = 1.15
+# The extra spread of a span cell's mean beyond its own standard error: at least this share of the mean latency.
+CELL_SPREAD_FLOOR = 0.002
 # The fastest channel bus of current NAND (ONFI 5 / Toggle 5: 2.4 GT/s, one byte per transfer): a page moves
 # over a bus in at least page / FASTEST_BUS. A serial stage at least this long per read can hide every bus wait.
 FASTEST_BUS = 2.4e9
-# The most confidence a layout is given when :func:`second_opinion` names another channel count.
-DISAGREE_CONFIDENCE = 0.5
 # The confidence of "no two units share a bus" when a serial stage long enough to hide a bus wait was seen.
 HIDDEN_CONFIDENCE = 0.3
 # The most confidence a layout seen through such a stage is given.
 SERIAL_FOUND_CONFIDENCE = 0.6
-
-
-def lock_step(q: int, distance: int, stripe: int) -> bool:
-    """A stream whose walk never leaves the units in flight (``q`` x ``distance`` a multiple of the stripe):
-    every unit's next read is issued as its last completes, the reads fall into lock-step on their bus and wait
-    longer than the same load spread over more units (kelpie-n500g-s's 4 channels read as 8 at posterior 1.0
-    at medium noise when these cells counted as the others)."""
-    return stripe // gcd(int(distance), stripe) <= q
-
-
-def trend_isotonic_fit(load: np.ndarray, y: np.ndarray, w: np.ndarray, d: np.ndarray,
-                       confined: np.ndarray | None = None) -> tuple[float, int, float]:
-    """Weighted fit of ``y`` = a level per load value that never falls as the load rises (isotonic regression)
-    plus a straight line in the distance ``d``: (chi-square, parameters, how many standard errors the top level
-    stands above the first).
-
-    The line is the page types in flight: a stream's neighbouring reads are ``d`` units plus whole stripe rows
-    apart, and the share of neighbours that also cross into the next row (another place in the units' write
-    order, so another page type and sensing time) is d / stripe, so the mix of page types in flight, and with it
-    the median, drifts in proportion to ``d``. Bus sharing repeats with the channel count instead, which a line
-    cannot follow; without the line a wrong channel count could explain the drift. Fitted by alternating the
-    isotonic levels and the slope (each a weighted least-squares step, so the chi-square never rises)."""
-    values = np.unique(load)
-    index = np.searchsorted(values, load)
-    weight = np.bincount(index, weights=w, minlength=len(values))
-    scale = max(float(np.ptp(d)), 1.0)
-    x = (d - np.sum(w * d) / np.sum(w)) / scale
-    basis = np.column_stack([x ** (k + 1) for k in range(TREND_DEGREE)]) if len(np.unique(d)) > TREND_DEGREE \
-        else np.zeros((len(d), 0))
-    if confined is not None and confined.any() and not confined.all():
-        basis = np.column_stack([basis, confined.astype(float)])  # lock-step streams: an offset of their own
-    basis = basis - np.sum(w[:, None] * basis, axis=0) / np.sum(w)
-    trend = np.zeros(len(y))
-    fitted = np.zeros(len(values))
-    for _ in range(TREND_PASSES):
-        means = np.bincount(index, weights=w * (y - trend), minlength=len(values)) / weight
-        fitted = isotonic_regression(means, weights=weight, increasing=True).x
-        if basis.shape[1]:
-            sw = np.sqrt(w)
-            coef = np.linalg.lstsq(basis * sw[:, None], (y - fitted[index]) * sw, rcond=None)[0]
-            trend = basis @ coef
-    chi2 = float(np.sum(w * (y - fitted[index] - trend) ** 2))
-    levels = len(np.unique(np.round(fitted, 6)))
-    params = levels + basis.shape[1]
-    if levels == 1:
-        return chi2, params, 0.0
-    low, high = fitted == fitted.min(), fitted == fitted.max()
-    rise = (fitted.max() - fitted.min()) / np.sqrt(1 / weight[low].sum() + 1 / weight[high].sum())
-    return chi2, params, float(rise)
-
-
-def elevation_fit(y: np.ndarray, w: np.ndarray, d: np.ndarray, loaded: np.ndarray,
-                  offsets: list[np.ndarray] | None = None) -> tuple[float, int, float, np.ndarray]:
-    """Robust fit of the streams' cells under one channel count: ``y`` = a baseline (a level plus a trend in the
-    distance ``d``, fitted to the cells whose in-flight reads share no bus) plus, for each ``loaded`` cell (some of
-    its in-flight reads share a bus), an elevation of its own that is never negative. (loss, parameters, the largest
-    elevation in standard errors, each cell's squared residual in standard errors.)
-
-    An elevation of its own per loaded cell, not one level per load: how long a read waits for a shared bus depends
-    on whether the reads sharing it finish sensing together, which depends on the page types the stride puts side by
-    side, so streams with the same load sit microseconds apart (kelpie-n128g-s at medium noise: 75.8, 74.4, 73.0 and
-    69.6 us at one load), and a fit that forced them level scattered 5.7x beyond their errors and named 29 channels
-    for 16. What a channel count must explain is which cells rise, not by how much. One baseline for every depth:
-    with no bus shared a stream's median is the same however many reads are in flight (measured on ten presets at
-    medium noise: within 1.5 standard errors), and a baseline per depth would let a depth every one of whose cells
-    the true channel count loads (4 channels: all streams with 8 in flight) sit on a level of its own, so a count
-    that loads fewer cells would explain it as well for fewer parameters. ``offsets`` (indicator columns) give the
-    deeper streams a level of their own all the same, for a serial stage in front of the buses (a host link slower
-    than a channel) that slows them. The trend is the page types in flight (a stream's neighbouring
-    reads are ``d`` units plus whole stripe rows apart, and the share of them crossing into the next row drifts with
-    ``d``). The loss is Student's t with ROBUST_DF degrees of freedom on the residuals in standard errors
-    (iteratively reweighted): one cell far off the baseline for a reason no channel count names (kelpie-n1.6t-s: one
-    lock-step stream 6.6 us slow with no bus shared) costs a few units of loss, not its square, and cannot by itself
-    buy a channel count that marks twenty more cells loaded. Each bounded least-squares step is scipy's BVLS."""
-    x = (d - d.mean()) / max(float(np.ptp(d)), 1.0)
-    columns = [np.ones_like(x), *(offsets or [])]
-    if len(np.unique(d[~loaded])) > TREND_DEGREE + 2:
-        columns += [x ** (k + 1) for k in range(TREND_DEGREE)]
-    baseline = len(columns)
-    index = np.flatnonzero(loaded)
-    design = np.column_stack(columns + [np.eye(len(y))[:, i] for i in index])
-    lower = np.r_[np.full(baseline, -np.inf), np.zeros(len(index))]
-    weight = w.copy()
-    coef = np.zeros(design.shape[1])
-    for _ in range(ROBUST_PASSES):
-        sw = np.sqrt(weight)
-        coef = lsq_linear(design * sw[:, None], y * sw, bounds=(lower, np.inf), method="bvls").x
-        z2 = w * (y - design @ coef) ** 2
-        weight = w * (ROBUST_DF + 1) / (ROBUST_DF + z2)
-    z2 = w * (y - design @ coef) ** 2
-    loss = float(np.sum((ROBUST_DF + 1) * np.log1p(z2 / ROBUST_DF)))
-    rise = coef[baseline:] * np.sqrt(w[index]) if len(index) else np.zeros(0)
-    return loss, design.shape[1], float(rise.max()) if len(rise) else 0.0, z2
-
-
-def second_opinion(cells: pd.DataFrame, stripe: int) -> tuple[int, float]:
-    """A second reading of the streams' cells (:func:`elevation_fit`: a rise of its own in every cell a channel
-    count loads, on one baseline for every depth, robust loss): the channel count it prefers and that count's
-    posterior. Where it names another count than :func:`channels_from_streams`, the cells do not decide between
-    them (at medium noise the monotone fit named 32 channels for 16 at 0.90 on kelpie-n1.6t-w, 29 for 16 on
-    kelpie-n128g-s, 9 for 16 on kelpie-t128g-s; this reading named 16 on each, but on other drives it errs
-    where the monotone fit does not), and the answer's confidence falls to DISAGREE_CONFIDENCE."""
-    q = cells["q"].to_numpy(int)
-    d = cells["d"].to_numpy(float)
-    y = cells["median_ns"].to_numpy(float)
-    se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
-    candidates = list(range(2, min(int(d.max()), stripe - 1) + 1)) + [stripe]
-    loads = {c: np.array([(channel_load(int(a), int(b), stripe, c) or 1) > 1 for a, b in zip(q, d, strict=True)])
-             for c in candidates}
-    fits = {c: elevation_fit(y, 1 / se ** 2, d, loads[c]) for c in candidates}
-    first = min(fits, key=lambda c: (fits[c][0] + 2 * fits[c][1], c))
-    baseline = ~loads[first]
-    # A chi-square of one degree of freedom has median 0.455.
-    dispersion = max(1.0, float(np.median(fits[first][3][baseline])) / 0.455) if baseline.any() else 1.0
-    if dispersion > 1.0:
-        fits = {c: elevation_fit(y, 1 / (dispersion * se ** 2), d, loads[c]) for c in candidates}
-    score = {c: f[0] + 2 * f[1] for c, f in fits.items()}
-    low = min(score.values())
-    weights = {c: float(np.exp(-(s - low) / 2)) for c, s in score.items()}
-    best = min(weights, key=lambda c: (-weights[c], c))
-    return best, weights[best] / sum(weights.values())
-
-
-def serial_stage(cells: pd.DataFrame, loads: np.ndarray, stripe: int) -> tuple[bool, float]:
-    """Whether one stage serves the reads one at a time in front of the buses (command processors, host link),
-    and its time per read: at the streams no two of whose in-flight reads share a bus (``loads`` == 1), the
-    median latency of the deepest depth against the depth below it. With nothing serial they match (each read
-    has a unit and a bus of its own); a serial stage makes the deepest stream wait for it: its completions then
-    come one per stage time, its median latency / depth."""
-    free = cells[(loads == 1) & ~np.array([lock_step(int(a), int(b), stripe) for a, b in
-                                           zip(cells["q"], cells["d"], strict=True)])]
-    depths = sorted(free["q"].unique())
-    if len(depths) < 2:
-        return False, 0.0
-    top, below = depths[-1], depths[-2]
-    top_median = float(free.loc[free["q"] == top, "median_ns"].median())
-    below_median = float(free.loc[free["q"] == below, "median_ns"].median())
-    return top_median > SATURATION_RATIO * below_median, top_median / top
 
 
 def admission_gap(distance, gap_ns, *, min_pairs: int = 8) -> float:
@@ -204,97 +62,101 @@ def hides_buses(stage_ns: float, page_bytes: int) -> bool:
     return stage_ns >= page_bytes / FASTEST_BUS * 1e9
 
 
-def channels_from_streams(cells: pd.DataFrame, stripe: int, page_bytes: int = 4096,
-                          admission_ns: float = 0.0) -> ChannelReading:
-    """P5 from streams of page reads, ``q`` in flight, ``d`` units apart: ``cells`` has one row per (q, d)
-    with the median latency (``median_ns``), its standard error (``se_ns``) and the reads (``n``).
+def close_counts(distance, gap_ns) -> pd.DataFrame:
+    """Per unit distance: the pairs (``n``), those whose completions came close together (``close``: the gap under
+    the CLOSE_QUANTILE of every pair's gap) and their share; the threshold in ``attrs["threshold_ns"]``."""
+    gap = np.abs(np.asarray(gap_ns, dtype=float))
+    threshold = float(np.quantile(gap, CLOSE_QUANTILE)) if len(gap) else 0.0
+    # At or under: on a drive whose gaps take a few exact values (no noise) the lowest is the close one.
+    table = pd.DataFrame({"d": np.asarray(distance, dtype=int), "close": gap <= threshold}).groupby("d")["close"] \
+        .agg(close="sum", n="size")
+    table["share"] = table["close"] / table["n"]
+    table.attrs["threshold_ns"] = threshold
+    return table
 
-    Reads of units on one channel share its bus: the more in-flight reads wait for one channel's bus, the
-    longer a read takes, which raises the median latency of the whole stream. Every channel count C from 2 up
-    to the largest distance measured, and "no two units share a channel" (C = stripe), predicts each cell's
-    load (:func:`channel_load`); each is fitted per depth as a median that never falls as the load rises plus a
-    line in ``d`` (:func:`trend_isotonic_fit`: the page types in flight), scored by Akaike's criterion. The
-    chi-squares are first divided by the best fit's chi-square per degree of freedom when that exceeds one
-    (quasi-likelihood: the cells vary more than their standard errors say, and every model is judged against
-    that spread, not against the optimistic one). The confidence is the best layout's posterior under equal
-    priors. When a serial stage in front of the buses (:func:`serial_stage`) is at least as long as the
-    fastest bus's page transfer and no sharing was seen, it may hide the buses: the answer then says so at a
-    low confidence. Written here because it is a model selection over this probe's own design, not a library
-    routine."""
+
+def depleted_fit(close: np.ndarray, n: np.ndarray, shared: np.ndarray) -> tuple[float, int, float]:
+    """Binomial fit of the close pairs per distance: one share where no bus is shared, and where one is (``shared``)
+    a share at most (1 - MIN_DEPLETION) times it. (deviance against each distance's own share, parameters,
+    Pearson's chi-square.)"""
+    if shared.any():
+        keep = 1.0 - MIN_DEPLETION
+        free, bus = close[~shared].sum() / n[~shared].sum(), close[shared].sum() / n[shared].sum()
+        if bus > keep * free:
+            # On the bound: the share x elsewhere and keep * x on the shared distances, x by maximum likelihood.
+            def loss(x: float) -> float:
+                p = np.where(shared, keep * x, x)
+                return -float(np.sum(xlogy(close, p) + xlogy(n - close, 1 - p)))
+            free = float(minimize_scalar(loss, bounds=(1e-9, 1 - 1e-9), method="bounded").x)
+            bus = keep * free
+        p, params = np.where(shared, bus, free), 2
+    else:
+        p, params = np.full(len(n), close.sum() / n.sum()), 1
+    p = np.clip(p, 1e-9, 1 - 1e-9)
+    own = close / n
+    deviance = 2 * float(np.sum(xlogy(close, own) + xlogy(n - close, 1 - own) -
+                                xlogy(close, p) - xlogy(n - close, 1 - p)))
+    pearson = float(np.sum((close - n * p) ** 2 / (n * p * (1 - p))))
+    return deviance, params, pearson
+
+
+def channels_from_pair_gaps(distance, gap_ns, stripe: int) -> ChannelReading:
+    """P5 from pairs of reads of two units of one stripe row (the same place in both units' write order) issued
+    together on a noisy drive: ``distance`` = the units between them, ``gap_ns`` = how long after the first the
+    second completed.
+
+    Each read senses its page for a time that varies by tens of microseconds, then moves it over its channel's
+    bus. On different channels the two completions can fall arbitrarily close; on one channel the later transfer
+    waits for the earlier, so they complete at least a page transfer apart (blurred by the host's completion
+    jitter). The share of pairs that complete close together (:func:`close_counts`) therefore drops at the
+    distances whose units share a channel: the multiples of the channel count (unit u is on channel u mod C).
+    Every channel count C from 2 to the largest distance, and "no two units share a channel" (C = stripe), is a
+    binomial model of the close counts (:func:`depleted_fit`), scored by Akaike's criterion after the
+    quasi-likelihood dispersion (the counts' spread beyond binomial, from the best fit); the confidence is the
+    best count's posterior under equal priors. A median gap per distance, the noise-free reading, drowns here:
+    the bus transfer is a few microseconds, the two senses' spread tens, and a shared bus moves the median gap
+    by under a microsecond while it halves the close share. Written here because it is a model selection over
+    this probe's own design, not a library routine."""
 
     def layout(channels: int) -> dict[str, int]:
         return {"channels": int(channels), "chips_per_channel": int(-(-stripe // max(channels, 1)))}
 
+    table = close_counts(distance, gap_ns)
     none = np.zeros(0, dtype=int)
-    if cells.empty:
-        return ChannelReading(layout(stripe), None, [], cells, none, "no stream of reads was measured", False)
-    q = cells["q"].to_numpy(int)
-    d = cells["d"].to_numpy(float)
-    y = cells["median_ns"].to_numpy(float)
-    se = np.sqrt(cells["se_ns"].to_numpy(float) ** 2 + (CELL_SPREAD_FLOOR * np.median(y)) ** 2)
+    if table.empty or table["close"].sum() == 0:
+        return ChannelReading(layout(stripe), None, [], table, none, "no pair of reads was measured", False)
+    d = table.index.to_numpy(int)
+    close, n = table["close"].to_numpy(float), table["n"].to_numpy(float)
     largest = int(d.max())
-    candidates = list(range(2, min(largest, stripe - 1) + 1)) + [stripe]
-    confined = np.array([lock_step(int(a), int(b), stripe) for a, b in zip(q, d, strict=True)])
-    fits: dict[int, tuple[float, int, np.ndarray, float]] = {}
-    for channels in candidates:
-        load = np.array([channel_load(int(a), int(b), stripe, channels) or 1 for a, b in zip(q, d, strict=True)])
-        chi2, params, z = 0.0, 0, 0.0
-        for depth in np.unique(q):
-            at = q == depth
-            c, k, rise = trend_isotonic_fit(load[at], y[at], 1 / se[at] ** 2, d[at], confined[at])
-            chi2, params, z = chi2 + c, params + k, max(z, rise)
-        fits[channels] = (chi2, params, load, z)
-    aic = {c: f[0] + 2 * f[1] for c, f in fits.items()}
-    first = min(aic, key=lambda c: (aic[c], c))
-    dispersion = max(1.0, fits[first][0] / max(len(y) - fits[first][1], 1))
-    score = {c: fits[c][0] / dispersion + 2 * fits[c][1] for c in fits}
+    candidates = [*range(2, min(largest, stripe - 1) + 1), stripe]
+    fits = {c: depleted_fit(close, n, d % c == 0 if c < stripe else np.zeros(len(d), dtype=bool))
+            for c in candidates}
+    first = min(fits, key=lambda c: (fits[c][0] + 2 * fits[c][1], c))
+    dispersion = max(1.0, fits[first][2] / max(len(d) - fits[first][1], 1))
+    score = {c: f[0] / dispersion + 2 * f[1] for c, f in fits.items()}
     low = min(score.values())
     weights = {c: float(np.exp(-(s - low) / 2)) for c, s in score.items()}
     total = sum(weights.values())
     ranked = sorted(weights, key=lambda c: (-weights[c], c))
     best = ranked[0]
     posterior = weights[best] / total
-    confidence = posterior
     others = [{"value": layout(c), "confidence": round(weights[c] / total, 4)} for c in ranked[1:4]
               if weights[c] / total >= 1e-4]
-    flat = best == stripe or fits[best][3] == 0
-    load = np.ones(len(y), dtype=int) if flat else fits[best][2]
-    limited, stage_ns = serial_stage(cells, load, stripe)
-    if not limited:
-        stage_ns = 0.0
-    reading_note = f"dispersion {dispersion:.1f}x the medians' standard errors"
-    if limited:
-        reading_note += (f"; reads are served one at a time in front of the buses: with {int(q.max())} in flight "
-                         f"one completes every {stage_ns / 1e3:.2f} us (a controller or host-link limit)")
-    if hides_buses(admission_ns, page_bytes):
-        reading_note += (f"; two reads issued together complete {admission_ns / 1e3:.2f} us apart on units that "
-                         "share no bus (a controller admitting one command at a time)")
-        stage_ns = max(stage_ns, admission_ns)
-    hides = hides_buses(stage_ns, page_bytes)
-    if hides and not flat:
-        # Sharing seen through a serial stage: the stage spaces the reads, so the loads the fit assumes hold
-        # only in part.
-        confidence = min(confidence, SERIAL_FOUND_CONFIDENCE)
-    if flat:
-        if largest < stripe - 1:
-            confidence = min(confidence, 0.5)  # channel counts beyond the distances measured look like this too
-        if hides:
-            confidence = min(confidence, HIDDEN_CONFIDENCE)
-        note = (f"no two of the {stripe} units share a bus: streams at every distance up to {largest} units read "
-                f"at the same median latency" + (" (a bus wait shorter than the serial stage would not show)"
-                                                  if hides else " (one chip per channel, or transfers the host "
-                                                  "link hides)") + f"; {reading_note}")
-        reading = ChannelReading(layout(stripe), confidence, others, cells, none, note, False, posterior)
-    else:
-        abnormal = np.unique(d[load > 1]).astype(int)
-        note = (f"the streams' median latency rises with the in-flight reads on one channel if there are {best} "
-                f"channels (shared at distances {_listed(abnormal)}; slope {fits[best][3]:.1f} standard errors); "
-                f"posterior {posterior:.2f} against the other channel counts; {reading_note}")
-        reading = ChannelReading(layout(best), confidence, others, cells, abnormal, note, True, posterior)
-    reading.controller_limited = bool(hides)
-    reading.serial_stage_ns = float(stage_ns)
-    return reading
-
+    threshold = table.attrs["threshold_ns"] / 1e3
+    spread = f"dispersion {dispersion:.1f}x binomial"
+    if best == stripe:
+        confidence = posterior if largest >= stripe - 1 else min(posterior, 0.5)  # counts beyond the distances
+        note = (f"no two of the {stripe} units share a bus: at every distance up to {largest} units "
+                f"{close.sum() / n.sum():.0%} of the pairs complete within {threshold:.2f} us of each other; "
+                f"posterior {posterior:.2f} against every channel count; {spread}")
+        return ChannelReading(layout(stripe), confidence, others, table, none, note, False, posterior)
+    shared = d % best == 0
+    on_bus, elsewhere = close[shared].sum() / n[shared].sum(), close[~shared].sum() / n[~shared].sum()
+    note = (f"pairs {_listed(d[shared])} units apart complete within {threshold:.2f} us of each other "
+            f"{on_bus:.0%} of the time against {elsewhere:.0%} at other distances: they wait for one bus if there are "
+            f"{best} channels; posterior {posterior:.2f} "
+            f"against the other channel counts; {spread}")
+    return ChannelReading(layout(best), posterior, others, table, d[shared], note, True, posterior)
 
 # ---- seeing through a serial stage: one command over several units -----------------------------------------------
 
