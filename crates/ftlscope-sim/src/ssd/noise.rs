@@ -131,7 +131,7 @@ impl NandTiming {
 fn scaled_round(a: f64, close: f64, exponent: f64) -> u64 {
     let t = a * close;
     // Products differ by at most (EXP_CLOSE_ERROR + 2 ulp) * t: only a half-integer that near can lie between.
-    if !(half_distance(t) > 4.0 * EXP_CLOSE_ERROR * t) {
+    if t.is_nan() || half_distance(t) <= 4.0 * EXP_CLOSE_ERROR * t {
         return round_positive(a * exponent.exp());
     }
     round_positive(t)
@@ -156,7 +156,7 @@ fn exp_close(x: f64, exp2_32nds: &[f64; 32]) -> f64 {
     const N: f64 = 32.0;
     // Adding 1.5 * 2^52 rounds to the nearest integer, which then sits in the low bits of the sum.
     const SHIFT: f64 = 6_755_399_441_055_744.0;
-    if !(x.abs() <= 30.0) {
+    if x.is_nan() || x.abs() > 30.0 {
         return f64::NAN;
     }
     let kd = x * (N / std::f64::consts::LN_2) + SHIFT;
