@@ -3,10 +3,9 @@
 //!
 //! Memory: 4 bytes of logical-to-physical map per logical page and a bit-packed physical-to-logical map of
 //! just enough bits per physical page (26 for a 256 GB drive: 7.5 bytes per logical page in all at 7.4 %
-//! over-provisioning) and one bit per physical page saying whether it holds current data (0.13 bytes per
-//! logical page), plus a 4-byte content fingerprint per logical page (stored beside its map entry) for the
-//! integrity check. The maps are allocated lazily in 2 Mi-entry chunks and the bitmap is left to the kernel's
-//! zero pages until written, so a 2 TB preset that is only probed costs almost nothing.
+//! over-provisioning), plus a 4-byte content fingerprint per logical page (stored beside its map entry) for
+//! the integrity check. Both arrays are allocated lazily in 2 Mi-entry chunks, so a 2 TB preset that is
+//! only probed costs almost nothing.
 
 use std::collections::VecDeque;
 
@@ -64,22 +63,6 @@ impl<T: Copy> HugeChunk<T> {
             // SAFETY: i < len and len * size_of::<T>() <= bytes: inside the allocation, suitably aligned.
             unsafe { ptr.as_ptr().add(i).write(fill) };
         }
-        HugeChunk { ptr, len, layout }
-    }
-}
-
-impl HugeChunk<u64> {
-    /// `len` zero words, left untouched: the kernel maps zero pages on first use, so a large, mostly unused
-    /// array costs nothing until it is written.
-    pub fn zeroed(len: usize) -> HugeChunk<u64> {
-        const HUGE: usize = 2 << 20;
-        let bytes = (len.max(1) * 8).next_multiple_of(HUGE);
-        let layout = std::alloc::Layout::from_size_align(bytes, HUGE).expect("a size far below isize::MAX");
-        // SAFETY: the layout has a non-zero size; zero is a valid u64.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let Some(ptr) = std::ptr::NonNull::new(raw.cast::<u64>()) else { std::alloc::handle_alloc_error(layout) };
-        // SAFETY: as in `new`.
-        unsafe { libc::madvise(raw.cast(), bytes, libc::MADV_HUGEPAGE) };
         HugeChunk { ptr, len, layout }
     }
 }
@@ -261,12 +244,6 @@ pub struct Ftl {
     frontier_left: u64,
     l2p: LazyArray<LogicalPage>,
     p2l: PackedArray,
-    /// One bit per physical page: it holds the current data of its logical page (`l2p[p2l[ppn]] == ppn`).
-    /// Garbage collection asks this of every page of its victim; asked of the logical-to-physical map, each
-    /// answer was a cache miss at a random place in hundreds of MiB, while a victim's bits are one or two
-    /// cache lines (the whole bitmap is 1 MiB per 8 Mi physical pages, so host writes' invalidations mostly
-    /// find it in cache too).
-    current: HugeChunk<u64>,
     valid: Vec<u16>,
     state: Vec<BlockState>,
     slc_block: Vec<bool>,
@@ -325,7 +302,6 @@ impl Ftl {
             frontier_left: (cfg.mapping.chunk_size / page).max(1),
             l2p: LazyArray::new(logical_pages, LogicalPage { ppn: UNMAPPED, fingerprint: 0 }),
             p2l: PackedArray::new(total_pages, logical_pages),
-            current: HugeChunk::zeroed(total_pages.div_ceil(64) as usize),
             valid: vec![0; blocks],
             state: vec![BlockState::Free; blocks],
             slc_block: vec![false; blocks],
@@ -379,23 +355,7 @@ impl Ftl {
 
     pub fn mapping_bytes(&self) -> u64 {
         // The logical-to-physical half of each entry (the other half is the integrity check's fingerprint).
-        self.l2p.allocated_bytes() / 2 + self.p2l.allocated_bytes() + self.current.len() as u64 * 8
-    }
-
-    /// Whether physical page `ppn` holds the current data of its logical page.
-    #[inline]
-    fn is_current(&self, ppn: u32) -> bool {
-        self.current[(ppn >> 6) as usize] & (1 << (ppn & 63)) != 0
-    }
-
-    #[inline]
-    fn set_current(&mut self, ppn: u32, current: bool) {
-        let word = &mut self.current[(ppn >> 6) as usize];
-        if current {
-            *word |= 1 << (ppn & 63);
-        } else {
-            *word &= !(1 << (ppn & 63));
-        }
+        self.l2p.allocated_bytes() / 2 + self.p2l.allocated_bytes()
     }
 
     fn unit_of_block(&self, block: u32) -> u32 {
@@ -455,7 +415,6 @@ impl Ftl {
 
     /// The physical page `ppn` no longer holds current data.
     fn invalidate(&mut self, ppn: u32, at: SimTime, flash: &mut Flash) {
-        self.set_current(ppn, false);
         let block = ppn / self.ppb_div;
         let b = block as usize;
         let closed = self.state[b] == BlockState::Closed;
@@ -535,7 +494,6 @@ impl Ftl {
         let page_type = self.page_type(block, page);
         self.l2p.get_mut(lpn).ppn = ppn;
         self.p2l.set(ppn as u64, lpn as u32);
-        self.set_current(ppn, true);
         self.valid[block as usize] += 1;
         self.counters.pages_programmed += 1;
         (unit, page_type)
@@ -611,18 +569,20 @@ impl Ftl {
         self.bucket_remove(victim);
         self.state[victim as usize] = BlockState::Free; // out of the buckets while it is copied
         let first = victim * self.pages_per_block;
-        // The pages still current are known from the bitmap (one or two cache lines a block) and their logical
-        // pages from the reverse map (read in order). Copying re-points each one's map entry, at a random place
-        // in hundreds of MiB: the entries of the pages `AHEAD` after it start loading first, so the stores do
-        // not wait on the misses one at a time. A copy changes only the bits of the page it copies (and of its
-        // new place, never in the victim), so the pages listed first are those a check before each copy finds.
+        // The map entries of a victim's pages are scattered over the whole logical space: each check is a
+        // cache miss. The pages that may hold data are listed first (a sequential read of the reverse map);
+        // then each is checked and copied while the entries of the pages `AHEAD` after it are loading. A
+        // stream of prefetches overlaps with the copying; requesting all of a block's entries at once (as
+        // before) stalled on the processor's few outstanding-miss slots with nothing else to do meanwhile.
+        // The order of checks and copies is unchanged in effect: a copy only re-points the page it copies,
+        // and a block holds at most one current copy of a logical page (its latest), so a check after a
+        // copy answers as it would have before it.
         const AHEAD: usize = 16;
         let mut candidates = std::mem::take(&mut self.victim_pages);
         candidates.clear();
         for page in 0..self.pages_per_block {
-            if self.is_current(first + page) {
-                let lpn = self.p2l.get((first + page) as u64);
-                debug_assert!(lpn != UNMAPPED && self.l2p.get(lpn as u64).ppn == first + page);
+            let lpn = self.p2l.get((first + page) as u64);
+            if lpn != UNMAPPED {
                 candidates.push((page, lpn));
             }
         }
@@ -636,7 +596,10 @@ impl Ftl {
                 self.l2p.prefetch(ahead as u64);
             }
             let (page, lpn) = candidates[i];
-            self.set_current(first + page, false);
+            // Still current (not rewritten or trimmed since)?
+            if self.l2p.get(lpn as u64).ppn != first + page {
+                continue;
+            }
             copied += 1;
             let read = flash.read(unit, self.page_type(victim, page), at);
             let done = self.program_page(lpn as u64, read, flash);
@@ -731,7 +694,8 @@ impl Ftl {
             };
             self.fold_owed[u] -= 1.0;
             let ppn = block * self.pages_per_block + page;
-            if self.is_current(ppn) {
+            let lpn = self.p2l.get(ppn as u64);
+            if lpn != UNMAPPED && self.l2p.get(lpn as u64).ppn == ppn {
                 let read = flash.read(unit, PageType::L, at);
                 flash.program(unit, self.page_types[page as usize], read);
                 self.counters.pages_read += 1;
