@@ -55,9 +55,9 @@ impl ExpDelay {
     }
 }
 
-/// Lognormal factors drawn ahead at a time: one loop of normal draws and `exp`s is cheaper than a draw per NAND
-/// operation (the draws were a fifth of a noisy GC run). The factors are the draws one at a time would give, in
-/// the same order, so every completion time is as it was.
+/// Lognormal factors drawn ahead at a time: one loop of normal draws and exponentials is cheaper than a draw per
+/// NAND operation (the draws were a fifth of a noisy GC run). The factors are the draws one at a time would give,
+/// in the same order, so every completion time is as it was.
 const FACTORS_AHEAD: usize = 64;
 
 /// How long each NAND operation takes: its configured time, times a lognormal factor of mean 1 (the
@@ -66,9 +66,13 @@ pub struct NandTiming {
     rng: SmallRng,
     sigma: f64,
     mu: f64,
-    /// The lognormal factors drawn ahead, used from `next` on.
+    /// The exponents `mu + sigma * z` drawn ahead, used from `next` on, and their exponentials by
+    /// [`exp_close`] (see [`NandTiming::apply`] for how the times stay those of libm's `exp`).
+    exponents: [f64; FACTORS_AHEAD],
     factors: [f64; FACTORS_AHEAD],
     next: usize,
+    /// `2^(j/32)` for j = 0..32, for [`exp_close`].
+    exp2_32nds: [f64; 32],
     /// 1 normally; `throttle_factor` while throttled.
     pub factor: f64,
 }
@@ -82,34 +86,91 @@ impl NandTiming {
             rng: stream(seed, "nand-time"),
             sigma,
             mu: -sigma * sigma / 2.0,
+            exponents: [0.0; FACTORS_AHEAD],
             factors: [1.0; FACTORS_AHEAD],
             next: FACTORS_AHEAD,
+            exp2_32nds: std::array::from_fn(|j| (j as f64 / 32.0).exp2()),
             factor: 1.0,
         }
     }
 
+    /// The operation's time: `base` times the throttling factor times the next lognormal factor, rounded to
+    /// the nanosecond, exactly as with libm's `exp` of the exponent. The factor from [`exp_close`] is within
+    /// [`EXP_CLOSE_ERROR`] of libm's, so the two products round to the same nanosecond unless the product
+    /// lies that close to a half nanosecond; then (about once in 10^7 operations) libm's `exp` decides.
     #[inline]
     pub fn apply(&mut self, base: Nanos) -> Nanos {
-        let mut t = base.0 as f64 * self.factor;
-        if self.sigma > 0.0 {
-            if self.next == FACTORS_AHEAD {
-                self.draw_ahead();
-            }
-            t *= self.factors[self.next];
-            self.next += 1;
+        let a = base.0 as f64 * self.factor;
+        if self.sigma <= 0.0 {
+            return Nanos(round_positive(a));
         }
-        Nanos(round_positive(t))
+        if self.next == FACTORS_AHEAD {
+            self.draw_ahead();
+        }
+        let i = self.next;
+        self.next += 1;
+        Nanos(scaled_round(a, self.factors[i], self.exponents[i]))
     }
 
     #[inline(never)]
     fn draw_ahead(&mut self) {
         let (mu, sigma) = (self.mu, self.sigma);
-        for f in &mut self.factors {
+        for x in &mut self.exponents {
             let z: f64 = StandardNormal.sample(&mut self.rng);
-            *f = (mu + sigma * z).exp();
+            *x = mu + sigma * z;
+        }
+        for (f, &x) in self.factors.iter_mut().zip(&self.exponents) {
+            *f = exp_close(x, &self.exp2_32nds);
         }
         self.next = 0;
     }
+}
+
+/// `a * exp(exponent)` rounded to an integer as with libm's `exp`, given `close`, [`exp_close`] of the exponent.
+#[inline]
+fn scaled_round(a: f64, close: f64, exponent: f64) -> u64 {
+    let t = a * close;
+    // Products differ by at most (EXP_CLOSE_ERROR + 2 ulp) * t: only a half-integer that near can lie between.
+    if t.is_nan() || half_distance(t) <= 4.0 * EXP_CLOSE_ERROR * t {
+        return round_positive(a * exponent.exp());
+    }
+    round_positive(t)
+}
+
+/// How far `t >= 0` is from the nearest half-integer (where rounding to the nanosecond changes).
+#[inline]
+fn half_distance(t: f64) -> f64 {
+    (t - (t as u64) as f64 - 0.5).abs()
+}
+
+/// A bound on `exp_close`'s relative difference from libm's `exp` (both are within a few units in the last
+/// place of the true value, 2.2e-16 each; the bound leaves a factor of ten).
+const EXP_CLOSE_ERROR: f64 = 1e-14;
+
+/// `exp(x)` within [`EXP_CLOSE_ERROR`] (relative) for |x| <= 30, NaN beyond (the caller then falls back to
+/// libm). Hand-written because libm's `exp` is a call per NAND operation that cannot be inlined or vectorised
+/// (the largest part of a noisy GC run's draws): `x = (k + j/32) ln 2 + r` with |r| <= ln 2 / 64, `2^(j/32)`
+/// from a table (`exp2_32nds`), `exp(r)` from its Taylor series to the 6th power (the remainder is below 4e-18).
+#[inline]
+fn exp_close(x: f64, exp2_32nds: &[f64; 32]) -> f64 {
+    const N: f64 = 32.0;
+    // Adding 1.5 * 2^52 rounds to the nearest integer, which then sits in the low bits of the sum.
+    const SHIFT: f64 = 6_755_399_441_055_744.0;
+    if x.is_nan() || x.abs() > 30.0 {
+        return f64::NAN;
+    }
+    let kd = x * (N / std::f64::consts::LN_2) + SHIFT;
+    // The integer is in the sum's low bits, in two's complement within the low 32 (|k| < 2^11 here).
+    let k = kd.to_bits() as u32 as i32;
+    let kd = kd - SHIFT;
+    // ln 2 / 32 in two parts (fdlibm's split): the first has 32 significant bits, so `kd` times it is exact.
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1 / N;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10 / N;
+    let r = (x - kd * LN2_HI) - kd * LN2_LO;
+    let r2 = r * r;
+    let p = 1.0 + r + r2 * (0.5 + r * (1.0 / 6.0)) + r2 * r2 * (1.0 / 24.0 + r * (1.0 / 120.0) + r2 * (1.0 / 720.0));
+    let scale = f64::from_bits((((k >> 5) + 1023) as u64) << 52);
+    exp2_32nds[(k & 31) as usize] * scale * p
 }
 
 /// `t.round() as u64` for a time in nanoseconds (0 <= t < 2^53), without the libm call `round` becomes on
@@ -343,6 +404,57 @@ mod factors_ahead_tests {
             let z: f64 = StandardNormal.sample(&mut rng);
             let expected = base.0 as f64 * (timing.mu + timing.sigma * z).exp();
             assert_eq!(timing.apply(base).0, expected.round() as u64);
+        }
+    }
+
+    /// The exponential without libm stays within the bound the rounding check relies on, over the exponents
+    /// a CV up to 2 draws (and beyond), and gives NaN (so libm decides) outside its range.
+    #[test]
+    fn close_exponential_is_within_its_bound_of_libm() {
+        let timing = NandTiming::new(1, 0.1);
+        let mut rng = stream(9, "exp-close");
+        let mut worst = 0.0f64;
+        for i in 0..2_000_000 {
+            let x = if i % 2 == 0 { rng.random_range(-1.0..1.0) } else { rng.random_range(-30.0..30.0) };
+            let (close, exact) = (exp_close(x, &timing.exp2_32nds), x.exp());
+            worst = worst.max(((close - exact) / exact).abs());
+        }
+        for x in [0.0, -0.0, 30.0, -30.0, std::f64::consts::LN_2, -std::f64::consts::LN_2 / 64.0] {
+            worst = worst.max(((exp_close(x, &timing.exp2_32nds) - x.exp()) / x.exp()).abs());
+        }
+        assert!(worst < EXP_CLOSE_ERROR / 4.0, "relative difference up to {worst:e}");
+        assert!(exp_close(31.0, &timing.exp2_32nds).is_nan() && exp_close(f64::NAN, &timing.exp2_32nds).is_nan());
+    }
+
+    /// Where the close product lies within the bound of a half nanosecond, libm's exponential decides: a factor
+    /// off by less than the bound that would round the other way still gives libm's nanosecond.
+    #[test]
+    fn a_product_near_a_half_nanosecond_is_rounded_as_with_libm() {
+        let exponent = 0.01f64;
+        let exact = exponent.exp();
+        let a = (1_000_000.5 - 5e-9) / exact;
+        let want = (a * exact).round() as u64;
+        let close = exact * (1.0 + 9e-15);
+        assert_ne!(round_positive(a * close), want, "the perturbed factor alone rounds the other way");
+        assert_eq!(scaled_round(a, close, exponent), want);
+        assert_eq!(scaled_round(a, f64::NAN, exponent), want, "out of exp_close's range");
+    }
+
+    /// Long runs at several CVs and throttling factors, with times of every size: each operation's time is the
+    /// one-at-a-time libm computation's.
+    #[test]
+    fn noisy_times_are_libm_times_over_many_draws() {
+        for (cv, throttle) in [(0.1, 1.0), (0.5, 1.0), (2.0, 1.0), (0.3, 2.5)] {
+            let mut timing = NandTiming::new(11, cv);
+            timing.factor = throttle;
+            let mut rng = stream(11, "nand-time");
+            let mut bases = stream(12, "bases");
+            for _ in 0..300_000 {
+                let base = Nanos(bases.random_range(0..5_000_000));
+                let z: f64 = StandardNormal.sample(&mut rng);
+                let expected = base.0 as f64 * throttle * (timing.mu + timing.sigma * z).exp();
+                assert_eq!(timing.apply(base).0, expected.round() as u64, "cv {cv}, base {base:?}");
+            }
         }
     }
 }
