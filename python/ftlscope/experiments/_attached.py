@@ -123,7 +123,8 @@ def drive_counters(device: str) -> dict | None:
     deadline = asked + 5.0
     while time.time() < deadline:
         stats = record.stats()
-        if stats is not None and stats.get("taken", _mtime(path)) > asked:
+        # A server from before "taken" is judged by the file's time (one stat, only then).
+        if stats is not None and (stats["taken"] if "taken" in stats else _mtime(path)) > asked:
             return stats
         time.sleep(0.002)
     return None

@@ -3,8 +3,9 @@
 Findings:
 
 - ``knee_qd`` by the seed's marginal-gain rule: the first QD step whose IOPS gain is below 5 % while the mean
-  latency grows more than 20 %; the reported QD is the step's upper one (the seed's QD 64 -> 128 step gave
-  knee 128). None, with the last step's numbers as evidence, when no step of the sweep meets the rule.
+  latency grows more than 20 %, and after which no step gains 5 % again (:func:`..analysis.knee.knee_by_rule`);
+  the reported QD is the step's upper one (the seed's QD 64 -> 128 step gave knee 128). None, with the last
+  step's numbers as evidence, when no step of the sweep meets the rule.
 - ``practical_knee_qd``: the smallest QD reaching 90 % of the observed peak IOPS (the seed's practical knee,
   "at QD 32 reaches 90 % of peak").
 - ``littles_law_error_pct``: the largest |error| over all QDs of Little's law, predicted IOPS = QD / mean
@@ -80,10 +81,10 @@ def analyse(table: pd.DataFrame, p: dict[str, Any]) -> dict[str, Any]:
         knee_qd = int(step.x_to)
         findings["knee_qd"] = finding(
             knee_qd, "QD",
-            f"first step meeting the rule of “SSD Performance Profiling” ({rule}): "
-            f"QD {step.x_from:g} -> {step.x_to:g} gained "
+            f"first step meeting the rule of “SSD Performance Profiling” ({rule}) after which no step gains "
+            f"{p['max_gain']:.0%} or more again: QD {step.x_from:g} -> {step.x_to:g} gained "
             f"{step.gain:+.1%} IOPS for {step.latency_growth:+.1%} mean latency; the knee is the step's upper "
-            f"QD, as in the seed (qd_throughput_latency.png)")
+            f"QD, as in “SSD Performance Profiling” (qd_throughput_latency.png)")
     else:
         last = knee.steps(qd, iops, lat_us)
         detail = (f"the last step, QD {last[-1].x_from:g} -> {last[-1].x_to:g}, still gained {last[-1].gain:+.1%} "

@@ -8,11 +8,12 @@ IOPS and the read latency of one Report cell) run it once, and the shape checks 
 Devices: a ``steady`` or ``alignment`` measurement runs on one device per (preset, span), filled sequentially
 once and then measured in the order the points are listed (the documents' own order: later runs see the writes
 of earlier ones, as on the real drives). A ``steady`` point whose params say ``"device": "own"`` (the "SSD
-Performance Report"'s cells: :func:`.published.report_params`) runs instead on a device of its own in one
-stated state: fresh, its span written once sequentially, then idle for :data:`SETTLE` (the fill's buffer
-flushed, its idle garbage collection and SLC folding done). Each such cell then measures the same drive whatever
-ran before it: on one shared device the 32 and 128 KiB mixes, which come after the random writes, moved by up
-to 50 % with the measuring order and the device's noise seed. ``cliff``, ``random_fill`` and the random-fill
+Performance Report"'s cells, :func:`.published.report_params`, and the PM981's QD sweep) runs instead on a
+device of its own in one stated state: fresh, its span written once sequentially, then idle for :data:`SETTLE`
+(the fill's buffer flushed, its idle garbage collection and SLC folding done). Each such point then measures the
+same drive whatever ran before it: on one shared device the 32 and 128 KiB mixes, which come after the random
+writes, moved by up to 50 % with the measuring order and the device's noise seed, and the PM981's sweep read the
+offsets in the order its 4 KiB mixes had written them. ``cliff``, ``random_fill`` and the random-fill
 shape check start from a fresh device each.
 """
 
