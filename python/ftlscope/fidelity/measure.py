@@ -32,7 +32,7 @@ from ftlscope.metrics import WINDOW_INDEX
 from ftlscope.sim import SimDevice
 from ftlscope.units import parse_duration_ns, parse_size
 
-from .published import UNITS, Point, Shape, report_params
+from .published import OWN, UNITS, Point, Shape, report_params
 
 OPS = ("read", "write")
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
@@ -47,8 +47,6 @@ UNAFFECTED = 0.1
 # idle folding (200 MB/s) to move a 1 GiB fill out of its SLC cache: the data at rest, as on a partition written
 # well before it is measured.
 SETTLE = "10s"
-# ``params["device"]`` of a point measured on a device of its own.
-OWN = "own"
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,9 @@ UNITS = {
 }
 
 
+# ``params["device"]`` of a point measured on a device of its own (:meth:`.measure.Fidelity.own`).
+OWN = "own"
+
 @dataclass(frozen=True)
 class Drive:
     name: str
@@ -252,10 +255,10 @@ _REPORT_LABELS = {"iops": "Throughput (Kilo IOPS)", "bw": "Throughput (MB/s)", "
 
 def report_params(bs: str, mix: str, qd: int) -> dict[str, Any]:
     """The conditions of one Report point: random I/O over the 1GB partition (read as 1 GiB, filled first), each
-    cell on a device of its own in one stated state (``"device": "own"``: the Report gives every cell its own
+    cell on a device of its own in one stated state (``"device": OWN``: the Report gives every cell its own
     fio run and says nothing of what ran before it, so no cell inherits another's writes)."""
     rw, share = _REPORT_MIXES[mix]
-    params: dict[str, Any] = {"rw": rw, "bs": bs, "qd": qd, "span": "1GiB", "device": "own"}
+    params: dict[str, Any] = {"rw": rw, "bs": bs, "qd": qd, "span": "1GiB", "device": OWN}
     if share is not None:
         params["rwmixread"] = share
     return params
@@ -358,7 +361,7 @@ _QD_SWEEP = {
 # the very order the 4 KiB mixes before it had written them (the same workload seed), which the write path had
 # spread over the dies in turn, so every queue found its dies free by construction.
 for _qd, (_bw, _tails) in _QD_SWEEP.items():
-    _params = {"rw": "randread", "bs": "4k", "qd": _qd, "span": _PM981_SPAN, "device": "own"}
+    _params = {"rw": "randread", "bs": "4k", "qd": _qd, "span": _PM981_SPAN, "device": OWN}
     _add("PM981", PROFILING, "§5.1 QD table", "steady", _params, "read.bw", _bw, "MiB/s",
          f'QD table, row "{_qd}", column "Throughput BW (MB/s)": "{_bw}"', _PM981_NOTE)
     for _stat, _text in zip(("p50", "p95", "p99", "p99.9"), _tails, strict=True):
@@ -371,7 +374,7 @@ for _qd, (_bw, _tails) in _QD_SWEEP.items():
 SHAPES: list[Shape] = [
     Shape("saturation QD", "PM981", PROFILING, "§5.1, §5.5", "saturation",
           {"rw": "randread", "bs": "4k", "span": _PM981_SPAN, "qds": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
-           "device": "own"},
+           "device": OWN},
           {"qd_min": 32, "qd_max": 64},
           "90.0 % of the peak at QD 32, 97.7 % at 64, +2.4 % from 64 to 128",
           '"throughput rises rapidly at first, but saturates around QD≈32–64"'),
@@ -381,7 +384,7 @@ SHAPES: list[Shape] = [
           "maximum at QD 4",
           '"The Intel Optane SSD reaches its maximum performance already at queue-depth 4"'),
     Shape("saturation QD", "NV2", REPORT, "Table 1", "saturation",
-          {"rw": "randread", "bs": "4k", "span": "1GiB", "qds": (64, 512, 1024), "device": "own"},
+          {"rw": "randread", "bs": "4k", "span": "1GiB", "qds": (64, 512, 1024), "device": OWN},
           {"qd_min": 64, "qd_max": 64},
           "161 / 168 / 175 KIOPS at QD 64 / 512 / 1024: 92 % of the peak at QD 64",
           'Table 1, row "only read": "161", "168", "175"'),
