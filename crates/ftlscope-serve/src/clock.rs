@@ -150,6 +150,9 @@ pub struct Drive {
     model_on: AtomicBool,
     stop: AtomicBool,
     metadata: AtomicU64,
+    /// How long a possible first fragment waits for its continuation: [`HOLD_NS`]; the tests lengthen it, so
+    /// that their submitting thread, descheduled between two fragments, cannot decide whether they merge.
+    hold_ns: u64,
 }
 
 impl Drive {
@@ -175,6 +178,7 @@ impl Drive {
             model_on: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             metadata: AtomicU64::new(0),
+            hold_ns: HOLD_NS,
         }
     }
 
@@ -226,7 +230,7 @@ impl Drive {
             // A fragment this long may itself be followed by one more (a three-way split).
             let more = may_be_split(&request) && held.request.len < MERGE_MAX;
             if more {
-                (held.since, held.until) = (wall, wall + HOLD_NS);
+                (held.since, held.until) = (wall, wall + self.hold_ns);
             }
             st.stats.merge_wait_total_ns += wait;
             st.stats.merge_wait_max_ns = st.stats.merge_wait_max_ns.max(wait);
@@ -235,7 +239,13 @@ impl Drive {
             }
         } else if may_be_split(&request) {
             let now = wall.max(st.last_v);
-            st.held.push(Held { request, arrived: now, answers: vec![answer], since: wall, until: wall + HOLD_NS });
+            st.held.push(Held {
+                request,
+                arrived: now,
+                answers: vec![answer],
+                since: wall,
+                until: wall + self.hold_ns,
+            });
         } else {
             // Everything held arrived before this request: started first, in arrival order.
             if let Some(last) = st.held.len().checked_sub(1) {
@@ -449,7 +459,9 @@ mod tests {
 
     fn drive(preset: &str) -> Arc<Drive> {
         let cfg = ftlscope_sim::presets::load(preset).expect("a preset");
-        Arc::new(Drive::new(ftlscope_sim::device::build(cfg)))
+        let mut drive = Drive::new(ftlscope_sim::device::build(cfg));
+        drive.hold_ns = 50 * HOLD_NS;
+        Arc::new(drive)
     }
 
     fn read(offset: u64) -> SimRequest {
