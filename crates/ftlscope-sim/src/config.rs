@@ -267,6 +267,8 @@ pub struct Controller {
     pub sense_command_time: Nanos,
     /// DMA engine time per transfer segment (one host memory page x one mapping page of buffer); 0 = none.
     pub host_segment_time: Nanos,
+    /// Idle gaps of the host link a transfer whose data is ready early can still take (the latest kept).
+    pub host_link_gaps: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -968,6 +968,7 @@ mod tests {
             host_write_rate: Rate(600e6),
             host_total_rate: Rate(0.0),
             host_segment_time: Nanos(0),
+            host_link_gaps: 8,
         };
         let hdd = HddConfig {
             rpm: 7200,

@@ -17,7 +17,7 @@ use crate::config::{DeviceConfig, MappingCache as MappingCacheConfig, PageType};
 use crate::device::{Completion, Counters, PageContent, SimDevice, SimOp, SimRequest, Status};
 use crate::time::{Nanos, Rate, SimTime};
 use caches::{MappingCache, ReadBuffer};
-use calendar::Calendar;
+use calendar::{Calendar, HostLink};
 use datapath::DataPath;
 use flash::Flash;
 use ftl::{Ftl, BUFFERED, UNMAPPED, ZEROED};
@@ -188,8 +188,8 @@ pub struct SsdDevice {
     read_buffer: Option<ReadBuffer>,
     mapping_cache: Option<MappingCache>,
     /// Host link, per direction (PCIe and SAS are full duplex).
-    host_read: Calendar,
-    host_write: Calendar,
+    host_read: HostLink,
+    host_write: HostLink,
     /// Buffer insert slots (`write_buffer.parallelism`).
     insert_slots: Vec<SimTime>,
     /// When the last command submitted so far completes.
@@ -226,7 +226,7 @@ pub struct SsdDevice {
     /// The command processors' bookings (`controller.cores`; empty = unlimited).
     cores: Vec<Calendar>,
     /// Both directions together (`controller.host_total_rate`).
-    host_total: Calendar,
+    host_total: HostLink,
     /// The DMA engine (`controller.host_segment_time`; None = no limit of its own).
     datapath: Option<DataPath>,
     /// `write_buffer.soft_flush` on a single-level buffer; None = the idle drain books its programs at once.
@@ -260,8 +260,8 @@ impl SsdDevice {
             second_level_rate: wb.second_level_rate,
             read_buffer,
             mapping_cache,
-            host_read: Calendar::default(),
-            host_write: Calendar::default(),
+            host_read: HostLink::with_gaps(cfg.controller.host_link_gaps),
+            host_write: HostLink::with_gaps(cfg.controller.host_link_gaps),
             insert_slots: vec![SimTime::ZERO; wb.parallelism.max(1) as usize],
             busy_until: SimTime::ZERO,
             writes_busy_until: SimTime::ZERO,
@@ -285,7 +285,7 @@ impl SsdDevice {
             slc_pipelining: false,
             program_pages: if cfg.nand.program_whole_page { cfg.nand.sense_pages(page) } else { 1 },
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
-            host_total: Calendar::default(),
+            host_total: HostLink::with_gaps(cfg.controller.host_link_gaps),
             datapath: DataPath::new(cfg.controller.host_segment_time, page),
             soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0).then(|| SoftDrain {
                 pending: vec![VecDeque::new(); cfg.geometry.units() as usize],

@@ -105,6 +105,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             host_write_rate: Rate(3.5e9),
             host_total_rate: Rate(0.0),
             host_segment_time: Nanos(0),
+            host_link_gaps: 8,
         },
         hdd: None,
         noise: None,
