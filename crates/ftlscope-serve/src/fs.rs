@@ -198,6 +198,8 @@ impl Filesystem for DriveFs {
         if ino != FILE {
             return reply.error(Errno::EISDIR);
         }
+        // Before the copy to the store, which the first half of a split write, if held, waits for.
+        self.drive.receiving(SimOp::Write, offset);
         let len = self.clip(offset, data.len() as u64);
         if len == 0 && !data.is_empty() {
             return reply.error(Errno::ENOSPC);
