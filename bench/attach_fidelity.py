@@ -154,14 +154,15 @@ def where_the_path_decides(rows: list[dict]) -> list[str]:
         at = frame[(frame["point"] == label) & frame["path_ns"].notna()]
         if at.empty:
             continue
-        path = at["path_ns"].median()
-        kernel, server = at["path_kernel_ns"].median(), at["path_server_ns"].median()
-        rate = 1e9 / path
+        # The preset with the median path (the lower one of an even count), with its own kernel and server parts.
+        mid = at.sort_values("path_ns").iloc[(len(at) - 1) // 2]
+        rate = 1e9 / mid["path_ns"]
         size = 1 << 20 if label.startswith("1M") else 4096
-        lines.append(f"Path at QD 1, {what}: {format_ns(path)} a request (kernel {format_ns(kernel)}, server "
-                     f"{format_ns(server)}; median of {len(at)} presets): a drive answering faster than that is "
-                     f"path-bound here, and the path alone caps QD 1 at {rate:,.0f} requests/s "
-                     f"({rate * size / 1e6:,.0f} MB/s).")
+        lines.append(f"Path at QD 1, {what}: {format_ns(mid['path_ns'])} a request (kernel "
+                     f"{format_ns(mid['path_kernel_ns'])}, server {format_ns(mid['path_server_ns'])}; {mid['preset']}, "
+                     f"the median of {len(at)} presets, {format_ns(at['path_ns'].min())}-"
+                     f"{format_ns(at['path_ns'].max())}): a drive answering faster than that is path-bound here, and "
+                     f"the path alone caps QD 1 at {rate:,.0f} requests/s ({rate * size / 1e6:,.0f} MB/s).")
     bound = frame[(frame["point"] == "4k randread QD16") & (frame["path_limited_share"] > 0.5)]
     if not bound.empty:
         top = bound.loc[bound["fio_iops"].idxmax()]

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from ftlscope import attach as attach_mod
-from ftlscope.attach_state import attachments, pid_alive
+from ftlscope.attach_state import attachments, path_measured, pid_alive
 from ftlscope.errors import SafetyError, TargetError
 from ftlscope.experiments._attached import drive_counters
 from ftlscope.runner import run
@@ -166,6 +166,29 @@ def test_fio_random_reads_at_qd1_see_the_latency_the_drive_served(attached):
     figures = {"fio": fio["clat_ns"]["mean"], "model": model_ns, "late": late_ns, "early": early_ns}
     assert path_now_ns >= 0, figures
     assert path_now_ns <= 0.5 * model_ns, figures
+    # The path measured on every request (the loop device's block-layer time beside the server's) covers the
+    # same requests, and the block layer's part of fio's time is within fio's (its sum is kept in ms).
+    path = path_measured(after, before)
+    assert path is not None and path["requests"] == served["requests"], (path, served)
+    assert path["server_ns"] > 0 and path["kernel_ns"] >= 0, path
+    block_mean = (after["block_time_total_ns"] - before["block_time_total_ns"]) / path["requests"]
+    assert block_mean <= fio["clat_ns"]["mean"] + 1e6 / path["requests"], (block_mean, figures)
+
+
+def test_the_path_measured_between_two_copies_of_the_counters():
+    before = {"answered": 100, "server_total_ns": 1_000_000, "server_wait_total_ns": 600_000,
+              "block_requests": 100, "block_time_total_ns": 2_000_000}
+    after = {"answered": 300, "server_total_ns": 11_000_000, "server_wait_total_ns": 8_600_000,
+             "block_requests": 300, "block_time_total_ns": 18_000_000}
+    # 200 requests: 50 us each in the server of which 40 us the model's wait on purpose, 80 us in the block layer.
+    assert path_measured(after, before) == {"requests": 200, "server_ns": 10_000.0, "kernel_ns": 30_000.0,
+                                            "path_ns": 40_000.0}
+    since_start = path_measured(after)
+    assert since_start["requests"] == 300 and since_start["server_ns"] == 8_000
+    assert since_start == pytest.approx({"requests": 300, "server_ns": 8_000, "kernel_ns": 60_000 - 36_666.67,
+                                         "path_ns": 8_000 + 60_000 - 36_666.67})
+    # A server without these counters (older), or nothing answered in between: not stated.
+    assert path_measured({"requests": 3}) is None and path_measured(after, after) is None
 
 
 @needs_attach

@@ -103,12 +103,12 @@ fn start(device: Box<dyn SimDevice>, size: u64, backing: &Path, mountpoint: &Pat
         MountOption::NoExec,
     ];
     config.acl = SessionACL::Owner;
-    // One reader of /dev/fuse, so that requests reach the drive in the kernel's order. With two, the halves
-    // of a split 1 MiB write were copied out of /dev/fuse side by side and the smaller second half was often
-    // submitted first, so the two were never put back together (1 MiB writes at QD 8: 123 and 214 merged of
-    // 4,688 and 4,610 requests with two readers, 1,405 of 3,673 with one; held alone 2,777 and 4,182 against
-    // 8). 4 KiB reads did not suffer from it either: 26,067-31,706/s at QD 16 with one, 15,110-23,293 with
-    // two (the same minutes, load 23-24 on 2 CPUs).
+    // One reader of /dev/fuse: requests reach the drive in the kernel's order (two readers copying a split
+    // write's halves out side by side may submit the smaller second half first), and it carried more: 4 KiB
+    // random reads at QD 16 at 24,937-31,706/s with one reader, 15,110-23,293/s with two (fio on an attached
+    // consumer-tlc-dram, the same minutes, load 23-32 on 2 CPUs). Whether the halves of 1 MiB writes merged
+    // varied from attach to attach with either (one: 7 and 1,405 merged; two: 123 and 214): what made them
+    // merge is the write's longer hold (`clock`).
     config.n_threads = Some(1);
     config.clone_fd = true;
     let session = match fuser::spawn_mount(fs, mountpoint, &config) {
