@@ -246,6 +246,20 @@ def test_sim_list_shows_the_drive_and_its_path_overhead(attached, cli):
 
 
 @needs_attach
+def test_completions_on_the_submitting_cpu_while_attached_and_the_setting_put_back_at_detach(run_dir, scratch):
+    record = attach_mod.attach(PRESET, str(SIZE), str(scratch / "store"))
+    setting = Path(f"/sys/block/{Path(record.device).name}/queue/rq_affinity")
+    try:
+        before = json.loads((record.directory / "state.json").read_text())["rq_affinity_before"]
+        assert before is not None and setting.read_text().strip() == "2"
+    finally:
+        attach_mod.detach(record.device)
+        _assert_nothing_left(run_dir, record.pid)
+    # The loop device outlives the attachment (the next attach may get it): its setting is as it was.
+    assert setting.read_text().strip() == before
+
+
+@needs_attach
 def test_detach_while_mounted_is_refused(attached, scratch):
     subprocess.run(["mkfs.ext4", "-q", "-F", attached.device], check=True, capture_output=True)
     mnt = scratch / "mnt"
@@ -261,6 +275,7 @@ def test_detach_while_mounted_is_refused(attached, scratch):
 @needs_attach
 def test_a_crashed_server_leaves_no_loop_device_and_no_mount(run_dir, scratch, cli):
     record = attach_mod.attach(PRESET, str(SIZE), str(scratch / "store"))
+    rq_affinity_before = json.loads((record.directory / "state.json").read_text())["rq_affinity_before"]
     os.kill(record.pid, signal.SIGKILL)
     attach_mod._reap(record.pid)
     deadline = time.monotonic() + 10
@@ -270,6 +285,9 @@ def test_a_crashed_server_leaves_no_loop_device_and_no_mount(run_dir, scratch, c
     done = cli("sim", "list")
     assert done.returncode == 0 and "crashed server" in done.stdout
     _assert_nothing_left(run_dir, record.pid)
+    # The completion setting the server changed on the loop device is put back by the clean-up.
+    setting = Path(f"/sys/block/{Path(record.device).name}/queue/rq_affinity")
+    assert setting.read_text().strip() == rq_affinity_before
 
 
 @needs_attach

@@ -89,6 +89,7 @@ def cleanup_stale() -> list[str]:
                 note += f"; detached {a.device}"
             except OSError as exc:
                 note += f"; {a.device} is still in use ({exc.strerror}): it goes when its last user closes it"
+        _restore_rq_affinity(a)
         shutil.rmtree(a.directory, ignore_errors=True)
         cleaned.append(note)
     # A directory without a record: a server that died before it was ready.
@@ -101,6 +102,21 @@ def cleanup_stale() -> list[str]:
     except OSError:
         pass
     return cleaned
+
+
+def _restore_rq_affinity(a: Attachment) -> None:
+    """Put back the loop device's completion setting a dead server changed (it does so itself when it stops),
+    unless the device serves someone else by now."""
+    try:
+        before = json.loads((a.directory / "state.json").read_text()).get("rq_affinity_before")
+    except (OSError, ValueError):
+        return
+    if not before or not a.device or (_loop_bound(a.device) and a.directory.name not in _backing_file(a.device)):
+        return
+    try:
+        Path(f"/sys/block/{os.path.basename(a.device)}/queue/rq_affinity").write_text(before)
+    except OSError:
+        pass
 
 
 def _backing_file(device: str) -> str:

@@ -103,17 +103,20 @@ def _set_rotational(name: str, spec: str) -> None:
         pass  # read-only on some kernels: only the hint is lost
 
 
-def _complete_on_the_submitting_cpu(name: str) -> bool:
+def _complete_on_the_submitting_cpu(name: str) -> str | None:
     """``rq_affinity`` 2: a request completes on the CPU that submitted it, by an interrupt to it, instead of in
     the block softirq the server's reply raises, which from a process runs in ksoftirqd at normal priority.
     Measured with fio 4 KiB random reads at QD 1 on an attached SSD (path-limited, so fio saw the path), seven
     pairs at load 9-19 on 2 CPUs: mean 144 us against 194 at the default 1, lower in six pairs of seven
-    (docs/attach.md). The loop device's own queue setting: nothing else on the machine changes."""
+    (docs/attach.md). The loop device's own queue setting, which outlives the attachment (the loop device is
+    reused): the value before, to put back at detach; None if it could not be set."""
+    path = Path(f"/sys/block/{name}/queue/rq_affinity")
     try:
-        Path(f"/sys/block/{name}/queue/rq_affinity").write_text("2")
-        return True
+        before = path.read_text().strip()
+        path.write_text("2")
+        return before
     except OSError:
-        return False
+        return None
 
 
 def _block_counters(name: str) -> tuple[int, int]:
@@ -164,7 +167,7 @@ def main(argv: list[str]) -> int:
         name = os.path.basename(device)
         dio = Path(f"/sys/block/{name}/loop/dio").read_text().strip() == "1"
         _set_rotational(name, spec)
-        rq_affinity_2 = _complete_on_the_submitting_cpu(name)
+        rq_affinity_before = _complete_on_the_submitting_cpu(name)
         overhead = json.loads(drive.calibrate(device, CALIBRATION_REQUESTS))
         # The block layer's counters from here on, beside the server's, measure the path on every request.
         block_base = _block_counters(name)
@@ -172,7 +175,8 @@ def main(argv: list[str]) -> int:
         _write_json(directory / "state.json", {
             "pid": os.getpid(), "spec": spec, "size_bytes": size, "store": store, "device": device,
             "direct_io": dio, "overhead": overhead, "started": time.time(), "stats_on": "SIGUSR1",
-            "complete_on_submitting_cpu": rq_affinity_2,
+            # Put back at detach (None: could not be set).
+            "rq_affinity_before": rq_affinity_before,
         })
     except Exception as exc:  # the parent shows this line and exits 2
         (directory / "error").write_text(f"{exc}\n")
@@ -197,6 +201,11 @@ def main(argv: list[str]) -> int:
                         break
                 except BlockingIOError:
                     break
+    if rq_affinity_before is not None:
+        try:
+            Path(f"/sys/block/{name}/queue/rq_affinity").write_text(rq_affinity_before)
+        except OSError:
+            pass
     os.close(loop_fd)  # the last opener: autoclear removes the loop device (at once, or when it is unmounted)
     deadline = time.monotonic() + 10
     while Path(f"/sys/block/{name}/loop/backing_file").exists() and time.monotonic() < deadline:
