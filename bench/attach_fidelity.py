@@ -9,10 +9,14 @@ once sequentially before the first read, as ``ftlscope run`` preconditions, then
 IOPS and mean latency of both, their ratio, the served model's own mean latency for the point (from the
 server's counters), and the share of requests answered at once because the model's latency was below the
 path overhead. Goal: IOPS within 10 % on the HDD presets at every point; on SSD presets wherever the rate is
-under 20,000/s. "bottleneck" says where the path, not the drive, sets the pace: more than 5 % of the requests
-were path-limited, or the calibrated path overhead for the point's request size (FUSE + loop, measured at
-attach) is more than half the drive's mean latency. "merged" is the share of the point's requests the server put
-back together with the one before them: the loop device splits a 1 MiB read in two (docs/attach.md).
+under 20,000/s. "path" is the path's time per request during the point, measured on every request (the loop
+device's block-layer time less the server's, plus the server's own part: kernel + server,
+:func:`ftlscope.attach_state.path_measured`); "path at attach" the calibration's, which the server subtracts.
+"bottleneck" says where the path, not the drive, sets the pace: more than 5 % of the requests were
+path-limited, or the measured path is more than half the drive's mean latency. Below the table, where the path
+becomes the bottleneck on this machine: the request latency and rate at QD 1, and the most it carried at QD 16,
+from the measured numbers. "merged" is the share of the point's requests the server put back together with the
+one before them: the loop device splits a 1 MiB read in two (docs/attach.md).
 
 fio runs at real-time priority (chrt --fifo 1), as the server's threads do: on a machine busy with other work,
 a normal-priority fio waits milliseconds for a CPU after each completion, which would measure the machine's
@@ -40,6 +44,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ftlscope.attach import attach, detach
+from ftlscope.attach_state import path_measured
 from ftlscope.runner import run
 from ftlscope.sim import SimDevice
 from ftlscope.units import format_ns, parse_duration_ns, parse_size
@@ -109,6 +114,7 @@ def served_points(preset: str, size: int, runtime_s: float, store: str) -> tuple
             measured = fio_point(record.device, rw, bs, qd, ioengine, runtime_s)
             after = server_stats(record.directory)
             n = max(1, after["requests"] - before["requests"])
+            path = path_measured(after, before) or {}
             rows.append({
                 "point": label, "bs": bs, **measured,
                 "model_lat_ns": (after["model_latency_total_ns"] - before["model_latency_total_ns"]) / n,
@@ -117,11 +123,56 @@ def served_points(preset: str, size: int, runtime_s: float, store: str) -> tuple
                 # Requests served with the one before them as one command (the loop device's split of a
                 # larger request put back together; absent from servers older than the merge).
                 "merged": (after.get("merged", 0) - before.get("merged", 0)) / n,
+                "path_ns": path.get("path_ns"), "path_kernel_ns": path.get("kernel_ns"),
+                "path_server_ns": path.get("server_ns"),
             })
             before = after
         return rows, record.overhead or {}
     finally:
         detach(record.device)
+
+
+def path_cell(row: dict) -> str:
+    if row["path_ns"] is None:
+        return "-"
+    return f"{format_ns(row['path_ns'])} ({format_ns(row['path_kernel_ns'])} + {format_ns(row['path_server_ns'])})"
+
+
+def where_the_path_decides(rows: list[dict]) -> list[str]:
+    """Where the path, not the drive, sets the pace on this machine, from the points' measured path times.
+
+    At QD 1 a request takes at least the path's time whatever the drive: a drive whose latency is below it is
+    path-bound, and the path alone caps QD 1 at one request per path time. At QD 16 the most the path carried
+    is the highest rate of a point whose requests were mostly path-limited (the drive would have gone faster).
+    """
+    lines = []
+    frame = pd.DataFrame(rows)
+    if frame.empty or frame["path_ns"].isna().all():
+        return lines
+    for label, what in (("4k randread QD1", "4 KiB reads"), ("4k randwrite QD1", "4 KiB writes"),
+                        ("1M read QD1", "1 MiB reads")):
+        at = frame[(frame["point"] == label) & frame["path_ns"].notna()]
+        if at.empty:
+            continue
+        # The preset with the median path (the lower one of an even count), with its own kernel and server parts.
+        mid = at.sort_values("path_ns").iloc[(len(at) - 1) // 2]
+        rate = 1e9 / mid["path_ns"]
+        size = 1 << 20 if label.startswith("1M") else 4096
+        lines.append(f"Path at QD 1, {what}: {format_ns(mid['path_ns'])} a request (kernel "
+                     f"{format_ns(mid['path_kernel_ns'])}, server {format_ns(mid['path_server_ns'])}; {mid['preset']}, "
+                     f"the median of {len(at)} presets, {format_ns(at['path_ns'].min())}-"
+                     f"{format_ns(at['path_ns'].max())}): a drive answering faster than that is path-bound here, and "
+                     f"the path alone caps QD 1 at {rate:,.0f} requests/s ({rate * size / 1e6:,.0f} MB/s).")
+    bound = frame[(frame["point"] == "4k randread QD16") & (frame["path_limited_share"] > 0.5)]
+    if not bound.empty:
+        top = bound.loc[bound["fio_iops"].idxmax()]
+        lines.append(f"At QD 16 the path carried at most {top['fio_iops']:,.0f} 4 KiB reads/s ({top['preset']}, "
+                     f"{top['path_limited_share']:.0%} path-limited, path {format_ns(top['path_ns'])} a request "
+                     f"queueing included): a drive faster than that at QD 16 is path-bound here.")
+    goal = 1e9 / SSD_RATE_LIMIT
+    lines.append(f"The SSD goal's {SSD_RATE_LIMIT:,}/s at QD 1 needs drive + path within {format_ns(goal)} a "
+                 "request.")
+    return lines
 
 
 def main() -> int:
@@ -144,12 +195,15 @@ def main() -> int:
                 hdd = preset.startswith("hdd")
                 in_goal = hdd or e["iops"] < SSD_RATE_LIMIT
                 path_ns = overhead["trimmed_mean_ns"] + overhead["ps_per_byte"] * parse_size(s["bs"]) / 1000
-                path_bound = s["path_limited"] > 0.05 or path_ns > e["lat_ns"] / 2
+                measured = s["path_ns"] if s["path_ns"] is not None else path_ns
+                path_bound = s["path_limited"] > 0.05 or measured > e["lat_ns"] / 2
                 rows.append({
                     "preset": preset, "point": s["point"], "engine_iops": e["iops"], "fio_iops": s["iops"],
                     "iops_ratio": ratio, "engine_lat_ns": e["lat_ns"], "fio_lat_ns": s["lat_ns"],
                     "served_model_lat_ns": s["model_lat_ns"], "path_limited_share": s["path_limited"],
                     "late_ns": s["late_ns"], "merged_share": s["merged"], "overhead_ns": path_ns,
+                    "path_ns": s["path_ns"], "path_kernel_ns": s["path_kernel_ns"],
+                    "path_server_ns": s["path_server_ns"],
                     "goal_applies": in_goal, "within_10pct": abs(ratio - 1) <= GOAL,
                     "bottleneck": "path" if path_bound else "drive",
                 })
@@ -158,16 +212,19 @@ def main() -> int:
                         f"{args.runtime} per point; load average {os.getloadavg()[0]:.1f} on "
                         f"{os.cpu_count()} CPUs", title_justify="left")
     for col in ("preset", "point", "engine IOPS", "fio IOPS", "ratio", "engine lat", "fio lat", "served model lat",
-                "path-limited", "answered late", "merged", "path overhead at bs", "goal", "bottleneck"):
+                "path-limited", "answered late", "merged", "path (kernel + server)", "path at attach", "goal",
+                "bottleneck"):
         table.add_column(col)
     for r in rows:
         verdict = ("yes" if r["within_10pct"] else "NO") if r["goal_applies"] else "n/a (>= 20k/s)"
         table.add_row(r["preset"], r["point"], f"{r['engine_iops']:,.0f}", f"{r['fio_iops']:,.0f}",
                       f"{r['iops_ratio']:.3f}", format_ns(r["engine_lat_ns"]), format_ns(r["fio_lat_ns"]),
                       format_ns(r["served_model_lat_ns"]), f"{r['path_limited_share']:.0%}",
-                      format_ns(r["late_ns"]), f"{r['merged_share']:.0%}", format_ns(r["overhead_ns"] or 0), verdict,
-                      r["bottleneck"])
+                      format_ns(r["late_ns"]), f"{r['merged_share']:.0%}", path_cell(r),
+                      format_ns(r["overhead_ns"] or 0), verdict, r["bottleneck"])
     console.print(table)
+    for line in where_the_path_decides(rows):
+        console.print(line, highlight=False)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.out, index=False)

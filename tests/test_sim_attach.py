@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from ftlscope import attach as attach_mod
-from ftlscope.attach_state import attachments, pid_alive
+from ftlscope.attach_state import attachments, path_measured, pid_alive
 from ftlscope.errors import SafetyError, TargetError
 from ftlscope.experiments._attached import drive_counters
 from ftlscope.runner import run
@@ -166,6 +166,30 @@ def test_fio_random_reads_at_qd1_see_the_latency_the_drive_served(attached):
     figures = {"fio": fio["clat_ns"]["mean"], "model": model_ns, "late": late_ns, "early": early_ns}
     assert path_now_ns >= 0, figures
     assert path_now_ns <= 0.5 * model_ns, figures
+    # The path measured on every request (the loop device's block-layer time beside the server's) covers the
+    # same requests, and the block layer's part of fio's time is within fio's (its sum is kept in ms).
+    path = path_measured(after, before)
+    assert path is not None and path["requests"] == served["requests"], (path, served)
+    assert path["server_ns"] > 0 and path["kernel_ns"] >= 0, path
+    block_requests = after["block_requests"] - before["block_requests"]
+    block_mean = (after["block_time_total_ns"] - before["block_time_total_ns"]) / block_requests
+    assert block_mean <= fio["clat_ns"]["mean"] + 1e6 / block_requests, (block_mean, block_requests, figures)
+
+
+def test_the_path_measured_between_two_copies_of_the_counters():
+    before = {"answered": 100, "server_total_ns": 1_000_000, "server_wait_total_ns": 600_000,
+              "block_requests": 100, "block_time_total_ns": 2_000_000}
+    after = {"answered": 300, "server_total_ns": 11_000_000, "server_wait_total_ns": 8_600_000,
+             "block_requests": 300, "block_time_total_ns": 18_000_000}
+    # 200 requests: 50 us each in the server of which 40 us the model's wait on purpose, 80 us in the block layer.
+    assert path_measured(after, before) == {"requests": 200, "server_ns": 10_000.0, "kernel_ns": 30_000.0,
+                                            "path_ns": 40_000.0}
+    since_start = path_measured(after)
+    assert since_start["requests"] == 300 and since_start["server_ns"] == 8_000
+    assert since_start == pytest.approx({"requests": 300, "server_ns": 8_000, "kernel_ns": 60_000 - 36_666.67,
+                                         "path_ns": 8_000 + 60_000 - 36_666.67})
+    # A server without these counters (older), or nothing answered in between: not stated.
+    assert path_measured({"requests": 3}) is None and path_measured(after, after) is None
 
 
 @needs_attach
@@ -223,6 +247,20 @@ def test_sim_list_shows_the_drive_and_its_path_overhead(attached, cli):
 
 
 @needs_attach
+def test_completions_on_the_submitting_cpu_while_attached_and_the_setting_put_back_at_detach(run_dir, scratch):
+    record = attach_mod.attach(PRESET, str(SIZE), str(scratch / "store"))
+    setting = Path(f"/sys/block/{Path(record.device).name}/queue/rq_affinity")
+    try:
+        before = json.loads((record.directory / "state.json").read_text())["rq_affinity_before"]
+        assert before is not None and setting.read_text().strip() == "2"
+    finally:
+        attach_mod.detach(record.device)
+        _assert_nothing_left(run_dir, record.pid)
+    # The loop device outlives the attachment (the next attach may get it): its setting is as it was.
+    assert setting.read_text().strip() == before
+
+
+@needs_attach
 def test_detach_while_mounted_is_refused(attached, scratch):
     subprocess.run(["mkfs.ext4", "-q", "-F", attached.device], check=True, capture_output=True)
     mnt = scratch / "mnt"
@@ -238,6 +276,7 @@ def test_detach_while_mounted_is_refused(attached, scratch):
 @needs_attach
 def test_a_crashed_server_leaves_no_loop_device_and_no_mount(run_dir, scratch, cli):
     record = attach_mod.attach(PRESET, str(SIZE), str(scratch / "store"))
+    rq_affinity_before = json.loads((record.directory / "state.json").read_text())["rq_affinity_before"]
     os.kill(record.pid, signal.SIGKILL)
     attach_mod._reap(record.pid)
     deadline = time.monotonic() + 10
@@ -247,6 +286,9 @@ def test_a_crashed_server_leaves_no_loop_device_and_no_mount(run_dir, scratch, c
     done = cli("sim", "list")
     assert done.returncode == 0 and "crashed server" in done.stdout
     _assert_nothing_left(run_dir, record.pid)
+    # The completion setting the server changed on the loop device is put back by the clean-up.
+    setting = Path(f"/sys/block/{Path(record.device).name}/queue/rq_affinity")
+    assert setting.read_text().strip() == rq_affinity_before
 
 
 @needs_attach

@@ -19,7 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from ftlscope.attach_state import Attachment, attachment_for_device, attachments, pid_alive, run_dir
+from ftlscope.attach_state import (
+    Attachment,
+    attachment_for_device,
+    attachments,
+    path_measured,
+    pid_alive,
+    run_dir,
+)
 from ftlscope.errors import ConfigError, SafetyError, TargetError, UsageError
 from ftlscope.units import format_ns, format_size, parse_size
 
@@ -82,6 +89,7 @@ def cleanup_stale() -> list[str]:
                 note += f"; detached {a.device}"
             except OSError as exc:
                 note += f"; {a.device} is still in use ({exc.strerror}): it goes when its last user closes it"
+        _restore_rq_affinity(a)
         shutil.rmtree(a.directory, ignore_errors=True)
         cleaned.append(note)
     # A directory without a record: a server that died before it was ready.
@@ -94,6 +102,21 @@ def cleanup_stale() -> list[str]:
     except OSError:
         pass
     return cleaned
+
+
+def _restore_rq_affinity(a: Attachment) -> None:
+    """Put back the loop device's completion setting a dead server changed (it does so itself when it stops),
+    unless the device serves someone else by now."""
+    try:
+        before = json.loads((a.directory / "state.json").read_text()).get("rq_affinity_before")
+    except (OSError, ValueError):
+        return
+    if not before or not a.device or (_loop_bound(a.device) and a.directory.name not in _backing_file(a.device)):
+        return
+    try:
+        Path(f"/sys/block/{os.path.basename(a.device)}/queue/rq_affinity").write_text(before)
+    except OSError:
+        pass
 
 
 def _backing_file(device: str) -> str:
@@ -230,6 +253,14 @@ def _reap(pid: int) -> None:
         pass
 
 
+def path_text(path: dict | None) -> str:
+    """The path measured on every request (:func:`ftlscope.attach_state.path_measured`), in one cell."""
+    if not path:
+        return "-"
+    return (f"{format_ns(path['path_ns'])} ({format_ns(path['kernel_ns'])} + {format_ns(path['server_ns'])}; "
+            f"{path['requests']:,} requests)")
+
+
 def overhead_text(record: Attachment) -> str:
     o = record.overhead or {}
     if not o:
@@ -293,16 +324,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     table = Table(title="Attached simulated drives", title_justify="left")
     table.add_column("device", no_wrap=True)
-    for col in ("drive", "size", "data in", "path overhead (mean)", "requests", "path-limited",
-                "answered late (mean)", "server pid"):
+    for col in ("drive", "size", "data in", "path at attach (mean)", "path since (kernel + server)", "requests",
+                "path-limited", "answered late (mean)", "server pid"):
         table.add_column(col)
     for a in live:
         s = a.stats() or {}
         late = f"{s.get('late', 0):,} ({format_ns(s['late_total_ns'] / s['late'])})" if s.get("late") else "0"
         table.add_row(
             a.device or "-", f"sim:{a.spec}", format_size(a.size_bytes), a.store,
-            format_ns(a.overhead["trimmed_mean_ns"]) if a.overhead else "-", f"{s.get('requests', 0):,}",
-            f"{s.get('path_limited', 0):,}", late, str(a.pid),
+            format_ns(a.overhead["trimmed_mean_ns"]) if a.overhead else "-", path_text(path_measured(s)),
+            f"{s.get('requests', 0):,}", f"{s.get('path_limited', 0):,}", late, str(a.pid),
         )
     out.print(table)
     return 0

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Attachment", "run_dir", "attachments", "attachment_for_device", "pid_alive"]
+__all__ = ["Attachment", "run_dir", "attachments", "attachment_for_device", "pid_alive", "path_measured"]
 
 
 def run_dir() -> Path:
@@ -93,3 +93,28 @@ def attachment_for_device(name_or_path: str) -> Attachment | None:
         if a.device and os.path.realpath(a.device) == path and a.alive:
             return a
     return None
+
+
+def path_measured(after: dict, before: dict | None = None) -> dict | None:
+    """The path's time per request between two copies of a server's counters (``stats.json``; ``before``
+    None: since the model started), measured on every request rather than once at attach.
+
+    ``server_ns``: the server's own part (from a request's arrival in its handler to its reply written, less
+    the model's time it held the answer on purpose); ``kernel_ns``: the loop device's time for its requests
+    (the block layer's counters, from a request's start to its completion) less the whole of the server's
+    time, i.e. the loop worker, FUSE and the completion; ``path_ns`` their sum. Not included: a program's
+    system call up to the block request and its wake-up after the completion (a few microseconds traced).
+    None when the server keeps no such counters (an older one) or answered nothing in between.
+    """
+    keys = ("answered", "server_total_ns", "server_wait_total_ns", "block_requests", "block_time_total_ns")
+    if any(k not in after for k in keys) or (before is not None and any(k not in before for k in keys)):
+        return None
+    d = {k: after[k] - (before[k] if before else 0) for k in keys}
+    if d["answered"] <= 0 or d["block_requests"] <= 0:
+        return None
+    server_total = d["server_total_ns"] / d["answered"]
+    server_own = (d["server_total_ns"] - d["server_wait_total_ns"]) / d["answered"]
+    # The block layer's sum is kept in milliseconds: exact to 1 ms over all the requests in between.
+    kernel = max(0.0, d["block_time_total_ns"] / d["block_requests"] - server_total)
+    return {"requests": d["answered"], "server_ns": server_own, "kernel_ns": kernel,
+            "path_ns": server_own + kernel}

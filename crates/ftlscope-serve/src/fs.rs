@@ -148,6 +148,7 @@ impl Filesystem for DriveFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let received = self.drive.now_ns();
         if ino != FILE {
             return reply.error(Errno::EISDIR);
         }
@@ -158,8 +159,9 @@ impl Filesystem for DriveFs {
             if let Err(e) = self.backing.read_exact_at(&mut data, offset) {
                 return reply.error(errno(e.raw_os_error().unwrap_or(libc::EIO)));
             }
-            return self.drive.submit(
+            return self.drive.submit_received(
                 request,
+                received,
                 Box::new(move |result| match result {
                     Ok(()) => reply.data(&data),
                     Err(code) => reply.error(errno(code)),
@@ -170,8 +172,9 @@ impl Filesystem for DriveFs {
         // not be seen by it, as on a drive (commands in flight together have no order).
         let map = Arc::clone(&self.map);
         let range = offset as usize..(offset + len) as usize;
-        self.drive.submit(
+        self.drive.submit_received(
             request,
+            received,
             Box::new(move |result| match result {
                 Ok(()) => reply.data(&map[range]),
                 Err(code) => reply.error(errno(code)),
@@ -191,9 +194,12 @@ impl Filesystem for DriveFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let received = self.drive.now_ns();
         if ino != FILE {
             return reply.error(Errno::EISDIR);
         }
+        // Before the copy to the store, which the first half of a split write, if held, waits for.
+        self.drive.receiving(SimOp::Write, offset);
         let len = self.clip(offset, data.len() as u64);
         if len == 0 && !data.is_empty() {
             return reply.error(Errno::ENOSPC);
@@ -202,8 +208,9 @@ impl Filesystem for DriveFs {
             return reply.error(errno(e.raw_os_error().unwrap_or(libc::EIO)));
         }
         let request = SimRequest { op: SimOp::Write, offset, len, fingerprint: 0 };
-        self.drive.submit(
+        self.drive.submit_received(
             request,
+            received,
             Box::new(move |result| match result {
                 Ok(()) => reply.written(len as u32),
                 Err(code) => reply.error(errno(code)),

@@ -103,8 +103,13 @@ fn start(device: Box<dyn SimDevice>, size: u64, backing: &Path, mountpoint: &Pat
         MountOption::NoExec,
     ];
     config.acl = SessionACL::Owner;
-    // Two readers of /dev/fuse: one copies a large write's data while the other takes the next request.
-    config.n_threads = Some(2);
+    // One reader of /dev/fuse: requests reach the drive in the kernel's order (two readers copying a split
+    // write's halves out side by side may submit the smaller second half first), and it carried more: 4 KiB
+    // random reads at QD 16 at 24,937-31,706/s with one reader, 15,110-23,293/s with two (fio on an attached
+    // consumer-tlc-dram, the same minutes, load 23-32 on 2 CPUs). Whether the halves of 1 MiB writes merged
+    // varied from attach to attach with either (one: 7 and 1,405 merged; two: 123 and 214): what made them
+    // merge is the write's longer hold (`clock`).
+    config.n_threads = Some(1);
     config.clone_fd = true;
     let session = match fuser::spawn_mount(fs, mountpoint, &config) {
         Ok(s) => s,
