@@ -320,7 +320,9 @@ def main() -> None:
         console.print("ran instead of the queue thread (time inside late intervals): "
                       + ", ".join(f"{comm} {t * 1e3:,.2f} ms" for comm, t in who.most_common(10)))
     fault_times = np.sort(np.array(faults)).reshape(-1, 1).repeat(2, axis=1)
-    console.print(f"page faults of the queue thread: {len(faults)} in the run, "
+    during = int((fault_times[:, 0] >= enters[0]).sum())
+    console.print(f"page faults of the queue thread: {len(faults) - during} while it set up, {during} from its first "
+                  "request on, "
                   f"{int(overlap(union, fault_times[:, 0], fault_times[:, 0] + 1e-9).astype(bool).sum())} "
                   "inside late intervals")
     kinds: dict[str, list[float]] = defaultdict(list)
