@@ -31,6 +31,7 @@ import contextlib
 import os
 import re
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -228,6 +229,9 @@ def main() -> None:
     parser.add_argument("--threshold-us", type=float, default=5.0, help="a request this late is looked into")
     parser.add_argument("--no-pin", action="store_true", help="leave the queue thread unpinned")
     parser.add_argument("--buffer-kb", type=int, default=65536, help="tracefs buffer per CPU")
+    parser.add_argument("--trace-file", action="store_true",
+                        help="also stream the replay's per-request trace to a Parquet file, as `replay --trace FILE` "
+                             "does (its writer thread then runs beside the queue)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("lag_sources: tracefs needs root")
@@ -247,8 +251,10 @@ def main() -> None:
         before = cpu_times()
         (inst / "trace").write_text("")
         (inst / "tracing_on").write_text("1")
-        result = replay(path, reads(n, gap, LAG_SPAN), timing="faithful", qd=32, direct=direct, engine=args.engine,
-                        window="1s", health_interval="0s", trace=True, pin=not args.no_pin)
+        with tempfile.TemporaryDirectory() as tmp:
+            result = replay(path, reads(n, gap, LAG_SPAN), timing="faithful", qd=32, direct=direct,
+                            engine=args.engine, window="1s", health_interval="0s", trace=True, pin=not args.no_pin,
+                            trace_file=str(Path(tmp) / "replay.parquet") if args.trace_file else None)
         (inst / "tracing_on").write_text("0")
         after = cpu_times()
         text = (inst / "trace").read_text()
