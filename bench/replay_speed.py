@@ -6,8 +6,10 @@ Two tables:
 
 1. Replay speed on a simulated drive, afap (closed loop): a trace of N random 4 KiB reads over 1 GiB (the range
    written first, so reads reach the modelled flash), at QD 1 and 32, beside `run` generating the same workload
-   itself, so the cost of taking requests from a trace shows. Requests per second of the engine's own wall time
-   (trace reading and Python set-up are left out, and shown apart as "set-up s") and per CPU second (the engine's
+   itself, so the cost of taking requests from a trace shows; and the trace split round-robin over 2 and 4 queues
+   (`--queues`, QD 32 each; one simulated drive under them all, stepped by one thread as `run` steps several
+   queues). Requests per second of the engine's own wall time (trace reading and Python set-up are left out, and
+   shown apart as "set-up s") and per CPU second (the engine's
    threads: the simulator's driver and the aggregator). The whole process is confined to one CPU, as in
    bench/sim_speed.py.
 2. Issue lag on a real target at fixed rates, faithful (open loop): evenly spaced random 4 KiB reads over its
@@ -16,7 +18,8 @@ Two tables:
    another place), a block device the user names (--device, read only: what it holds is read as it is), or a
    zram device the bench makes for itself (--zram SIZE, root: a new device from /sys/class/zram-control, filled
    with random data, removed afterwards; any zram device already there is left alone). Block devices are read
-   with O_DIRECT, with both engines by default.
+   with O_DIRECT, with both engines by default. Each engine and rate runs on one queue and on 2 (`--queues 1,2`:
+   round-robin, QD 32 each, every request still due at its recorded time from one start the queues share).
 
 Wall-clock figures depend on what else the machine runs; the load average at the start and the end is printed.
 
@@ -94,6 +97,14 @@ def sim_speed(preset: str, n: int) -> list[dict]:
         rows.append({"what": f"run randread (generated), QD {qd}", "n": n, "engine_s": engine_s,
                      "setup_s": total - engine_s, "cpu_s": cpu,
                      "virtual_s": result.summary["run"]["virtual_ns"] / 1e9})
+    for queues in (2, 4):
+        device = _filled_device(preset)
+        started, cpu = time.perf_counter(), _cpu()
+        result = replay(device, frame, timing="afap", qd=32, queues=queues, window="1s", health_interval="10s")
+        total, cpu = time.perf_counter() - started, _cpu() - cpu
+        engine_s = result.summary["run"]["wall_ns"] / 1e9
+        rows.append({"what": f"replay afap, {queues} queues x QD 32 (round-robin)", "n": n, "engine_s": engine_s,
+                     "setup_s": total - engine_s, "cpu_s": cpu, "virtual_s": result.summary["run"]["virtual_ns"] / 1e9})
     return rows
 
 
@@ -142,17 +153,19 @@ def zram_target(size: str) -> Iterator[tuple[str, bool]]:
                 time.sleep(0.05)
 
 
-def lag_rows(target: str, direct: bool, rates: list[int], seconds: float, engines: list[str]) -> list[dict]:
+def lag_rows(target: str, direct: bool, rates: list[int], seconds: float, engines: list[str],
+             queue_counts: list[int]) -> list[dict]:
     rows = []
-    for engine, rate in ((engine, rate) for engine in engines for rate in rates):
+    for engine, queues, rate in ((e, q, r) for e in engines for q in queue_counts for r in rates):
         n = int(rate * seconds)
+        load = os.getloadavg()[0]
         result = replay(target, reads(n, 1_000_000_000 // rate, LAG_SPAN), timing="faithful", qd=32, direct=direct,
-                        engine=engine, window="1s", health_interval="0s")
+                        engine=engine, window="1s", health_interval="0s", queues=queues)
         lag = result.summary["run"]["issue_lag_ns"]
         read = result.summary["read"]
         rows.append({"rate": rate, "n": n, "lag": lag, "iops": read["iops"], "p99_lat": read["lat_ns"]["p99"],
-                     "backend": f"{result.summary['env']['engine']['backend']} ({engine})",
-                     "io": "O_DIRECT" if direct else "buffered"})
+                     "backend": f"{result.summary['env']['engine']['backend']} ({engine})", "queues": queues,
+                     "io": "O_DIRECT" if direct else "buffered", "load": (load, os.getloadavg()[0])})
     return rows
 
 
@@ -171,6 +184,8 @@ def main() -> None:
                         help="engines of the lag replays (default auto,psync-pool,uring on a file: auto picks psync "
                              "on tmpfs, one request at a time, so a request due while another is served waits for it; "
                              "psync-pool hands each to a worker thread; psync,psync-pool,uring on a block device)")
+    parser.add_argument("--queues", default="1,2",
+                        help="queue counts of the lag replays (default 1,2: round-robin, QD 32 each)")
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
                         help="the one CPU the simulated replays use")
     args = parser.parse_args()
@@ -205,17 +220,19 @@ def main() -> None:
     engines = (args.engines or ("auto,psync-pool,uring" if not (args.zram or args.device)
                                 else "psync,psync-pool,uring")).split(",")
     with target as (path, direct):
-        rows = lag_rows(path, direct, [int(r) for r in args.rates.split(",")], args.seconds, engines)
+        rows = lag_rows(path, direct, [int(r) for r in args.rates.split(",")], args.seconds, engines,
+                        [int(q) for q in args.queues.split(",")])
     table = Table(title=f"Issue lag of a faithful (open-loop) replay on {where}, random 4 KiB reads, "
                         "QD 32 (goal p99 < 20 us at 50,000 req/s)", title_justify="left")
-    for col in ("rate req/s", "requests", "I/O", "backend", "achieved IOPS", "lag p50", "lag p99", "lag p99.9",
-                "lag max", "read p99"):
+    for col in ("rate req/s", "requests", "I/O", "backend", "queues", "achieved IOPS", "lag p50", "lag p99",
+                "lag p99.9", "lag max", "read p99", "load (start-end)"):
         table.add_column(col, justify="right")
     us = lambda ns: f"{ns / 1000:,.1f} us"  # noqa: E731
     for r in rows:
         lag = r["lag"]
-        table.add_row(f"{r['rate']:,}", f"{r['n']:,}", r["io"], r["backend"], f"{r['iops']:,.0f}", us(lag["p50"]),
-                      us(lag["p99"]), us(lag["p99.9"]), us(lag["max"]), us(r["p99_lat"]))
+        table.add_row(f"{r['rate']:,}", f"{r['n']:,}", r["io"], r["backend"], str(r["queues"]), f"{r['iops']:,.0f}",
+                      us(lag["p50"]), us(lag["p99"]), us(lag["p99.9"]), us(lag["max"]), us(r["p99_lat"]),
+                      "{:.1f}-{:.1f}".format(*r["load"]))
     console.print(table)
     console.print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

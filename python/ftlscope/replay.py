@@ -77,8 +77,9 @@ def add_replay_parser(sub: Any) -> None:
                         "each request keeps its recorded arrival time, --qd applies per queue")
     g.add_argument("--split-by", default=ROUND_ROBIN, metavar="round-robin|COLUMN",
                    help="how --queues splits the trace: round-robin (request k to queue k mod N, in arrival order; "
-                        "default) or a column of the trace, e.g. process (each value's requests on one queue, values "
-                        "dealt to the queues in order of first appearance)")
+                        "default) or a column of the trace (each value's requests on one queue, values dealt to the "
+                        "queues in order of first appearance): process, pid, cpu, device (blkparse, captures), "
+                        "hostname, disk_number (MSR Cambridge), device_id (Alibaba), asu (SPC)")
     g.add_argument("--offset-shift", default="0", metavar="B",
                    help="add B bytes to every offset (negative moves down), before the bounds check")
     g.add_argument("--align-reads", metavar="auto|SIZE",
@@ -194,12 +195,18 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
 
 
 def split_column(frame, split_by: str):
-    """The column ``--split-by`` names, refused (UsageError) when the trace has none of that name."""
-    if split_by not in frame.columns:
+    """The column ``--split-by`` names (as the trace table calls it, or as its format does: DiskNumber for
+    disk_number, any case), refused (UsageError) when the trace has none of that name."""
+    def plain(name: str) -> str:
+        return name.lower().replace("_", "")
+
+    column = next((c for c in frame.columns if c == split_by), None) or next(
+        (c for c in frame.columns if plain(c) == plain(split_by)), None)
+    if column is None:
         have = ", ".join(c for c in frame.columns if c not in ("op", "offset_bytes", "size", "submit_ns"))
         raise UsageError(f"--split-by: the trace has no column '{split_by}' (its other columns: {have or 'none'}); "
                          f"use {ROUND_ROBIN} or one of those")
-    return frame[split_by].to_numpy(dtype=object)
+    return frame[column].to_numpy(dtype=object)
 
 
 def split_queues(key, requests: int, queues: int):

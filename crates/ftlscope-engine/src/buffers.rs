@@ -18,12 +18,28 @@ pub struct AlignedRegion {
 // SAFETY: the region is plain memory owned by one queue thread; it is only shared with the kernel.
 unsafe impl Send for AlignedRegion {}
 
+/// How much of a region is faulted in before the run: a queue's usual buffers whole (32 slots of 1 MiB), without
+/// committing gigabytes for a trace with a few huge requests (beyond it pages fault on first use, as before).
+const PREFAULT_MAX: usize = 64 << 20;
+
+/// Write every 4 KiB page of `len` bytes at `ptr` once (with what the zeroed memory already holds), so the queue's
+/// first use of a buffer page does not fault in the hot loop: a large zeroed allocation comes as untouched pages,
+/// and each first touch cost 3.3-3.6 us (p50) on the 2-core build machine (a guest), in the kernel or the loop.
+pub(crate) fn prefault(ptr: *mut u8, len: usize) {
+    for page in (0..len).step_by(4096) {
+        // SAFETY: page < len, inside the allocation the caller owns; volatile so the write is not elided (it
+        // writes the 0 the zeroed memory holds, changing nothing).
+        unsafe { std::ptr::write_volatile(ptr.add(page), 0) };
+    }
+}
+
 impl AlignedRegion {
     pub fn new(len: usize) -> AlignedRegion {
         let layout = Layout::from_size_align(len.max(ALIGN), ALIGN).expect("valid buffer layout");
         // SAFETY: the layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         assert!(!ptr.is_null(), "out of memory allocating {len} B of I/O buffers");
+        prefault(ptr, layout.size().min(PREFAULT_MAX));
         AlignedRegion { ptr, layout }
     }
 
@@ -178,6 +194,19 @@ impl IoBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_region_is_faulted_in_up_to_its_limit() {
+        let len = 8 << 20;
+        let region = AlignedRegion::new(len);
+        let before = crate::engine::tests::minor_faults();
+        for page in (0..len).step_by(4096) {
+            // SAFETY: inside the region.
+            unsafe { std::ptr::write_volatile(region.as_ptr().add(page), 1) };
+        }
+        let faults = crate::engine::tests::minor_faults() - before;
+        assert!(faults <= 2, "writing every page of a new region faulted {faults} times over {} pages", len / 4096);
+    }
 
     fn bytes(ptr: *mut u8, len: usize) -> Vec<u8> {
         // SAFETY: test helper on buffers we own.

@@ -31,7 +31,8 @@ from .schema import TraceError, build_frame
 CHUNK_BYTES = 1 << 20
 
 _EXPECTED = "'maj,min cpu seq sec.nsec pid action rwbs sector + nsectors [process]' (blkparse default format)"
-_LINE = (r"^\s*(?P<dev>\d+,\d+)\s+\d+\s+\d+\s+(?P<sec>\d+)\.(?P<frac>\d{1,9})\s+\d+\s+(?P<action>[A-Za-z]+)\s+"
+_LINE = (r"^\s*(?P<dev>\d+,\d+)\s+(?P<cpu>\d+)\s+\d+\s+(?P<sec>\d+)\.(?P<frac>\d{1,9})\s+(?P<pid>\d+)\s+"
+         r"(?P<action>[A-Za-z]+)\s+"
          r"(?P<rwbs>[A-Z]*)\s*(?P<rest>.*)$")
 _IO = r"^(?P<sector>\d+)\s+\+\s+(?P<nsect>\d+)(?:\s+\[(?P<process>.*)\])?"
 # The events read: queue, issue, completion, and back and front merges of a bio into a queued request.
@@ -42,8 +43,9 @@ _SUMMARY = ("CPU", "Total", "Throughput", "Events", "Skips", " Reads", " Writes"
 _RWBS_OPS = (("trim", "D"), ("write", "W"), ("read", "R"), ("flush", "F"))
 _NO_TIME = -1  # complete_ns of a request whose C never came
 
-# The columns of finished requests, in the order the tuples of :func:`requests` hold them.
-COLUMNS = ("op", "offset", "size", "complete", "process")
+# The columns of finished requests, in the order the tuples of :func:`requests` hold them: the issue (D) event's
+# device, CPU, pid and process name go with each (as :data:`ftlscope.traces.readers.KEPT_COLUMNS` says).
+COLUMNS = ("op", "offset", "size", "complete", "process", "device", "cpu", "pid")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, pa.Array]]:
@@ -115,7 +117,10 @@ def _events(path: Path) -> Iterator[dict[str, list[Any]]]:
                              pc.utf8_trim(pc.utf8_trim_whitespace(rest), "[]"))
         yield {"action": action.to_pylist(), "key": pc.binary_join_element_wise(
                    pc.struct_field(fields, "dev"), sector, " ").to_pylist(), "t": t.to_pylist(), "op": op.to_pylist(),
-               "offset": offset.to_pylist(), "size": size.to_pylist(), "process": process.to_pylist()}
+               "offset": offset.to_pylist(), "size": size.to_pylist(), "process": process.to_pylist(),
+               "device": pc.struct_field(fields, "dev").to_pylist(),
+               "cpu": pc.cast(pc.struct_field(fields, "cpu"), pa.int64()).to_pylist(),
+               "pid": pc.cast(pc.struct_field(fields, "pid"), pa.int64()).to_pylist()}
 
 
 def requests(path: str | Path) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
@@ -130,10 +135,10 @@ def requests(path: str | Path) -> Iterator[tuple[dict[str, np.ndarray], np.ndarr
     in_flight: list[tuple[int, int, list[Any]]] = []  # heap of (arrival, seq, request); finished ones linger
     seq = 0
     for events in _events(path):
-        done: list[list[Any]] = []  # [arrival, seq, op, offset, size, complete, process]
-        for action, key, t, op, offset, size, process in zip(
+        done: list[list[Any]] = []  # [arrival, seq, op, offset, size, complete, process, device, cpu, pid]
+        for action, key, t, op, offset, size, process, device, cpu, pid in zip(
                 events["action"], events["key"], events["t"], events["op"], events["offset"], events["size"],
-                events["process"], strict=True):
+                events["process"], events["device"], events["cpu"], events["pid"], strict=True):
             if action == "Q":
                 waiting = queued.get(key)
                 if waiting is None:
@@ -149,7 +154,8 @@ def requests(path: str | Path) -> Iterator[tuple[dict[str, np.ndarray], np.ndarr
                     arrival = waiting.popleft()
                     if not waiting:
                         del queued[key]
-                request = [arrival, seq, op, 0 if offset is None else offset, size or 0, _NO_TIME, process]
+                request = [arrival, seq, op, 0 if offset is None else offset, size or 0, _NO_TIME, process, device,
+                           cpu, pid]
                 seq += 1
                 if offset is None:
                     done.append(request)
@@ -186,10 +192,11 @@ def requests(path: str | Path) -> Iterator[tuple[dict[str, np.ndarray], np.ndarr
 
 
 def _columns(done: list[list[Any]]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    arrival, seq, op, offset, size, complete, process = zip(*done, strict=True)
+    arrival, seq, op, offset, size, complete, process, device, cpu, pid = zip(*done, strict=True)
     cols = {"op": np.array(op, dtype=object), "offset": np.array(offset, dtype=np.int64),
             "size": np.array(size, dtype=np.int64), "complete": np.array(complete, dtype=np.int64),
-            "process": np.array(process, dtype=object)}
+            "process": np.array(process, dtype=object), "device": np.array(device, dtype=object),
+            "cpu": np.array(cpu, dtype=np.int64), "pid": np.array(pid, dtype=np.int64)}
     return cols, np.array(arrival, dtype=np.int64), np.array(seq, dtype=np.int64)
 
 
@@ -202,7 +209,8 @@ def frame(cols: dict[str, np.ndarray], arrival: np.ndarray, *, path: Path, origi
         complete = cols["complete"].astype(object)
         complete[cols["complete"] == _NO_TIME] = None
     return build_frame(cols["op"], cols["offset"], cols["size"], arrival, path=path, fmt="blkparse",
-                       complete_ns=complete, process=cols["process"], origin=origin, first_row=first_row)
+                       complete_ns=complete, process=cols["process"], origin=origin, first_row=first_row,
+                       extra={name: cols[name] for name in ("device", "cpu", "pid")})
 
 
 def read_blkparse(path: Path):

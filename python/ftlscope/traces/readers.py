@@ -31,17 +31,30 @@ _BLOCK = 1 << 20
 # (column names, pattern per column, text naming what was expected) per CSV format.
 _CSV = {
     "msr": (("Timestamp", "Hostname", "DiskNumber", "Type", "Offset", "Size", "ResponseTime"),
-            (_INT, None, None, r"^(?i:read|write)$", _INT, _INT, _INT),
+            (_INT, None, _INT, r"^(?i:read|write)$", _INT, _INT, _INT),
             "Timestamp,Hostname,DiskNumber,Type(Read|Write),Offset,Size,ResponseTime with integer times "
-            "(100 ns ticks), offset and size (bytes)"),
+            "(100 ns ticks), disk number, offset and size (bytes)"),
     "alibaba": (("device_id", "opcode", "offset", "length", "timestamp"),
-                (None, r"^(?i:r|w)$", _INT, _INT, _INT),
-                "device_id,opcode(R|W),offset,length,timestamp with integer offset, length (bytes) and "
-                "timestamp (microseconds)"),
+                (_INT, r"^(?i:r|w)$", _INT, _INT, _INT),
+                "device_id,opcode(R|W),offset,length,timestamp with integer device id, offset, length (bytes) "
+                "and timestamp (microseconds)"),
     "spc": (("ASU", "LBA", "Size", "Opcode", "Timestamp"),
-            (None, _INT, _INT, r"^\s*(?i:r|w)\s*$", _NUM),
-            "ASU,LBA,Size,Opcode(r|w),Timestamp with integer LBA (512 B sectors) and size (bytes) and the "
+            (_INT, _INT, _INT, r"^\s*(?i:r|w)\s*$", _NUM),
+            "ASU,LBA,Size,Opcode(r|w),Timestamp with integer ASU, LBA (512 B sectors) and size (bytes) and the "
             "timestamp in seconds"),
+}
+
+# What a format records of who issued a request beyond the request itself, kept in the trace table as these
+# columns (the format's own field after each), so `replay --queues N --split-by COLUMN` can give each host, disk,
+# device, unit, CPU or process a queue of its own: the MSR Cambridge traces' README (Hostname, DiskNumber: the
+# logical block device), the Alibaba block traces' schema (device_id: the virtual disk), the SPC trace file format
+# specification (ASU: the application specific unit) and blkparse's default format (%D %2c ... %5p ..., the issue's
+# device, CPU and pid; its "[process]" is the standard ``process`` column).
+KEPT_COLUMNS = {
+    "msr": {"hostname": "Hostname", "disk_number": "DiskNumber"},
+    "alibaba": {"device_id": "device_id"},
+    "spc": {"asu": "ASU"},
+    "blkparse": {"device": "maj,min", "cpu": "cpu", "pid": "pid"},
 }
 
 
@@ -207,26 +220,30 @@ def csv_requests(path: Path, fmt: str):
 
 
 def _csv_columns(fmt: str, cols: dict[str, Any]) -> dict[str, Any]:
+    def integer(name: str) -> np.ndarray:
+        return pc.cast(pc.utf8_trim_whitespace(cols[name]), pa.int64()).to_numpy()
+
     if fmt == "msr":
-        ticks = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.int64()).to_numpy()
+        ticks = integer("Timestamp")
         # Windows filetime: 100 ns ticks; ResponseTime counts the same ticks.
         return {"op": pc.utf8_lower(cols["Type"]).to_numpy(zero_copy_only=False),
                 "offset": pc.cast(cols["Offset"], pa.int64()).to_numpy(),
                 "size": pc.cast(cols["Size"], pa.int64()).to_numpy(), "submit": ticks * 100,
-                "complete": (ticks + pc.cast(cols["ResponseTime"], pa.int64()).to_numpy()) * 100}
+                "complete": (ticks + pc.cast(cols["ResponseTime"], pa.int64()).to_numpy()) * 100,
+                "hostname": pc.utf8_trim_whitespace(cols["Hostname"]).to_numpy(zero_copy_only=False),
+                "disk_number": integer("DiskNumber")}
     if fmt == "alibaba":
         codes = pc.utf8_lower(cols["opcode"]).to_numpy(zero_copy_only=False)
         return {"op": np.where(codes == "r", "read", "write").astype(object),
                 "offset": pc.cast(cols["offset"], pa.int64()).to_numpy(),
                 "size": pc.cast(cols["length"], pa.int64()).to_numpy(),
                 "submit": pc.cast(cols["timestamp"], pa.int64()).to_numpy() * 1_000,  # microseconds
-                "complete": None}
+                "complete": None, "device_id": integer("device_id")}
     codes = pc.utf8_lower(pc.utf8_trim_whitespace(cols["Opcode"])).to_numpy(zero_copy_only=False)  # spc
     seconds = pc.cast(pc.utf8_trim_whitespace(cols["Timestamp"]), pa.float64()).to_numpy()
     return {"op": np.where(codes == "r", "read", "write").astype(object),
-            "offset": pc.cast(pc.utf8_trim_whitespace(cols["LBA"]), pa.int64()).to_numpy() * 512,
-            "size": pc.cast(pc.utf8_trim_whitespace(cols["Size"]), pa.int64()).to_numpy(),
-            "submit": np.rint(seconds * 1e9).astype(np.int64), "complete": None}
+            "offset": integer("LBA") * 512, "size": integer("Size"),
+            "submit": np.rint(seconds * 1e9).astype(np.int64), "complete": None, "asu": integer("ASU")}
 
 
 def _joined(path: Path, chunks) -> dict[str, np.ndarray]:
@@ -244,7 +261,7 @@ def _joined(path: Path, chunks) -> dict[str, np.ndarray]:
 def _read_csv(path: Path, fmt: str, sort: bool) -> pd.DataFrame:
     cat = _joined(path, csv_requests(path, fmt))
     return build_frame(cat["op"], cat["offset"], cat["size"], cat["submit"], path=path, fmt=fmt,
-                       complete_ns=cat.get("complete"), sort=sort)
+                       complete_ns=cat.get("complete"), sort=sort, extra={k: cat[k] for k in KEPT_COLUMNS[fmt]})
 
 
 _FIO_ACTIONS = {"read": "read", "write": "write", "trim": "trim", "sync": "flush", "datasync": "flush"}

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .batched import BATCH_ROWS, check_forward
-from .readers import csv_requests, fio_requests, fio_version
+from .readers import KEPT_COLUMNS, csv_requests, fio_requests, fio_version
 from .schema import TraceError, build_frame, check_columns
 from .window import SortWindow, Unsorted
 
@@ -63,26 +63,30 @@ def text_frames(path: str | Path, fmt: str, *, sort: bool = False,
         yield from _blkparse_frames(path, batch_rows)
         return
     name = format_name(path, fmt)
+    kept = tuple(KEPT_COLUMNS.get(fmt, ()))
     window = SortWindow(path)
     origin: int | None = None
     last_submit: int | None = None
     row = emitted = 0
+    names: tuple[str, ...] = ()  # the columns of each request in the order SortWindow holds them
 
-    def frame(cols: tuple[np.ndarray, ...], first_row: int) -> pd.DataFrame:
+    def frame(values: tuple[np.ndarray, ...], first_row: int) -> pd.DataFrame:
         nonlocal origin, emitted
-        op, offset, size, submit, complete = cols
+        cols = dict(zip(names, values, strict=True))
         if origin is None:
-            origin = int(submit[0])
-        emitted += len(submit)
-        return build_frame(op, offset, size, submit, path=path, fmt=name, complete_ns=complete, origin=origin,
-                           first_row=first_row)
+            origin = int(cols["submit"][0])
+        emitted += len(cols["submit"])
+        return build_frame(cols["op"], cols["offset"], cols["size"], cols["submit"], path=path, fmt=name,
+                           complete_ns=cols.get("complete"), origin=origin, first_row=first_row,
+                           extra={k: cols[k] for k in kept})
 
     for cols in _raw(path, fmt):
         submit = cols["submit"]
         n = len(submit)
         if n == 0:
             continue
-        columns = (cols["op"], cols["offset"], cols["size"], submit, cols.get("complete"))
+        names = ("op", "offset", "size", "submit", *(("complete",) if "complete" in cols else ()), *kept)
+        columns = tuple(cols[k] for k in names)
         if not sort:  # (build_frame checks each request, numbered in the file's order)
             last_submit = check_forward(path, submit, last_submit, row)
             yield frame(columns, row)
@@ -90,15 +94,13 @@ def text_frames(path: str | Path, fmt: str, *, sort: bool = False,
             # Checked in the file's order, so a bad request is named by its number in the file as the whole read
             # does, before sorting moves it.
             check_columns(cols["op"], cols["offset"], cols["size"], submit, path=path, first_row=row)
-            complete = columns[4]
-            ready = window.push(columns[:4] if complete is None else columns, submit,
-                                np.arange(row, row + n), hold=batch_rows)
+            ready = window.push(columns, submit, np.arange(row, row + n), hold=batch_rows)
             if ready is not None:
-                yield frame(ready if complete is not None else (*ready, None), emitted)
+                yield frame(ready, emitted)
         row += n
     rest = window.rest()
     if rest is not None:
-        yield frame(rest if len(rest) == 5 else (*rest, None), emitted)
+        yield frame(rest, emitted)
     if row == 0:
         raise TraceError(f"{path}: the trace holds no requests")
 
