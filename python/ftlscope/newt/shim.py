@@ -178,12 +178,15 @@ def hurt_notice(shim: dict[str, Any] | None) -> str | None:
     from ..units import format_ns
 
     ratio = read_slowdown(shim)
-    if not shim or ratio is None or (ratio <= HURT_NOTICE_RATIO and not shim.get("backoffs")):
+    backoffs = (shim or {}).get("backoffs") or 0
+    if not shim or ratio is None or (ratio <= HURT_NOTICE_RATIO and not backoffs):
         return None
-    text = (f"warning: reads were {ratio:.2f}x slower while writes were held "
-            f"({format_ns(shim['read_geomean_held_ns'])} geometric mean over {shim.get('reads_held', 0):,} reads, "
-            f"against {format_ns(shim['read_geomean_free_ns'])} over {shim.get('reads_free', 0):,} with nothing held)")
-    backoffs = shim.get("backoffs") or 0
-    if backoffs:
-        text += f": the shim backed off {backoffs:,} time{'s' if backoffs > 1 else ''} (held nothing for a while)"
-    return text
+    means = (f"{format_ns(shim['read_geomean_held_ns'])} geometric mean over {shim.get('reads_held', 0):,} reads "
+             f"completed while writes were held, {format_ns(shim['read_geomean_free_ns'])} over "
+             f"{shim.get('reads_free', 0):,} with nothing held")
+    gave_up = (f"the shim gave up {backoffs:,} hold{'s' if backoffs > 1 else ''} whose recent reads were at least 3x "
+               "slower than with nothing held")
+    if ratio > HURT_NOTICE_RATIO:
+        text = f"warning: reads were {ratio:.2f}x slower while writes were held ({means})"
+        return f"{text}; {gave_up}" if backoffs else text
+    return f"{gave_up} (over the run: {means})"
