@@ -224,6 +224,10 @@ def main() -> None:
                     if case.group == "shim" else ("mean better" if (read.get("mean") or 0) > 0 else "mean not better")
             else:
                 verdict = f"control: {within}"
+            if shim and shim.get("backoffs"):
+                verdict += (f"; gave up {shim['backoffs']} hold(s) that slowed the reads (under holding "
+                            f"{shim['read_geomean_held_us']:.0f} µs against {shim['read_geomean_free_us']:.0f} µs, "
+                            "geometric means)")
             extra = f"{outcome.align_stats.extra_pct:.1f} %" if outcome.align_stats else "—"
             drive = case.preset + (f" (noise {case.noise})" if case.noise else "")
             drive += " (forced)" if case.forced else ""

@@ -102,3 +102,23 @@ def test_a_missing_store_names_the_flag(tmp_path):
 def test_a_run_without_probes_is_not_a_profile(store, tmp_path):
     with pytest.raises(UsageError, match=r"--from-profile .*not a profile with probed properties"):
         NewtParams.from_profile(str(profile(tmp_path / "run", {})), store)
+
+
+def test_a_shim_whose_holding_slowed_the_reads_says_so_with_its_numbers():
+    from ftlscope.newt.shim import describe, hurt_notice
+
+    slowed = {"read_geomean_held_ns": 300e3, "read_geomean_free_ns": 193e3, "reads_held": 32, "reads_free": 3000,
+              "backoffs": 1}
+    text = hurt_notice(slowed)
+    assert text.startswith("warning: reads were 1.55x slower") and "gave up 1 hold" in text
+    assert "300.0 µs" in text and "193.0 µs" in text
+    # Reads as fast under holding (within 5 %), nothing given up: nothing to say.
+    assert hurt_notice({**slowed, "read_geomean_held_ns": 200e3, "backoffs": 0}) is None
+    # Given up, though over the run the reads under holding were faster: said without the word "slower" for them.
+    gave_up = hurt_notice({**slowed, "read_geomean_held_ns": 60e3})
+    assert gave_up.startswith("the shim gave up 1 hold") and "60.0 µs" in gave_up
+    # The run's line carries it.
+    line = describe({"active": True, "flush_speed_bps": 67e6, "source": "P8 / P10", "delayed_writes": 5,
+                     "writes": 10, "delay_ns": {"mean": 1e6, "max": 2e6}, "held_bytes": {"max": 1 << 20},
+                     **slowed})
+    assert line.endswith(text)

@@ -69,7 +69,11 @@ HELD_BYTES = "held_bytes"
 # The per-write delay statistics under ``write_shim``: writes through the shim, those delayed, and
 # ``delay_ns`` {mean, max} of the delayed ones.
 SHIM_COUNT_KEYS = ("writes", "delayed_writes", "bound_releases", "flush_releases", "dropped_at_end",
-                   "urgent_periods", "periods_with_writes", "overloaded_writes", "sustained_urgency_max")
+                   "urgent_periods", "periods_with_writes", "overloaded_writes", "sustained_urgency_max",
+                   "reads_held", "reads_free", "backoffs")
+# The geometric mean read latency (ns) while the shim held writes on its schedule and while it held nothing: the
+# shim backs off when the first is twice the second (holding slowed the reads).
+SHIM_READ_KEYS = ("read_geomean_held_ns", "read_geomean_free_ns")
 SHIM_DELAY = "delay_ns"
 
 # summaries.parquet of ``ftlscope export``: one row per engine run and operation.

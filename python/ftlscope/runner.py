@@ -21,7 +21,7 @@ from . import _native, safety
 from .devices import hash_serial, resolve_block_device
 from .env import system_env
 from .errors import RunError, TargetError, UsageError
-from .metrics import HELD_BYTES, SHIM_COUNT_KEYS, SHIM_DELAY, WINDOW_INDEX, WRITE_SHIM
+from .metrics import HELD_BYTES, SHIM_COUNT_KEYS, SHIM_DELAY, SHIM_READ_KEYS, WINDOW_INDEX, WRITE_SHIM
 from .newt.shim import ShimSettings
 from .progress import format_eta, job_fraction, run_fraction, seconds_left, step_weights
 from .results import RunResult, trace_frame, windows_frame
@@ -597,6 +597,7 @@ def shim_summary(settings: ShimSettings, engine: dict[str, Any] | None) -> dict[
     if engine is None:
         return out
     out.update({key: engine[key] for key in SHIM_COUNT_KEYS})
+    out.update({key: engine.get(key) for key in SHIM_READ_KEYS})
     # The mean over every write through the shim (the "mean write delay": 0 for one not delayed), and over
     # the delayed ones.
     writes = engine["writes"]

@@ -638,6 +638,12 @@ impl<'a> QueueLoop<'a> {
                     }
                     self.completed_ops += 1;
                     self.completed_bytes += s.len as u64;
+                    if s.op == Op::Read as u8 {
+                        // The shim weighs what holding costs the reads (it backs off when they slow down).
+                        if let Some(shim) = self.shim.as_mut() {
+                            shim.read_done(s.submit_ns, at_ns);
+                        }
+                    }
                     let progress = &self.ctx.shared.progress[self.ctx.queue as usize];
                     progress.ops.store(self.completed_ops, Ordering::Relaxed);
                     progress.bytes.store(self.completed_bytes, Ordering::Relaxed);

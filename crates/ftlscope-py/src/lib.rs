@@ -235,6 +235,9 @@ fn summary_json(result: &RunResult) -> Value {
     if let Some(shim) = &result.write_shim {
         summary["write_shim"] = serde_json::to_value(shim).expect("summary serialises");
         summary["write_shim"]["mean_delay_ns"] = json!(shim.mean_delay_ns());
+        let (held, free) = shim.read_geomean_ns();
+        summary["write_shim"]["read_geomean_held_ns"] = json!(held);
+        summary["write_shim"]["read_geomean_free_ns"] = json!(free);
     }
     if let Some(lag) = &result.stats.issue_lag_ns {
         summary["run"]["issue_lag_ns"] = serde_json::to_value(lag).expect("summary serialises");

@@ -177,6 +177,14 @@ def held(summary: dict[str, Any]) -> dict[str, Any] | None:
         # Writes let in unheld because they outran the flush speed for good (holding could not help).
         "overloaded_writes": shim.get("overloaded_writes") or 0,
         "sustained_urgency_max": shim.get("sustained_urgency_max"),
+        # Reads while writes were held against reads with nothing held (geometric means), and the back-offs.
+        "read_geomean_held_us": _us(shim.get("read_geomean_held_ns")),
+        "read_geomean_free_us": _us(shim.get("read_geomean_free_ns")),
+        "reads_held": shim.get("reads_held") or 0,
+        "backoffs": shim.get("backoffs") or 0,
         "over_time": [{"t_s": i * window_ns / 1e9, "held_bytes": int(v)} for i, v in enumerate(series)],
     }
 
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e3

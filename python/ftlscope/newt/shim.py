@@ -155,4 +155,38 @@ def describe(shim: dict[str, Any] | None) -> str | None:
     if overloaded:
         line += (f"; {overloaded:,} writes not held: they came faster than the drive flushes for good (sustained "
                  f"urgency up to {shim.get('sustained_urgency_max', 0):.2f}), where holding cannot help")
-    return line
+    hurt = hurt_notice(shim)
+    return f"{line}; {hurt}" if hurt else line
+
+
+# Reads under holding this much slower (geometric means) than reads with nothing held: said in the output even
+# when the shim did not back off (it backs off at twice, the engine's HURT_RATIO).
+HURT_NOTICE_RATIO = 1.05
+
+
+def read_slowdown(shim: dict[str, Any] | None) -> float | None:
+    """How many times slower the reads that completed while the shim held writes were than those that completed
+    while it held nothing (geometric means); None without both."""
+    held, free = (shim or {}).get("read_geomean_held_ns"), (shim or {}).get("read_geomean_free_ns")
+    return held / free if held and free else None
+
+
+def hurt_notice(shim: dict[str, Any] | None) -> str | None:
+    """A warning, with the shim's own numbers, when holding slowed the reads: the shim backed off (at twice), or
+    the reads under holding were more than 5 % slower. A forced shim (a speed on the command line) is the user's
+    order and still backs off: the back-off measures the drive, not the premise the user gave."""
+    from ..units import format_ns
+
+    ratio = read_slowdown(shim)
+    backoffs = (shim or {}).get("backoffs") or 0
+    if not shim or ratio is None or (ratio <= HURT_NOTICE_RATIO and not backoffs):
+        return None
+    means = (f"{format_ns(shim['read_geomean_held_ns'])} geometric mean over {shim.get('reads_held', 0):,} reads "
+             f"completed while writes were held, {format_ns(shim['read_geomean_free_ns'])} over "
+             f"{shim.get('reads_free', 0):,} with nothing held")
+    gave_up = (f"the shim gave up {backoffs:,} hold{'s' if backoffs > 1 else ''} whose recent reads were at least 3x "
+               "slower than with nothing held")
+    if ratio > HURT_NOTICE_RATIO:
+        text = f"warning: reads were {ratio:.2f}x slower while writes were held ({means})"
+        return f"{text}; {gave_up}" if backoffs else text
+    return f"{gave_up} (over the run: {means})"

@@ -107,6 +107,13 @@ def held_rows(held: dict[str, Any] | None) -> list[tuple[str, str]]:
     for key, label in (("write_delay_mean_us", "mean write delay"), ("write_delay_max_us", "longest write delay")):
         if held.get(key) is not None:
             rows.append((label, format_ns(held[key] * 1e3)))
+    if held.get("read_geomean_held_us") and held.get("read_geomean_free_us"):
+        ratio = held["read_geomean_held_us"] / held["read_geomean_free_us"]
+        rows.append(("reads while writes were held / with nothing held (geometric means)",
+                     f"{format_ns(held['read_geomean_held_us'] * 1e3)} / "
+                     f"{format_ns(held['read_geomean_free_us'] * 1e3)} ({ratio:.2f}x"
+                     + (f"; the shim backed off {held['backoffs']:,}x: holding slowed the reads" if held.get("backoffs")
+                        else "") + ")"))
     if held.get("overloaded_writes"):
         rows.append(("writes not held (they outran the flush speed for good: holding cannot help)",
                      f"{held['overloaded_writes']:,} (sustained urgency up to {held['sustained_urgency_max']:.2f})"))
