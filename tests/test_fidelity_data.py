@@ -116,7 +116,7 @@ TINY = {
     "controller": {"command_overhead": "0us", "host_rate": "4GB/s"},
     "write_buffer": {"capacity": "0B"},  # no read may find its data still in RAM
 }
-SETTINGS = measure.Settings(runtime="200ms", warmup="20ms", fill_ops=500, window="5ms")
+SETTINGS = measure.Settings(runtime="200ms", warmup="20ms", window="5ms")
 
 
 def _fidelity(tmp_path, **sections) -> measure.Fidelity:

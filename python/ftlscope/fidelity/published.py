@@ -198,8 +198,10 @@ _add("970 EVO Plus", FTL_THESIS, "§5.5", "alignment",
 _add("NV2", FTL_THESIS, "§5.9", "random_fill", {"bs": "512", "qd": 1}, "write.bw", "876", "KB/s",
      '"The Kingston drive took 79.2 hours to complete this test, averaging 876KB/s." (filled "one block at a '
      'time in a random order")',
-     "queue depth 1 read from §5.9 ('it would have performed much better with a queue depth of 4'); the "
-     "simulator measures the start of the fill, the thesis the whole 79 hours")
+     "the whole fill, every 512 B block once in a random order at queue depth 1 (read from §5.9: 'it would have "
+     "performed much better with a queue depth of 4'), on a drive written whole sequentially (the earlier "
+     "experiments' state, §3.3.1-3.3.4; the Kingston 'performed badly from the start'), on a 1/64 copy of the "
+     "preset (measure.scaled_config)")
 
 _add("NV2", FTL_THESIS, "§5.4", "cliff", {"bs": "32k", "qd": 64, "total": "64GiB"}, "write.p95_peak", "2", "s",
      '"The Kingston drive has the least predictable latency, with especially the 95th percentile varying by '
