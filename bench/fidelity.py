@@ -11,8 +11,9 @@ the write cliff position) as pass/fail with the numbers. Everything runs on the 
                              [--device PM981=my-pm981.toml]
 
 The whole bench takes about two minutes of wall time on a quiet machine (each "SSD Performance Report" cell
-fills a drive of its own; the NV2 alone ~75 s); --quick shortens the measuring runs (the fills and the
-write-cliff runs stay as they are). --device measures a drive on a device file instead of its
+fills a drive of its own; the NV2 alone ~120 s, ~40 s of it the whole random fill of a 1/64 copy of the preset);
+--quick shortens the measuring runs and fills a 1/256 copy (the other fills and the write-cliff runs stay as
+they are). --device measures a drive on a device file instead of its
 preset, to calibrate a preset without rebuilding the simulator.
 """
 
@@ -85,8 +86,8 @@ def points_table(fid: measure.Fidelity, points: list[published.Point], csv: str 
     console.print(summary)
     if any(p.queue_not_full for p in points):
         console.print("queue-not-full points: the document's own throughput x mean latency holds fewer requests "
-                      "in flight than the queue depth (the note says how many), so a device that keeps the queue "
-                      "full cannot match both; they are shown and counted above.")
+                      "in flight than the queue depth (the note says how many; the cell runs with that many, "
+                      "in_flight=); they are shown and counted above.")
     return errors
 
 

@@ -219,6 +219,8 @@ pub struct Ftl {
     pub write_map_lookup: bool,
     /// Programming an evicted changed translation page (a lone program); 0 = the L-page program time.
     pub map_program_latency: Nanos,
+    /// A write covering part of a mapping page reads the page's old data first (read-modify-write).
+    pub merge_partial_writes: bool,
     pub gc_idle_after: Option<Nanos>,
     pub gc_idle_free: f64,
 }

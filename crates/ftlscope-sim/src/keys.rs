@@ -283,6 +283,7 @@ section! {
         flush_pipelined_slc: Bool = false, Any, "with flush_pipelined: pipeline the flush before the SLC cliff too, once the buffer has flushed whole since it was last empty (the first fill after idle keeps its spike; a steady write stream then waits only for its room)";
         write_map_lookup: Bool = false, Any, "writes look up their mapping entry in the mapping cache too: a miss reads the translation page first and evicting a changed one programs it (DRAM-less drives)";
         map_program_latency: Time = Nanos(0), Any, "with write_map_lookup: programming an evicted changed translation page, a lone page program that no flush batches with data (a whole physical page in SLC mode); 0 = the L-page program_latency";
+        merge_partial_writes: Bool = false, Any, "a write covering only part of a mapping page (page_size) first reads the page's old data from NAND to merge with it (read-modify-write: a sense and a transfer on the host-read path), unless the page was never written, is unmapped or is still in the write buffer";
         gc_idle_after: Window = None, Any, "idle time after which background GC collects blocks; \"inf\" = never";
         gc_idle_free: Float = 0.0, Between(0.0, 1.0), "background GC collects while fewer than this share of a unit's blocks are free";
     }

@@ -9,6 +9,7 @@ pub mod calendar;
 pub mod datapath;
 pub mod flash;
 pub mod ftl;
+mod merge;
 pub mod noise;
 
 use std::collections::{HashSet, VecDeque};
@@ -674,6 +675,9 @@ impl SsdDevice {
         if self.cfg.ftl.write_map_lookup && self.mapping_cache.is_some() {
             transferred = self.write_map_lookups(pages.clone(), transferred);
         }
+        if self.cfg.ftl.merge_partial_writes {
+            transferred = self.merge_partial(req.offset, req.len, transferred);
+        }
         if self.level1.is_none() {
             // Write-through: every page is programmed before the write completes.
             let mut done = transferred;
@@ -1048,6 +1052,8 @@ impl SimDevice for SsdDevice {
 mod drain_tests;
 #[cfg(test)]
 mod fold_tests;
+#[cfg(test)]
+mod merge_tests;
 #[cfg(test)]
 mod soft_flush_tests;
 #[cfg(test)]

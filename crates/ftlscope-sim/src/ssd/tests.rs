@@ -88,6 +88,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             flush_pipelined_slc: false,
             write_map_lookup: false,
             map_program_latency: Nanos(0),
+            merge_partial_writes: false,
             gc_idle_after: None,
             gc_idle_free: 0.0,
         },
