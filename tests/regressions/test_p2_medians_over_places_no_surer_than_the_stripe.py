@@ -1,8 +1,9 @@
 """P2 at harsh noise answered "SLC L" at 0.97 on pm981-256g (TLC, 4 units of 4 KiB chunks) after P4 read a stripe
 of 276 at 0.03: P2 takes each page's latency as the median over the units of its place in a unit's write order,
 and with a wrong stripe every place holds pages of all three types, whose medians fall on one sharp level that
-separated "better" than the single reads' two blurred ones. Now a reading from those medians is no surer than the
-chunk and stripe that place the pages (the lower of P3's and P4's confidences). Synthetic single page reads with
+separated "better" than the single reads' two blurred ones. Now one level from those medians is no surer than the
+chunk and stripe that place the pages (the lower of P3's and P4's confidences); levels the medians separate stand
+(mixing page types never splits a level). Synthetic single page reads with
 seeded noise: no engine, deterministic."""
 
 from __future__ import annotations

@@ -221,14 +221,16 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
         medians = la.latency_levels(_median_per_place(last["page"].to_numpy(np.int64), latency_us, *geometry))
         if medians and medians[0].confidence > readings[0].confidence:
             readings = medians
-            if geometry_confidence is not None and readings[0].confidence > geometry_confidence:
-                # The medians are no surer than the chunk and stripe that place the pages: a wrong stripe puts
-                # pages of every type in each place, and their medians fall on one sharp level (harsh noise,
-                # pm981-256g with a stripe of 276 for 4 at 0.03: "SLC L" at 0.97).
+            if len(readings[0].centres) == 1 and geometry_confidence is not None and \
+                    readings[0].confidence > geometry_confidence:
+                # One level from the medians is no surer than the chunk and stripe that place the pages: a wrong
+                # stripe puts pages of every type in each place, and their medians fall on one sharp level
+                # (harsh noise, pm981-256g with a stripe of 276 for 4 at 0.03: "SLC L" at 0.97). Levels the
+                # medians separate are no such artefact: mixing page types never splits them.
                 readings = [la.Levels(r.centres, r.codes, min(r.confidence, geometry_confidence), r.n_classes)
-                            for r in readings]
-                capped = (f"; levels from the medians over each place of a unit's write order, no surer than the "
-                          f"chunk and stripe that place the pages ({geometry_confidence:.2f})")
+                            if len(r.centres) == 1 else r for r in readings]
+                capped = (f"; one level from the medians over each place of a unit's write order, no surer than "
+                          f"the chunk and stripe that place the pages ({geometry_confidence:.2f})")
     best = readings[0]
     letters = la.level_letters(len(best.centres))
     table = last.assign(level=best.codes, type=[letters[c] if c >= 0 else "?" for c in best.codes])
