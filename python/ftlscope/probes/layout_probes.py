@@ -205,20 +205,32 @@ def scan(ctx: Context, start: int, length: int, page: int, label: str) -> pd.Dat
 
 
 def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | None,
-                      geometry_source: str = "P3/P4") -> Answer:
+                      geometry_source: str = "P3/P4", geometry_confidence: float | None = None) -> Answer:
     """Cell type from the latency levels of single page reads, pattern from each unit's write order. ``raw``
     holds ``page`` and ``latency_ns`` per read; a page read more than once counts with the median of its reads
     of the latest ``epoch`` (a drive that folded its SLC cache in between reads the folded pages);
-    ``geometry`` = (chunk pages, stripe width) when known."""
+    ``geometry`` = (chunk pages, stripe width) when known, ``geometry_confidence`` how sure (the lower of P3's
+    and P4's confidences)."""
     last = _per_page(raw)
     latency_us = last["latency_ns"].to_numpy(float) / 1e3
     readings = la.latency_levels(latency_us)
+    capped = ""
     if geometry is not None:
         # A wrong chunk or stripe would mix page types in one place and blur the medians' levels: keep the
         # medians' reading only when its classes separate better than the single reads'.
         medians = la.latency_levels(_median_per_place(last["page"].to_numpy(np.int64), latency_us, *geometry))
         if medians and medians[0].confidence > readings[0].confidence:
             readings = medians
+            if len(readings[0].centres) == 1 and geometry_confidence is not None and \
+                    readings[0].confidence > geometry_confidence:
+                # One level from the medians is no surer than the chunk and stripe that place the pages: a wrong
+                # stripe puts pages of every type in each place, and their medians fall on one sharp level
+                # (harsh noise, pm981-256g with a stripe of 276 for 4 at 0.03: "SLC L" at 0.97). Levels the
+                # medians separate are no such artefact: mixing page types never splits them.
+                readings = [la.Levels(r.centres, r.codes, min(r.confidence, geometry_confidence), r.n_classes)
+                            if len(r.centres) == 1 else r for r in readings]
+                capped = (f"; one level from the medians over each place of a unit's write order, no surer than "
+                          f"the chunk and stripe that place the pages ({geometry_confidence:.2f})")
     best = readings[0]
     letters = la.level_letters(len(best.centres))
     table = last.assign(level=best.codes, type=[letters[c] if c >= 0 else "?" for c in best.codes])
@@ -229,7 +241,7 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
     evidence = (f"{len(last)} pages read one at a time from high to low offsets ({reads} reads, each page's median "
                 f"counted): {len(best.centres)} latency "
                 f"level(s) ({levels}" + (f"; {outliers} outlier reads left out" if outliers else "") +
-                f"); Jenks {best.n_classes} classes; pattern {pattern or 'unknown'} ({pattern_from})")
+                f"); Jenks {best.n_classes} classes; pattern {pattern or 'unknown'} ({pattern_from})" + capped)
     alternatives: dict[str, float] = {}
     for r in readings[1:]:
         if r.cell != best.cell:
@@ -341,6 +353,8 @@ def run_page_type(ctx: Context, known: dict[str, Answer], directory: Path) -> An
     page = _page_size(ctx, known)
     chunk, stripe = _known_value(known, "P3"), _known_value(known, "P4")
     geometry = (max(int(chunk) // page, 1), int(stripe)) if chunk and stripe else None
+    basis = [known[pid].confidence for pid in ("P3", "P4") if pid in known and known[pid].confidence is not None]
+    geometry_confidence = min(basis) if geometry is not None and basis else None
     start, length = _regions(ctx)["P2"]
     state = {"top": start, "waited": False, "cell": None, "epoch": 0, "rereads": 0, "buffered": False,
              "first_ns": None, "confidence": 0.0}
@@ -382,7 +396,8 @@ def run_page_type(ctx: Context, known: dict[str, Answer], directory: Path) -> An
     history: list[Answer] = []
     for round_index in range(MAX_ROUNDS):
         frames.append(measure(round_index).assign(round=round_index))
-        answer = analyse_page_type(pd.concat(frames, ignore_index=True), page, geometry)
+        answer = analyse_page_type(pd.concat(frames, ignore_index=True), page, geometry,
+                                   geometry_confidence=geometry_confidence)
         answer.rounds = round_index + 1
         state["cell"], state["confidence"] = answer.value["cell"], answer.confidence or 0.0
         history.append(answer)
