@@ -69,3 +69,31 @@ def test_a_coincidence_of_two_series_far_into_them_stays_unsure():
     fine = series(16 * KIB, [(205.0, 10.0), (30.0, 10.0), (120.0, 10.0), (180.0, 10.0)], 260.0, 11)
     agreement = p8.pipelined_agreement([main, fine])
     assert agreement is not None and agreement.posterior < 0.9
+
+
+def test_dense_noise_near_a_candidate_in_every_series_is_still_no_buffer():
+    # optane-like (write-through) at medium noise: a spike every ~4-6 MiB, so every series had one within 5 % of
+    # the main series' third candidate (81 MiB), 2-3 % off it; counted as hits the three "repeats" made a
+    # 78.83 MiB buffer at 0.83. Spike positions as measured (MiB).
+    main = [37.75, 38.94, 81.06, 85.25, 100.44, 111.12, 112.06, 136.75, 169.81, 187.88, 202.19, 206.25, 225.0,
+            227.12, 233.75, 255.12, 287.56, 301.19, 305.56, 312.88, 315.31, 351.0, 360.12, 384.56, 397.88, 407.94,
+            423.06, 456.94, 458.12, 459.38, 480.0, 483.12, 494.94, 507.38, 539.0, 550.75, 563.88, 595.5, 647.12,
+            649.25, 657.56, 687.88, 716.62, 720.12, 740.19, 743.81, 752.31, 841.44, 841.81, 889.31, 914.75, 923.38,
+            933.31, 945.0, 969.06, 987.44, 993.44, 1022.06, 1064.0, 1066.69, 1098.5, 1125.44, 1126.38, 1129.38]
+    fine = [18.86, 18.89, 18.92, 18.95, 28.45, 28.48, 28.72, 28.75, 32.41, 32.44, 50.3, 50.33, 59.7, 59.73, 78.8,
+            78.83]
+    def reading(size, spikes, written, writes, candidates=(), confidence=0.97):
+        at = [int(x * MIB) for x in spikes]
+        return p8.BufferReading(size, at[0] if candidates else 0, first=at[0] if candidates else None,
+                                confidence=confidence, spikes=tuple(at), pipelined=bool(candidates),
+                                candidates=tuple(int(x * MIB) for x in candidates), written=int(written * MIB),
+                                writes=writes)
+
+    readings = [reading(64 * KIB, main, 1144.0, 18304, (37.75, 38.94, 81.06)),
+                reading(16 * KIB, fine, 101.34, 6486, (18.86, 18.89, 18.92), 0.95),
+                reading(64 * KIB, [19.31, 23.69, 56.88, 82.56, 96.56], 101.38, 1622, (19.31, 23.69)),
+                reading(64 * KIB, [78.88, 86.75], 101.44, 1623, (), 0.6)]
+    agreement = p8.pipelined_agreement(readings)
+    assert agreement is not None and agreement.position is None
+    chosen, _, _ = p8.combine_buffer_readings(readings)
+    assert chosen.capacity == 0 and chosen.confidence < 0.9
