@@ -9,19 +9,22 @@ there again, and when it is done.
 
 A buffer that pipelines its flushes (the controller programs what it holds while it takes new writes, so a steady
 stream waits only for the room it needs) shows one spike, where it first fills from empty, and no flush lattice
-after it. Such a series reads as a buffer of that size (``pipelined``) only where the series of every write size
-place that one spike at the same bytes (:func:`first_flush`): a stall or background operation falls anywhere.
+after it. A firmware stall can be as long (harsh noise: 10 ms stalls beside the PM981's 18 ms flush), so no size
+rule tells the two apart; where they fall does. Every early spike of a series without a lattice is a candidate,
+and a candidate is a buffer only where the other series from an empty buffer spike at the same bytes more often
+than their own noise rate explains (:func:`pipelined_agreement`): a stall or background operation falls anywhere.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import poisson
+from scipy.stats import binom, norm, poisson
 
 from .. import plots
 from ..analysis.jenks import Classification, classify_series
@@ -85,6 +88,11 @@ LATTICE_CANDIDATE_STARTS = 16
 LATTICE_TOLERANCE_WRITES = 3
 LATTICE_DRIFT = 0.01  # ... or this share of the interval
 LATTICE_MIN_HITS = 3  # two spikes always make a lattice
+# ... and its hits must be more than the spikes' density puts on that many points by chance, at this family-wise
+# level over every (first flush, interval) tried: at harsh noise a 16 KiB series holds a spike of 3x the median
+# (host jitter, a slow insert) every 2 MiB, and among hundreds of candidate lattices one caught 4 of 5 points
+# (pm981-256g: "10.11 MiB" for a 64 MiB buffer that series had not reached).
+LATTICE_SIGNIFICANCE = 0.05
 # The confidence of "no buffer" from one series that has spikes but no lattice.
 AMBIGUOUS_NO_BUFFER = 0.6
 NO_LATTICE_AGREED = 0.8  # ... and of "no buffer" when every series (two or more) had spikes but no lattice
@@ -99,10 +107,15 @@ MISSED_FLUSH = 0.1
 NOISE_SPIKE_RATE = 2e-4
 DISAGREEMENT = 0.6  # the confidence factor when two or more series saw a buffer and no first flush repeats
 # A pipelined buffer (one flush spike, then none): the series must have written this many times the bytes before
-# the spike (a buffer that flushes whole would have spiked at each multiple), and that spike must be this many times
-# the longest of the spikes after it (a whole buffer's flush against stalls and background operations).
+# the spike (a buffer that flushes whole would have spiked at each multiple). Its first PIPELINED_CANDIDATES such
+# spikes are candidates (a stall may come before the flush).
 PIPELINED_REACH = MIN_FLUSHES
-PIPELINED_RATIO = 4.0
+PIPELINED_CANDIDATES = 3
+# The repetition test's prior: "no buffer" against all the candidates together (an even stated prior, not fitted).
+NO_BUFFER_PRIOR = 0.5
+# How far apart series place one flush (a share of its bytes, one standard deviation): the same write size within
+# 0.7 % (pm981-256g, medium noise), 16 KiB writes 1.4-2.6 % later than 64 KiB ones (harsh).
+FLUSH_SPREAD = 0.015
 
 
 def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float, list[float], float] | None:
@@ -120,6 +133,8 @@ def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float
     steps = steps[steps > 2 * tolerance]
     # Intervals within the tolerance of each other are one candidate.
     intervals = np.unique(np.round(steps / tolerance)) * tolerance
+    density = len(pos) / max(end, 1.0)
+    tried = max(min(len(pos), LATTICE_CANDIDATE_STARTS) * len(intervals), 1)
     best: tuple[float, float, list[float], float] | None = None
     for start in pos[:LATTICE_CANDIDATE_STARTS]:
         for interval in intervals:
@@ -138,6 +153,9 @@ def flush_lattice(positions, end: float, tolerance: float) -> tuple[float, float
                 x += interval
             recall = len(on) / points if points else 0.0
             if points - len(on) > allowed or len(on) < LATTICE_MIN_HITS or recall < LATTICE_RECALL:
+                continue
+            chance = min(density * 2 * near, 1.0)  # a spike within ``near`` of a point, were they scattered
+            if binom.sf(len(on) - 1, points, chance) * tried > LATTICE_SIGNIFICANCE:
                 continue
             if best is None or (len(on), recall) > (len(best[2]), best[3]):
                 best = (float(start), float(interval), on, recall)
@@ -167,6 +185,9 @@ class BufferReading:
     noise_spikes: int = 0  # spikes off the flush lattice
     spikes: tuple[int, ...] = ()  # where every flush-like spike began (bytes), on the lattice or not
     pipelined: bool = False  # one whole-buffer flush from empty and none after it (:func:`pipelined_flush`)
+    candidates: tuple[int, ...] = ()  # a pipelined reading's candidate flushes (bytes; :func:`pipelined_candidates`)
+    written: int = 0  # bytes the series wrote
+    writes: int = 0  # writes in the series
 
     @property
     def interval_writes(self) -> float | None:
@@ -189,18 +210,20 @@ def read_buffer(position, latency_ns, size: int, classification: Classification 
     events = spike_events(position, lat, mask)
     confidence = None if classification is None else classification.silhouette
     classes = 0 if classification is None else classification.n_classes
-    if events.empty:
-        return BufferReading(size, 0, flushes=0, confidence=flatness(lat), classes=classes)
     end = float(position.max()) + size if len(position) else 0.0
+    extent = {"written": int(end), "writes": len(lat)}
+    if events.empty:
+        return BufferReading(size, 0, flushes=0, confidence=flatness(lat), classes=classes, **extent)
     lattice = flush_lattice(events["position"].to_numpy(dtype=float), end, LATTICE_TOLERANCE_WRITES * size)
     if lattice is None:
         single = pipelined_flush(events, end)
+        spikes = tuple(int(x) for x in events["position"])
         if single is not None:
             return BufferReading(size, single, first=single, share=1.0, flushes=1, confidence=confidence or 0.0,
-                                 classes=classes, noise_spikes=len(events) - 1,
-                                 spikes=tuple(int(x) for x in events["position"]), pipelined=True)
+                                 classes=classes, noise_spikes=len(events) - 1, spikes=spikes, pipelined=True,
+                                 candidates=pipelined_candidates(events, end), **extent)
         return BufferReading(size, 0, flushes=0, confidence=AMBIGUOUS_NO_BUFFER, classes=classes,
-                             noise_spikes=len(events))
+                             noise_spikes=len(events), spikes=spikes, **extent)
     first_f, interval_f, on, recall = lattice
     spikes = tuple(int(x) for x in events["position"])
     first, interval = int(first_f), int(round(interval_f))
@@ -213,22 +236,28 @@ def read_buffer(position, latency_ns, size: int, classification: Classification 
     flushes = events[events["position"].isin(on)].reset_index(drop=True)
     second = _second_level(flushes, capacity)
     return BufferReading(size, capacity, first, interval, recall, partial, second, len(flushes),
-                         (confidence or 0.0) * recall, classes, noise_spikes=len(events) - len(flushes), spikes=spikes)
+                         (confidence or 0.0) * recall, classes, noise_spikes=len(events) - len(flushes), spikes=spikes,
+                         **extent)
+
+
+def pipelined_candidates(events: pd.DataFrame, end: float) -> tuple[int, ...]:
+    """The spikes that may be a pipelined buffer's one flush: the first PIPELINED_CANDIDATES after which the series
+    wrote on to PIPELINED_REACH times their bytes (a buffer that flushes whole would have spiked again at each
+    multiple: no lattice was found)."""
+    pos = events["position"].to_numpy(dtype=float)
+    pos = pos[(pos > 0) & (PIPELINED_REACH * pos <= end)]
+    return tuple(int(p) for p in pos[:PIPELINED_CANDIDATES])
 
 
 def pipelined_flush(events: pd.DataFrame, end: float) -> int | None:
-    """The bytes before the one flush of a pipelined buffer (None: not such a series): the first spike is the
-    largest by PIPELINED_RATIO over every later one, and the series wrote on to PIPELINED_REACH times it without
-    another flush of that size."""
-    if events.empty:
+    """The bytes before the one flush of a pipelined buffer as one series sees it (None: no candidate): the
+    candidate of the longest wait (:func:`pipelined_candidates`). One series cannot tell it from a stall; the
+    series together do (:func:`pipelined_agreement`)."""
+    candidates = pipelined_candidates(events, end)
+    if not candidates:
         return None
-    first = float(events["position"].iloc[0])
-    peaks = events["peak_ns"].to_numpy(dtype=float)
-    if first <= 0 or end < PIPELINED_REACH * first:
-        return None
-    if len(peaks) > 1 and peaks[0] < PIPELINED_RATIO * float(peaks[1:].max()):
-        return None
-    return int(first)
+    rows = events[events["position"].isin(candidates)]
+    return int(rows["position"].iloc[int(np.argmax(rows["peak_ns"].to_numpy(dtype=float)))])
 
 
 def as_no_buffer(r: BufferReading) -> BufferReading:
@@ -345,15 +374,21 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
     read from the finest of them that saw it. Pipelined readings (one flush, no lattice) count only when no series
     saw a lattice and at least two of them place their spike together; else their spikes are noise. Returns
     (reading used, capacity_ios or None, a note)."""
-    readings = _pipelined_agreed(readings)
+    readings, no_buffer = _pipelined_agreed(readings)
     found = [r for r in readings if r.capacity > 0]
     if not found:
-        # Spikes, but on no lattice in any series: noise rather than a buffer, the surer the more series agree.
+        # Spikes, but on no lattice in any series: noise rather than a buffer, the surer the more series agree
+        # (and no surer than the repetition test said, when early spikes were candidates).
         noisy = [r for r in readings if r.noise_spikes]
+        confidence = readings[0].confidence
         if len(readings) >= 2 and noisy:
-            return replace(readings[0], confidence=max(min(r.confidence or 0 for r in readings), NO_LATTICE_AGREED)), \
-                None, ""
-        return readings[0], None, ""
+            confidence = max(min(r.confidence or 0 for r in readings), NO_LATTICE_AGREED)
+        if no_buffer is not None:
+            confidence = min(confidence or 0.0, no_buffer)
+        return replace(readings[0], confidence=confidence), None, ""
+    if all(r.pipelined for r in found):
+        # The repetition test placed the one flush (pipelined_agreement): the finest writes that saw it.
+        return min(found, key=lambda r: (r.size, -(r.confidence or 0))), None, ""
     limited, full = count_limited(found)
     ios = int(round(float(np.median([r.capacity / r.size for r in limited])))) if limited else None
     note = ""
@@ -383,20 +418,108 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
 # ---- measurement ------------------------------------------------------------------------------------------------
 
 
-def _pipelined_agreed(readings: list[BufferReading]) -> list[BufferReading]:
-    """``readings`` with the pipelined ones kept only if no series saw a flush lattice and the pipelined series'
-    first flushes repeat (two or more series within FIRST_AGREE): a buffer flushes at the same bytes from empty
-    every time, noise does not."""
-    if any(r.capacity > 0 and not r.pipelined for r in readings):
-        return [as_no_buffer(r) for r in readings]
-    pipelined = [r for r in readings if r.pipelined]
+@dataclass
+class Agreement:
+    """The repetition test of the pipelined candidates: the most probable flush position (None: no buffer), the
+    spike each series saw there (by index), and the posterior of that answer (of "no buffer" when None)."""
+
+    position: float | None
+    hits: dict[int, int]
+    posterior: float
+
+
+def pipelined_agreement(readings: list[BufferReading]) -> Agreement | None:
+    """Whether the pipelined candidates repeat across the series from an empty buffer (None: no candidate). A
+    pipelined buffer spikes again near the same bytes ``c`` in every series that wrote past them: missed with
+    probability MISSED_FLUSH, else the nearest spike lies a normal FLUSH_SPREAD x c away. Noise spikes anywhere,
+    Poisson at the rate the series shows (spikes per write, at least NOISE_SPIKE_RATE; each series its own: small
+    writes show more of the host's jitter), so the nearest spike's density is that rate per byte, and no spike
+    within FIRST_AGREE has probability exp(-rate x the writes there). Each candidate position's likelihood ratio
+    against noise leaves out the series that proposed it (it spikes there by construction); the positions share
+    one half of the prior, "no buffer" the other (NO_BUFFER_PRIOR). Noise dense enough to put a spike within a few
+    percent of any position (a write-through drive at medium noise: one every 4 MiB) gives weak evidence however
+    many series "repeat" it. Hand-written for the reason first_flush is: a handful of positions under a stated
+    miss-and-noise model."""
+    pipelined = [(i, r) for i, r in enumerate(readings) if r.pipelined and r.candidates]
     if not pipelined:
-        return readings
-    first = first_flush(pipelined)
-    if first is None or len(first.hits) < 2:
-        return [as_no_buffer(r) for r in readings]
-    agreed = {id(pipelined[i]) for i in first.hits}
-    return [r if id(r) in agreed else as_no_buffer(r) for r in readings]
+        return None
+    spikes = [np.asarray(r.spikes, dtype=float) for r in readings]
+    rates = [max(len(s) / max(r.writes, 1), NOISE_SPIKE_RATE) for s, r in zip(spikes, readings, strict=True)]
+    largest = max(r.size for r in readings)
+
+    def tolerance(c: float) -> float:
+        return max(FIRST_AGREE * c, LATTICE_TOLERANCE_WRITES * largest)
+
+    proposals = sorted((float(c), i) for i, r in pipelined for c in r.candidates)
+    groups: list[list[tuple[float, int]]] = []
+    for c, i in proposals:
+        if groups and c - groups[-1][0][0] <= tolerance(groups[-1][0][0]):
+            groups[-1].append((c, i))
+        else:
+            groups.append([(c, i)])
+    ratios, positions = [], []
+    for group in groups:
+        c = float(np.median([g[0] for g in group]))
+        proposer = min(i for _, i in group)
+        near = tolerance(c)
+        log_ratio = 0.0
+        for j, r in enumerate(readings):
+            if j == proposer or r.written < c + near:
+                continue
+            offsets = np.abs(spikes[j] - c)
+            if (offsets <= near).any():
+                # The nearest spike's place: a flush repeats within FLUSH_SPREAD of c (normal), noise falls
+                # anywhere at the series' rate (spikes per byte, Poisson).
+                spread = FLUSH_SPREAD * c
+                log_ratio += math.log(1 - MISSED_FLUSH) + norm.logpdf(float(offsets.min()), 0.0, spread) \
+                    - math.log(rates[j] / r.size)
+            else:
+                log_ratio += math.log(MISSED_FLUSH) + rates[j] * 2 * near / r.size
+        ratios.append(log_ratio)
+        positions.append(c)
+    top = max(max(ratios), 0.0)
+    weights = np.exp(np.array(ratios) - top) * (1 - NO_BUFFER_PRIOR) / len(ratios)
+    null = NO_BUFFER_PRIOR * math.exp(-top)
+    total = float(weights.sum()) + null
+    best = int(np.argmax(weights))
+    if weights[best] <= null:
+        return Agreement(None, {}, null / total)
+    c = positions[best]
+    near = tolerance(c)
+    hits = {}
+    for j, s in enumerate(spikes):
+        close = s[np.abs(s - c) <= near]
+        if len(close):
+            hits[j] = int(close[np.argmin(np.abs(close - c))])
+    return Agreement(c, hits, float(weights[best]) / total)
+
+
+def _pipelined_agreed(readings: list[BufferReading]) -> tuple[list[BufferReading], float | None]:
+    """``readings`` with the pipelined ones kept only if no series saw a flush lattice and their candidates repeat
+    (:func:`pipelined_agreement`): a buffer flushes at the same bytes from empty every time, noise does not. The
+    series that spiked at the agreed position read a buffer of those bytes, as sure as the agreement at most; the
+    others are set aside. Also returns the posterior of "no buffer" when the candidates did not repeat (None when
+    there were none)."""
+    if any(r.capacity > 0 and not r.pipelined for r in readings):
+        return [as_no_buffer(r) for r in readings], None
+    agreement = pipelined_agreement(readings)
+    if agreement is None:
+        return [as_no_buffer(r) for r in readings], None
+    if agreement.position is None:
+        return [as_no_buffer(r) for r in readings], agreement.posterior
+    # As clear as the clearest pipelined series' classes (a short series that only repeats the spike read "no
+    # lattice", not a silhouette) and the repetition, whichever is less.
+    clear = max(r.confidence or 0.0 for r in readings if r.pipelined)
+    out = []
+    for j, r in enumerate(readings):
+        if j in agreement.hits:
+            at = agreement.hits[j]
+            out.append(replace(r, capacity=at, first=at, interval=None, partial=None, share=1.0, flushes=1,
+                               pipelined=True, noise_spikes=len(r.spikes) - 1,
+                               confidence=min(clear, agreement.posterior)))
+        else:
+            out.append(as_no_buffer(r))
+    return out, None
 
 
 def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level: int, limit: int,
@@ -505,7 +628,7 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
         readings = [main] + [_read_series(f) for f in frames]
         _, full = count_limited([r for r in readings if r.capacity > 0])
         first = first_flush(full)
-        if main.capacity and (first is None or len(first.hits) < 2):
+        if main.capacity and (main.pipelined or first is None or len(first.hits) < 2):
             frames.append(fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
                                              series=next_series()))
         return pd.concat(frames, ignore_index=True)
@@ -553,6 +676,10 @@ def _limit(main: BufferReading, size: int, most: int) -> int:
     number of writes comes sooner in bytes with smaller writes, later with larger ones)."""
     if not main.capacity:
         return min(64 * MIB, most)
+    if main.pipelined:
+        # Only whether the candidates repeat is left to see (the main series found no lattice over far more): up
+        # to the last of them, and the drift of small writes' flushes beyond it.
+        return int(min(max(main.candidates or (main.capacity,)) * (1 + 5 * FIRST_AGREE) + size, most))
     expected = (main.first or main.capacity) + (MIN_FLUSHES - 1) * (main.interval or main.capacity)
     expected = expected * max(size / main.size, 1.0) + size
     return int(min(max(2 * expected, 64 * MIB), most))
@@ -560,8 +687,8 @@ def _limit(main: BufferReading, size: int, most: int) -> int:
 
 def analyse_write_buffer(frame: pd.DataFrame) -> Answer:
     readings, chosen = _series_readings(frame)
-    readings = _pipelined_agreed(readings)
     reading, ios, note = combine_buffer_readings(readings)
+    readings = _pipelined_agreed(readings)[0]
     main = readings[0]
     extra: dict[str, Any] = {}
     if reading.partial:
