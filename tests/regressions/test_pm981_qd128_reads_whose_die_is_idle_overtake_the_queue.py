@@ -9,27 +9,15 @@ from __future__ import annotations
 
 import re
 
-import ftlscope
-from ftlscope.fidelity.measure import fill
 from ftlscope.sim import SimDevice
 
-SPAN = "1GiB"
 
-
-def _qd128(device: SimDevice) -> dict:
-    fill(device, 1 << 30, pattern="sequential")
-    result = ftlscope.run(device, ftlscope.from_flags(rw="randread", bs="4k", qd=128, size=SPAN, runtime="500ms",
-                                                      warmup="1s"), health_interval="1000s")
-    return result.summary["read"]
-
-
-def test_qd128_read_tail_is_as_wide_as_the_die_queues(tmp_path):
+def test_qd128_read_tail_is_as_wide_as_the_die_queues(preset_with, random_reads_after_fill):
     preset = SimDevice.open("pm981-256g").config_toml
     assert re.search(r"^host_link_gaps = 1024\b", preset, re.M), "the preset's host link changed: refit this test"
-    eight = tmp_path / "pm981-eight-gaps.toml"
-    eight.write_text(re.sub(r"^host_link_gaps = \d+", "host_link_gaps = 8", preset, flags=re.M))
-    wide = _qd128(SimDevice.open("pm981-256g"))["lat_ns"]
-    narrow = _qd128(SimDevice.open(str(eight)))["lat_ns"]
+    eight = preset_with("pm981-256g", "host_link_gaps", "8")
+    wide = random_reads_after_fill(SimDevice.open("pm981-256g"), 128)["lat_ns"]
+    narrow = random_reads_after_fill(SimDevice.open(eight), 128)["lat_ns"]
     # A die queue of 128 reads on 4 dies: the p99 ~3x the median (published 4.5x); with 8 gaps ~1.4x.
     assert wide["p99"] > 2.5 * wide["p50"], wide
     assert narrow["p99"] < 1.6 * narrow["p50"], narrow
