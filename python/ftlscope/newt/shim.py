@@ -160,7 +160,7 @@ def describe(shim: dict[str, Any] | None) -> str | None:
 
 
 # Reads under holding this much slower (geometric means) than reads with nothing held: said in the output even
-# when the shim did not back off (it backs off at twice, the engine's HURT_RATIO).
+# when the shim did not back off (it backs off at 3x, the engine's HURT_RATIO).
 HURT_NOTICE_RATIO = 1.05
 
 
@@ -172,7 +172,7 @@ def read_slowdown(shim: dict[str, Any] | None) -> float | None:
 
 
 def hurt_notice(shim: dict[str, Any] | None) -> str | None:
-    """A warning, with the shim's own numbers, when holding slowed the reads: the shim backed off (at twice), or
+    """A warning, with the shim's own numbers, when holding slowed the reads: the shim backed off (at 3x), or
     the reads under holding were more than 5 % slower. A forced shim (a speed on the command line) is the user's
     order and still backs off: the back-off measures the drive, not the premise the user gave."""
     from ..units import format_ns
