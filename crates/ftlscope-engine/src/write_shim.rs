@@ -260,13 +260,13 @@ impl ShimReport {
         }
     }
 
-    /// The whole run's report from its queues': counts add up, the held series add up window by window.
     /// The geometric mean read latency (ns) while holding and while holding nothing (None: no such read).
     pub fn read_geomean_ns(&self) -> (Option<f64>, Option<f64>) {
         let mean = |sum: f64, n: u64| (n > 0).then(|| (sum / n as f64).exp());
         (mean(self.read_log_ns_held, self.reads_held), mean(self.read_log_ns_free, self.reads_free))
     }
 
+    /// The whole run's report from its queues': counts add up, the held series add up window by window.
     pub fn merge(reports: &[&ShimReport]) -> Option<ShimReport> {
         let first = reports.first()?;
         let mut out = ShimReport {

@@ -5,7 +5,7 @@
 //! a whole-drive fill in 512 B writes in a random order slower the fuller the drive gets ("What does the
 //! Flash Translation Layer do?" §5.9: the Kingston NV2 averaged 876 KB/s over its 79-hour fill).
 
-use super::ftl::{BUFFERED, UNMAPPED, ZEROED};
+use super::ftl::{UNMAPPED, ZEROED};
 use super::{SimTime, SsdDevice};
 
 impl SsdDevice {
@@ -29,9 +29,7 @@ impl SsdDevice {
                 continue;
             }
             let ppn = self.ftl.lookup(lpn);
-            if matches!(ppn, UNMAPPED | ZEROED | BUFFERED)
-                || self.soft.as_ref().is_some_and(|s| s.count > 0 && s.queued.contains(&ppn))
-            {
+            if matches!(ppn, UNMAPPED | ZEROED) || self.in_write_buffer(ppn) {
                 continue;
             }
             let (unit, page_type) = self.ftl.locate(ppn);

@@ -665,6 +665,13 @@ impl SsdDevice {
         self.process(at, time)
     }
 
+    /// Whether the page at `ppn` is still in controller RAM: in the write buffer, or drained but queued for a
+    /// soft flush that has not programmed it yet (a read of it, or a merge with it, needs no NAND).
+    #[inline]
+    fn in_write_buffer(&self, ppn: u32) -> bool {
+        ppn == BUFFERED || self.soft.as_ref().is_some_and(|s| s.count > 0 && s.queued.contains(&ppn))
+    }
+
     fn write(&mut self, now: SimTime, req: &SimRequest) -> SimTime {
         let admitted = self.process(now, self.cfg.controller.write_command_time);
         let c = &self.cfg.controller;
@@ -849,10 +856,7 @@ impl SsdDevice {
             if ppn == UNMAPPED || ppn == ZEROED {
                 continue; // nothing on NAND: the controller answers zeroes
             }
-            if ppn == BUFFERED
-                || self.soft.as_ref().is_some_and(|s| s.count > 0 && s.queued.contains(&ppn))
-                || self.read_buffer.as_ref().is_some_and(|rb| rb.contains(lpn))
-            {
+            if self.in_write_buffer(ppn) || self.read_buffer.as_ref().is_some_and(|rb| rb.contains(lpn)) {
                 ready = ready.max(ram);
                 continue;
             }
