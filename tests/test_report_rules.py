@@ -250,6 +250,14 @@ def test_alignment_says_a_gain_as_a_gain_not_as_a_negative_cost(worst, shown):
     assert advice["alignment"]["evidence"][0]["display"] in text
 
 
+def test_alignment_names_the_page_without_calling_it_flash():
+    # Regression: an Optane-like drive's profile advised "The flash page is 4 KiB (P1)"; its medium is no flash.
+    found = {"worst_penalty_pct": finding(0.0, "%")}
+    probes = {"P1": {"value": 4096, "unit": "B", "answer": "4 KiB"}}
+    text = {a["rule"]: a for a in build_guidance(record({"alignment": found}, properties=probes))}["alignment"]["text"]
+    assert "The drive's page is 4 KiB (P1)" in text and "flash" not in text
+
+
 # ---- cost (--price / --price-per-gb) -----------------------------------------------------------------------
 
 

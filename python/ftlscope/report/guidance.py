@@ -169,7 +169,9 @@ def alignment(f: Facts) -> Advice | None:
     else:
         return None
     if page is not None and isinstance(page.value, int | float):
-        text += f" The flash page is {page.display} (P1): file systems and databases should keep {page.display} blocks."
+        # "page", not "flash page": the same line serves drives whose medium is no flash (Optane-like).
+        text += (f" The drive's page is {page.display} (P1): file systems and databases should keep "
+                 f"{page.display} blocks.")
         cited.append(page)
     return Advice("alignment", "Alignment", text, tuple(cited))
 
