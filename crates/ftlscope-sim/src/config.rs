@@ -190,6 +190,8 @@ pub struct SlcCache {
     pub fold_above: f64,
     /// Added key: foreground folding scaled by the share of the SLC capacity holding valid data.
     pub fold_by_valid: bool,
+    /// Added key: bytes folded in one blocking batch when a write needs a block and the SLC cache is full (0 = none).
+    pub fold_batch: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -270,6 +270,7 @@ section! {
         fold_while_writing: Float = 0.0, Between(0.0, 1.0), "pages of the oldest SLC-mode blocks folded in the foreground for each page the host writes in SLC mode (a valid page is read and programmed in native mode on its die, a replaced one costs nothing: a fresh fill pays for every page it wrote, a small rewritten span almost nothing; 0: fold only while idle)";
         fold_above: Float = 0.0, Between(0.0, 1.0), "foreground folding (fold_while_writing) starts once this share of the SLC capacity is in use";
         fold_by_valid: Bool = false, Any, "foreground folding runs at fold_while_writing times the share of the SLC capacity that holds valid data: a filling cache folds harder and harder, a small span rewritten in SLC mode (its old copies replaced) folds almost nothing (false: fold_while_writing from the start)";
+        fold_batch: Size = 0, Any, "once the SLC cache is full, the write that needs a new block waits while every die folds its oldest closed SLC-mode blocks, this many bytes over all dies (whole blocks, at least one a die), in the foreground; writes then go on in SLC mode into the room freed, so after the cliff they alternate SLC-speed bursts with stalls of a whole fold (0: after the cliff writes go to native-mode blocks)";
     }
 }
 

@@ -944,7 +944,8 @@ stripe_width = 30
                 fold_rate: Rate(0.0),
                 fold_while_writing: 0.0,
                 fold_above: 0.0,
-                fold_by_valid: false
+                fold_by_valid: false,
+                fold_batch: 0
             }
         );
         assert_eq!(cfg.ftl.mapping_cache, MappingCache::Full);

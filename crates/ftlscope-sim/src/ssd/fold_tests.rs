@@ -1,7 +1,8 @@
 //! Tests of foreground SLC folding (`slc_cache.fold_while_writing`, `slc_cache.fold_above`): a fresh fill pays
 //! for folding the valid pages it wrote, a small span rewritten many times folds nearly empty blocks almost
 //! for free, and folding starts only past its watermark; with `slc_cache.fold_by_valid` folding grows with the
-//! valid data in the cache. Each compares devices on the simulated clock.
+//! valid data in the cache; with `slc_cache.fold_batch` a full cache folds whole blocks in one blocking batch.
+//! Each compares devices on the simulated clock.
 
 use super::tests::small_config;
 use super::*;
@@ -130,4 +131,50 @@ fn folding_by_valid_data_spares_a_small_rewritten_span() {
     let by_valid = extra(device_by_valid(0.5)) / plain - 1.0;
     assert!(full_rate > 0.05, "folding at the full rate adds {full_rate:.3}");
     assert!(by_valid < full_rate / 10.0, "folding by valid data adds {by_valid:.3}, at the full rate {full_rate:.3}");
+}
+
+/// A 256 MiB device with a 32 MiB SLC cache that folds `batch` bytes at once when it is full (`fold_batch`;
+/// 8 units of 256 KiB blocks: 2 MiB is one block a unit).
+fn device_batch(batch: u64) -> SsdDevice {
+    let mut cfg = small_config();
+    cfg.device.capacity = 256 * MIB;
+    cfg.slc_cache.capacity = 32 * MIB;
+    cfg.slc_cache.fold_batch = batch;
+    SsdDevice::new(cfg)
+}
+
+/// The longest time between two consecutive write completions (the longest stall the host saw).
+fn longest_gap(times: &[SimTime]) -> f64 {
+    let mut sorted: Vec<u64> = times.iter().map(|t| t.0).collect();
+    sorted.sort_unstable();
+    sorted.windows(2).map(|w| w[1] - w[0]).max().expect("writes") as f64
+}
+
+#[test]
+fn a_full_cache_stalls_for_a_whole_fold_batch_then_writes_in_slc_mode_again() {
+    // 96 MiB into a 32 MiB cache. Without the key the writes after the cliff go to native-mode blocks and
+    // wait at most for a buffer flush; with a 2 MiB batch every 2 MiB written after the cliff first waits
+    // while each unit folds a whole block (64 pages read in SLC mode and programmed natively, ~60 ms).
+    let mut plain_dev = device_batch(0);
+    let mut batch_dev = device_batch(2 * MIB);
+    let plain = sequential(&mut plain_dev, 96 * MIB);
+    let batched = sequential(&mut batch_dev, 96 * MIB);
+    let below = (24 * MIB / (4 * KIB)) as usize;
+    assert_eq!(plain[..below], batched[..below], "nothing changes before the cache is full");
+    assert_eq!(plain_dev.ftl.counters.batch_folded_blocks, 0);
+    let (plain_gap, batch_gap) = (longest_gap(&plain), longest_gap(&batched));
+    assert!(batch_gap > 40e6, "longest stall {batch_gap:.0} ns: a whole block a unit is ~60 ms of folding");
+    assert!(batch_gap > 2.0 * plain_gap, "longest stall {batch_gap:.0} ns against {plain_gap:.0} ns without");
+    // Each batch frees the room the next 2 MiB are written to in SLC mode: the 64 MiB after the cliff need
+    // about 32 batches of 8 blocks (without SLC room again it would fold once and write natively).
+    let folded = batch_dev.ftl.counters.batch_folded_blocks;
+    assert!((200..=272).contains(&folded), "{folded} blocks folded in batches");
+}
+
+#[test]
+fn a_bigger_fold_batch_stalls_longer() {
+    // Two blocks a unit fold twice as many pages as one: the longest stall about doubles.
+    let one = longest_gap(&sequential(&mut device_batch(2 * MIB), 96 * MIB));
+    let two = longest_gap(&sequential(&mut device_batch(4 * MIB), 96 * MIB));
+    assert!((1.5..=2.5).contains(&(two / one)), "stall {two:.0} ns with two blocks a unit, {one:.0} ns with one");
 }

@@ -78,6 +78,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             fold_while_writing: 0.0,
             fold_above: 0.0,
             fold_by_valid: false,
+            fold_batch: 0,
         },
         ftl: crate::config::Ftl {
             mapping_cache: MappingCacheConfig::Full,
