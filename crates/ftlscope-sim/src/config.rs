@@ -273,6 +273,8 @@ pub struct Controller {
     pub host_segment_time: Nanos,
     /// Idle gaps of the host link a transfer whose data is ready early can still take (the latest kept).
     pub host_link_gaps: u32,
+    /// Commands the controller holds at once; the rest wait in the submission queue, fetched in order. 0 = unlimited.
+    pub command_slots: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -969,6 +969,7 @@ mod tests {
             host_total_rate: Rate(0.0),
             host_segment_time: Nanos(0),
             host_link_gaps: 8,
+            command_slots: 0,
         };
         let hdd = HddConfig {
             rpm: 7200,

@@ -313,6 +313,7 @@ section! {
         sense_command_time: Time = Nanos(0), Any, "processor time (with cores > 0) for each NAND sense a host read needs (flash read command, ECC decode); pages in a page register or controller RAM need none";
         host_segment_time: Time = Nanos(0), Any, "the DMA engine's time for each segment of a transfer (a piece between one 4KiB host memory page and one mapping page of controller buffer), whatever its size; it works alongside the host link, so it limits only transfers of many segments: a request not aligned to the mapping page splits every host page in two; 0 = none";
         host_link_gaps: U32 = 8, Between(1.0, 4096.0), "idle gaps of the host link (each direction) that a transfer whose data is ready early can still take, the latest kept: the link sends data as it is ready, so at a deep queue a read whose die is idle completes before reads booked earlier behind busy dies; with too few gaps it waits after them (latencies bunch up, the tails narrow)";
+        command_slots: U32 = 0, Any, "commands the controller holds at once (NVMe: fetched from the submission queue into its internal command slots); the rest wait in the submission queue and are fetched in order as commands complete, so at a queue deeper than this a read waits behind the writes submitted before it; 0 = unlimited (every command is taken the moment it is submitted)";
     }
 }
 

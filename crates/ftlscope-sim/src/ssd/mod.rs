@@ -11,6 +11,7 @@ pub mod flash;
 pub mod ftl;
 mod merge;
 pub mod noise;
+pub mod slots;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -23,6 +24,7 @@ use datapath::DataPath;
 use flash::Flash;
 use ftl::{Ftl, BUFFERED, UNMAPPED, ZEROED};
 use noise::Extras;
+use slots::CommandSlots;
 
 /// One level of write buffering: pages wait here, in arrival order, until they are flushed.
 struct BufferLevel {
@@ -236,6 +238,8 @@ pub struct SsdDevice {
     /// complete (the part of a page drained so far is the first level's `drain_carry`).
     last_arrival: SimTime,
     reads_busy_until: SimTime,
+    /// `controller.command_slots`; None = unlimited (every command taken when it is submitted).
+    slots: Option<CommandSlots>,
 }
 
 impl SsdDevice {
@@ -295,6 +299,7 @@ impl SsdDevice {
             }),
             last_arrival: SimTime::ZERO,
             reads_busy_until: SimTime::ZERO,
+            slots: CommandSlots::new(cfg.controller.command_slots),
             cfg,
         }
     }
@@ -919,6 +924,51 @@ impl SsdDevice {
         done
     }
 
+    /// A command the controller has taken at `now` (submitted then, or fetched then from the submission queue):
+    /// its completion as the host sees it, and when the device is done with it (before host jitter).
+    fn taken(&mut self, now: SimTime, req: &SimRequest) -> (Completion, SimTime) {
+        if self.cfg.write_buffer.drain_while_reading {
+            self.note_arrival(now, req.op);
+        }
+        self.catch_up_idle(now);
+        self.issue_soft(now, false);
+        if let Some(x) = &mut self.extras {
+            let c = &self.ftl.counters;
+            x.before(now, &mut self.flash, c.pages_read + c.pages_programmed);
+        }
+        let mut done = match req.op {
+            SimOp::Read => self.read(now, req),
+            SimOp::Write => self.write(now, req),
+            SimOp::Trim => self.unmap(now, req, UNMAPPED),
+            SimOp::WriteZeroes => self.unmap(now, req, ZEROED),
+            SimOp::Flush => {
+                let admitted = self.admit(now);
+                self.flush_all(admitted + self.cfg.controller.command_overhead)
+            }
+        };
+        if self.cfg.write_buffer.drain_while_reading && req.op == SimOp::Read {
+            self.reads_busy_until = self.reads_busy_until.max(done);
+        }
+        let Some(x) = &mut self.extras else {
+            self.busy_until = self.busy_until.max(done);
+            return (Completion { at: done, status: Status::Ok }, done);
+        };
+        // A firmware stall keeps the device busy; host jitter happens after the device is done.
+        done += x.stall();
+        self.busy_until = self.busy_until.max(done);
+        let device_done = done;
+        done += x.jitter();
+        let mut status = Status::Ok;
+        if req.op == SimOp::Read && (std::mem::take(&mut self.read_failed) || x.in_bad_range(req.offset, req.len)) {
+            x.media_errors += 1;
+            status = Status::MediaError;
+        }
+        if x.lost(now, done) {
+            return (Completion { at: SimTime::NEVER, status: Status::Lost }, device_done);
+        }
+        (Completion { at: done, status }, device_done)
+    }
+
     fn unmap(&mut self, now: SimTime, req: &SimRequest, target: u32) -> SimTime {
         // Only whole pages can be unmapped; a partial page keeps its data (as real drives do).
         let first = req.offset.div_ceil(self.page);
@@ -944,45 +994,13 @@ impl SimDevice for SsdDevice {
     }
 
     fn submit_checked(&mut self, now: SimTime, req: &SimRequest) -> Completion {
-        if self.cfg.write_buffer.drain_while_reading {
-            self.note_arrival(now, req.op);
-        }
-        self.catch_up_idle(now);
-        self.issue_soft(now, false);
-        if let Some(x) = &mut self.extras {
-            let c = &self.ftl.counters;
-            x.before(now, &mut self.flash, c.pages_read + c.pages_programmed);
-        }
-        let mut done = match req.op {
-            SimOp::Read => self.read(now, req),
-            SimOp::Write => self.write(now, req),
-            SimOp::Trim => self.unmap(now, req, UNMAPPED),
-            SimOp::WriteZeroes => self.unmap(now, req, ZEROED),
-            SimOp::Flush => {
-                let admitted = self.admit(now);
-                self.flush_all(admitted + self.cfg.controller.command_overhead)
-            }
-        };
-        if self.cfg.write_buffer.drain_while_reading && req.op == SimOp::Read {
-            self.reads_busy_until = self.reads_busy_until.max(done);
-        }
-        let Some(x) = &mut self.extras else {
-            self.busy_until = self.busy_until.max(done);
-            return Completion { at: done, status: Status::Ok };
-        };
-        // A firmware stall keeps the device busy; host jitter happens after the device is done.
-        done += x.stall();
-        self.busy_until = self.busy_until.max(done);
-        done += x.jitter();
-        let mut status = Status::Ok;
-        if req.op == SimOp::Read && (std::mem::take(&mut self.read_failed) || x.in_bad_range(req.offset, req.len)) {
-            x.media_errors += 1;
-            status = Status::MediaError;
-        }
-        if x.lost(now, done) {
-            return Completion { at: SimTime::NEVER, status: Status::Lost };
-        }
-        Completion { at: done, status }
+        let Some(slots) = &mut self.slots else { return self.taken(now, req).0 };
+        // The command waits in the submission queue until the controller fetches it into a free slot; from
+        // then on the device sees it arrive (`controller.command_slots`).
+        let fetched = slots.fetch(now);
+        let (completion, device_done) = self.taken(fetched, req);
+        self.slots.as_mut().expect("slots").hold(device_done);
+        completion
     }
 
     fn prepare(&self, request: &SimRequest) {
@@ -1101,3 +1119,6 @@ mod in_flight_tests {
         assert_eq!(sorted.pop(), None);
     }
 }
+
+#[cfg(test)]
+mod slots_tests;

@@ -108,6 +108,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             host_total_rate: Rate(0.0),
             host_segment_time: Nanos(0),
             host_link_gaps: 8,
+            command_slots: 0,
         },
         hdd: None,
         noise: None,
