@@ -179,3 +179,30 @@ def test_the_spill_directory_is_beside_the_outputs_and_gone_after_the_replay(tmp
     directory, files = seen[0]
     assert directory.parent == out and files == ["queue-0.bin", "queue-1.bin", "queue-2.bin"]
     assert not directory.exists() and sorted(p.name for p in out.iterdir()) == ["r.json"]
+
+
+def test_a_split_replay_that_cannot_start_lets_every_feeder_go_and_removes_its_spill(tmp_path, small_batches):
+    # Writes on a file target without --destructive: refused once the trace is split. Every queue's feeder waits
+    # for room in its chunks; none may be left waiting (the replay would hang), and the spill files go.
+    from ftlscope.errors import FtlscopeError
+
+    path, _ = _trace(tmp_path, n=20_000)
+    target = tmp_path / "disk.img"
+    target.write_bytes(b"\0" * (1 << 20))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    raised: list[BaseException] = []
+
+    def attempt():
+        try:
+            replay(str(target), path, timing="afap", size=str(1 << 30), queues=3, spill_dir=spill)
+        except BaseException as exc:  # noqa: BLE001 - examined below
+            raised.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the split replay hung"
+    assert raised and isinstance(raised[0], FtlscopeError) and "--destructive" in str(raised[0])
+    assert list(spill.iterdir()) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("ftlscope-replay-feed")]
