@@ -3,13 +3,16 @@
 goes, beside the same run without a trace, the in-memory trace it replaced (every record kept, written at the
 end: ``ftlscope.run(..., trace=True)`` then ``save_trace``), and fio's latency log for the same number of I/Os
 (``fio --write_lat_log`` on the null engine, which keeps every sample in memory until the end); then the peak
-of ``ftlscope replay`` of that trace, streamed in batches, beside a replay that reads the trace whole.
+of ``ftlscope replay`` of that trace, streamed in batches, beside a replay that reads the trace whole; and the
+same on several queues (``--queues Q``, round-robin: the trace split into a spill file per queue, then each queue
+streamed from its own), beside the whole read multi-queue replays made before.
 
 Every figure is the peak RSS of one fresh process (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` in a wrapper that
 runs only it); "per request" is (peak - the no-trace run's peak) / requests. The workload: 4 KiB random reads
 at QD 32 over 1 GiB of the ``optane-like`` preset (filled first, as ``run`` does), fio the same shape.
 
     python bench/trace_memory.py [--counts 1000000,10000000] [--old-max 10000000] [--fio-max 10000000]
+                                 [--queues 2,4] [--skip-run-table]
 """
 
 from __future__ import annotations
@@ -51,13 +54,14 @@ _WHOLE_REPLAY = """
 import sys
 from ftlscope.replay import replay
 from ftlscope.traces import read_trace
-replay("{preset}", read_trace(sys.argv[1], sort=True), timing="afap", qd={qd}, size="{size}")
+replay("{preset}", read_trace(sys.argv[1], sort=True), timing="afap", qd={qd}, size="{size}",
+       queues=int(sys.argv[2]))
 """
 
 
-def ftlscope_replay(trace: Path) -> list[str]:
+def ftlscope_replay(trace: Path, queues: int = 1) -> list[str]:
     return [sys.executable, "-m", "ftlscope.cli", "replay", PRESET, str(trace), "--timing", "afap", "--qd", str(QD),
-            "--size", SIZE, "--quiet"]
+            "--size", SIZE, "--quiet", "--queues", str(queues)]
 
 
 def peak_rss(argv: list[str]) -> tuple[int, float]:
@@ -95,8 +99,15 @@ def main() -> None:
                         help="largest count to measure the in-memory trace at (it needs ~124 B a request)")
     parser.add_argument("--fio-max", type=int, default=10_000_000,
                         help="largest count to run fio at (its logs need ~64 B an I/O and ~100 B of text on disk)")
+    parser.add_argument("--queues", default="2,4",
+                        help="queue counts for the multi-queue replay rows, comma-separated (empty: none)")
+    parser.add_argument("--whole-max", type=int, default=10_000_000,
+                        help="largest count to replay read whole (it needs ~300 B a request)")
+    parser.add_argument("--skip-run-table", action="store_true",
+                        help="measure only the replays (the trace is still written by one streamed run)")
     args = parser.parse_args()
     counts = [int(float(c)) for c in args.counts.split(",")]
+    queue_counts = [int(q) for q in args.queues.split(",") if q.strip()]
     table = Table(title=f"Peak RSS with a per-request trace: 4 KiB random reads, QD {QD}, {PRESET}, {SIZE}")
     for col in ("requests", "no trace", "--trace (streamed)", "streamed B/req", "in memory (before)",
                 "in memory B/req", "fio --write_lat_log", "fio B/req", "streamed wall"):
@@ -106,6 +117,12 @@ def main() -> None:
     for col in ("requests", "replay (streamed)", "streamed B/req", "read whole (before)", "whole B/req",
                 "streamed wall"):
         replays.add_column(col, justify="right")
+    split = Table(title=f"Peak RSS of `ftlscope replay --queues Q` of that trace (afap, QD {QD} a queue, round-robin): "
+                        "streamed (a spill file per queue), and read whole as before; B/req over the run without a "
+                        "trace")
+    for col in ("requests", "queues", "replay (streamed)", "streamed B/req", "read whole (before)", "whole B/req",
+                "streamed wall"):
+        split.add_column(col, justify="right")
     console = Console(width=max(Console().width, 160))  # the table stays whole when the output is a file
     for n in counts:
         with tempfile.TemporaryDirectory(prefix="ftlscope-trace-memory-") as tmp:
@@ -113,17 +130,23 @@ def main() -> None:
             base, _ = peak_rss(ftlscope_run(n, None))
             streamed, wall = peak_rss(ftlscope_run(n, tmp / "t.parquet"))
             replayed, replay_wall = peak_rss(ftlscope_replay(tmp / "t.parquet"))
+            whole_replay = [sys.executable, "-c", _WHOLE_REPLAY.format(preset=PRESET, size=SIZE, qd=QD),
+                            str(tmp / "t.parquet")]
             whole = None
-            if n <= args.old_max:
-                whole, _ = peak_rss([sys.executable, "-c", _WHOLE_REPLAY.format(preset=PRESET, size=SIZE, qd=QD),
-                                     str(tmp / "t.parquet")])
+            if n <= args.whole_max:
+                whole, _ = peak_rss([*whole_replay, "1"])
+            for q in queue_counts:
+                q_streamed, q_wall = peak_rss(ftlscope_replay(tmp / "t.parquet", q))
+                q_whole = peak_rss([*whole_replay, str(q)])[0] if n <= args.whole_max else None
+                split.add_row(f"{n:,}", str(q), mib(q_streamed), per_request(q_streamed, base, n), mib(q_whole),
+                              per_request(q_whole, base, n), f"{q_wall:.0f} s")
             (tmp / "t.parquet").unlink()
             old = None
-            if n <= args.old_max:
+            if n <= args.old_max and not args.skip_run_table:
                 old, _ = peak_rss([sys.executable, "-c", _OLD.format(preset=PRESET, size=SIZE, qd=QD), str(n),
                                    str(tmp / "old.parquet")])
             fio = None
-            if n <= args.fio_max and shutil.which("fio"):
+            if n <= args.fio_max and shutil.which("fio") and not args.skip_run_table:
                 fio, _ = peak_rss(fio_run(n, tmp))
         fio_base = None
         if fio is not None:
@@ -134,8 +157,11 @@ def main() -> None:
         replays.add_row(f"{n:,}", mib(replayed), per_request(replayed, base, n), mib(whole),
                         per_request(whole, base, n), f"{replay_wall:.0f} s")
         console.print(f"[dim]{n:,} requests measured[/dim]")
-    console.print(table)
+    if not args.skip_run_table:
+        console.print(table)
     console.print(replays)
+    if queue_counts:
+        console.print(split)
 
 
 if __name__ == "__main__":

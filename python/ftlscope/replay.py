@@ -197,16 +197,21 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
 def split_column(frame, split_by: str):
     """The column ``--split-by`` names (as the trace table calls it, or as its format does: DiskNumber for
     disk_number, any case), refused (UsageError) when the trace has none of that name."""
-    def plain(name: str) -> str:
-        return name.lower().replace("_", "")
-
-    column = next((c for c in frame.columns if c == split_by), None) or next(
-        (c for c in frame.columns if plain(c) == plain(split_by)), None)
+    column = find_column(frame.columns, split_by)
     if column is None:
         have = ", ".join(c for c in frame.columns if c not in ("op", "offset_bytes", "size", "submit_ns"))
         raise UsageError(f"--split-by: the trace has no column '{split_by}' (its other columns: {have or 'none'}); "
                          f"use {ROUND_ROBIN} or one of those")
     return frame[column].to_numpy(dtype=object)
+
+
+def find_column(names, split_by: str) -> str | None:
+    """The column of ``names`` that ``--split-by`` names: exactly, else in any case and without underscores."""
+    def plain(name: str) -> str:
+        return name.lower().replace("_", "")
+
+    return next((c for c in names if c == split_by), None) or next(
+        (c for c in names if plain(c) == plain(split_by)), None)
 
 
 def split_queues(key, requests: int, queues: int):
@@ -377,9 +382,8 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
 def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
     a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory),
-    unless it is needed ``whole`` (newt's two passes; a replay split over several queues), the report needs it
-    (its inter-arrival figure) or ``--align-reads`` changes it."""
-    whole = whole or getattr(args, "queues", 1) > 1
+    unless it is needed ``whole`` (newt's two passes), the report needs it (its inter-arrival figure) or
+    ``--align-reads`` changes it. (A replay split over several queues streams too: see :mod:`.replay_split`.)"""
     from .traces import read_trace, sniff
     from .traces.streamed import STREAMED_FORMATS
 
@@ -414,7 +418,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
            trace_name: str = "TRACE", notify: Any = None, sort: bool = False,
            rate_limit_writes: ShimSettings | None = None, fmt: str | None = None, queues: int = 1,
-           split_by: str = ROUND_ROBIN, **run_kwargs: Any):
+           split_by: str = ROUND_ROBIN, spill_dir: str | Path | None = None, **run_kwargs: Any):
     """Replay a trace on ``target`` (a path, ``sim:PRESET`` or a :class:`SimDevice`) and return run's
     :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
 
@@ -426,8 +430,10 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     ``notify(text)`` hears what was left out or folded. ``rate_limit_writes``
     (:meth:`ftlscope.newt.shim.ShimSettings.resolve`) runs the write rate-limiting shim in the engine.
     ``queues`` > 1 splits the trace over that many queues by ``split_by`` (round-robin in arrival order, or a
-    column of the trace such as ``process``): each request keeps its due time, the queues share one start, and
-    the trace is read whole (a streamed trace feeds one queue)."""
+    column of the trace such as ``process``): each request keeps its due time, and the queues share one start.
+    A trace file replayed on several queues is first split into a spill file per queue (in a temporary
+    directory in ``spill_dir``, default the system's, removed after), each queue then fed from its own
+    (:mod:`ftlscope.replay_split`)."""
     from .sim import SimDevice
 
     timing = parse_timing(timing)
@@ -444,30 +450,55 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
     target_size, alignment = _target_geometry(target, size, run_kwargs.get("direct", True), device)
     prepare = {"reads_only": reads_only, "offset_shift": offset_shift, "wrap": wrap, "target_size": target_size,
                "alignment": alignment, "flag_target": trace_name}
-    streamed = None
+    streamed = spilled = None
     if isinstance(frame, (str, Path)):
+        from .replay_split import NeedsWhole, spill_pass
         from .traces import read_trace, sniff
         from .traces.batched import trace_meta
         from .traces.streamed import STREAMED_FORMATS
         from .traces.window import Unsorted
 
         fmt = fmt or sniff(Path(frame))
-        if (fmt != "parquet" and fmt not in STREAMED_FORMATS) or queues > 1:
+        if fmt != "parquet" and fmt not in STREAMED_FORMATS:
             frame = read_trace(frame, fmt, sort=sort)
         else:
             try:
-                notes = _first_pass(frame, fmt, sort, prepare)
+                if queues > 1:
+                    notes, spilled = spill_pass(frame, fmt, sort, prepare, queues,
+                                                None if split_by == ROUND_ROBIN else split_by, spill_dir,
+                                                STREAM_BATCH_ROWS)
+                else:
+                    notes = _first_pass(frame, fmt, sort, prepare)
                 streamed = frame
                 meta = trace_meta(frame, fmt)
-            except Unsorted:
-                frame = read_trace(frame, fmt, sort=True)
+            except (Unsorted, NeedsWhole) as exc:
+                # Too disordered for the sort window (read whole and sorted), or a split column to derive.
+                frame = read_trace(frame, fmt, sort=sort or isinstance(exc, Unsorted))
+    columns = None
     if streamed is None:
         columns, notes = requests(frame, **prepare, queues=queues, split_by=split_by)
         meta = frame.attrs.get("ftlscope", {})
-        if notify and queues > 1 and 0 in notes["queue_requests"]:
-            idle = notes["queue_requests"].count(0)
-            notify(f"{idle} of {queues} queues have no requests (--split-by {split_by}: the trace has fewer "
-                   "distinct values than queues)")
+    if notify and queues > 1 and 0 in notes["queue_requests"]:
+        idle = notes["queue_requests"].count(0)
+        notify(f"{idle} of {queues} queues have no requests (--split-by {split_by}: the trace has fewer "
+               "distinct values than queues)")
+    try:
+        return _replay_prepared(device or target, columns, notes, meta, streamed, spilled, timing=timing, mode=mode,
+                                qd=qd, data=data, target_size=target_size, queues=queues, notify=notify,
+                                trace_name=trace_name, rate_limit_writes=rate_limit_writes, fmt=fmt, sort=sort,
+                                prepare=prepare, offset_shift=offset_shift, split_by=split_by, run_kwargs=run_kwargs)
+    finally:
+        if spilled is not None:
+            spilled.remove()
+
+
+def _replay_prepared(target: Any, columns: dict[str, Any] | None, notes: dict[str, Any], meta: dict[str, Any],
+                     streamed: str | Path | None, spilled: Any, *,
+                     timing: str, mode: str, qd: int, data: str, target_size: int, queues: int, notify: Any,
+                     trace_name: str, rate_limit_writes: ShimSettings | None, fmt: str | None, sort: bool,
+                     prepare: dict[str, Any], offset_shift: int, split_by: str, run_kwargs: dict[str, Any]):
+    """:func:`replay` once the trace is checked (``notes``; ``columns`` a whole trace's, or ``streamed`` the path
+    of one read while it replays, ``spilled`` when split over queues): the run, and the summary's ``replay``."""
     factor = float(timing.removeprefix("scaled:")) if timing.startswith("scaled:") else 1.0
     if timing != "afap" and notes["span_ns"] / factor >= MAX_SPAN_NS:
         # The engine refuses it too, but only once it starts: a file target would have been created by then.
@@ -486,11 +517,11 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
               "replay_of": {"trace": trace_name, "format": meta.get("converted_from") or meta.get("format")}}
     engine_replay = {"timing": timing, "mode": mode, "feed": None, "queues": queues}
     run_kwargs = {**run_kwargs, "rate_limit_writes": rate_limit_writes}
-    if streamed is None:
-        result = _run_replay(device or target, workload, {**columns, **engine_replay}, labels, run_kwargs)
+    if columns is not None:
+        result = _run_replay(target, workload, {**columns, **engine_replay}, labels, run_kwargs)
     else:
-        result = _run_streamed(device or target, workload, engine_replay, labels, run_kwargs, streamed, fmt, sort,
-                               prepare, notes)
+        result = _run_streamed(target, workload, engine_replay, labels, run_kwargs, streamed, fmt, sort,
+                               prepare, notes, spilled)
     # The time-window table too (a CSV has no metadata): one column, the same on every row.
     result.windows[SYNTHETIC_TRACE] = labels["synthetic"]
     first, last = notes["all_arrivals"]
@@ -527,20 +558,25 @@ def _first_pass(path: str | Path, fmt: str, sort: bool, prepare: dict[str, Any])
 
 def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: dict[str, Any],
                   run_kwargs: dict[str, Any], path: str | Path, fmt: str, sort: bool, prepare: dict[str, Any],
-                  notes: dict[str, Any]):
-    """Replay ``path`` while a thread reads it again batch by batch and pushes each into the engine's feed."""
+                  notes: dict[str, Any], spilled: Any = None):
+    """Replay ``path`` while a thread reads it again batch by batch and pushes each into the engine's feed; a
+    trace split over queues (``spilled``: :func:`ftlscope.replay_split.spill_pass`) is fed from its spill files
+    instead, a thread per queue."""
     import threading
 
     import numpy as np
 
     from . import _native
+    from .replay_split import feed_queues, queue_batch_rows
     from .traces.batched import trace_batches
     from .workload import OPS
 
     codes = bytes(OPS.index(name) for name in notes["ops"])
-    feed = _native.ReplayFeed(notes["requests"], notes["max_size"], codes, prepare["target_size"],
-                              prepare["alignment"], engine_replay["timing"], engine_replay["mode"])
-    failure: list[BaseException] = []
+    queue_requests = notes.get("queue_requests", [notes["requests"]])
+    origin = notes["arrivals"][0] if spilled is not None else None
+    feed = _native.ReplayFeed(queue_requests, notes["max_size"], codes, prepare["target_size"],
+                              prepare["alignment"], engine_replay["timing"], engine_replay["mode"], origin)
+    failures: list[str] = []
     pushed = [0]
 
     def push_all() -> None:
@@ -554,21 +590,24 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
                     return  # the replay stopped early (Ctrl-C, an error, a time limit): nothing more to read
                 pushed[0] = row
         except BaseException as exc:  # noqa: BLE001 - reported with the result below: the replay ends where it got
-            failure.append(exc)
+            failures.append(f"the trace could not be read on after request {pushed[0]:,} ({exc}); the replay "
+                            "ended there")
         finally:
             feed.close()
 
-    feeder = threading.Thread(target=push_all, name="ftlscope-replay-feed", daemon=True)
-    feeder.start()
+    if spilled is None:
+        feeders = [threading.Thread(target=push_all, name="ftlscope-replay-feed", daemon=True)]
+        feeders[0].start()
+    else:
+        feeders, failures = feed_queues(feed, spilled, queue_batch_rows(STREAM_BATCH_ROWS, len(queue_requests)))
     try:
         empty = dict.fromkeys(("arrival", "op", "offset", "size"), b"")  # the feed takes their place
         result = _run_replay(target, workload, {**engine_replay, **empty, "feed": feed}, labels, run_kwargs)
     finally:
-        feed.abandon()  # a run that never started leaves the feeder waiting for room: let it go
-        feeder.join()
-    if failure:
-        result.notices.append(f"the trace could not be read on after request {pushed[0]:,} "
-                              f"({failure[0]}); the replay ended there")
+        feed.abandon()  # a run that never started leaves the feeders waiting for room: let them go
+        for feeder in feeders:
+            feeder.join()
+    result.notices.extend(failures)
     return result
 
 
@@ -596,6 +635,15 @@ def _write_report(result, frame, target: str, directory: str, args: argparse.Nam
     return f"{Path(directory) / 'report.html'}"
 
 
+def _beside_outputs(args: argparse.Namespace) -> Path | None:
+    """Where a replay split over queues spills its trace: beside the first output asked for (a place the user
+    chose to write to, so likely to have room, and not a RAM-backed /tmp), else the system's temporary directory."""
+    for output in (args.trace_out, args.json, args.windows, args.report, args.plots):
+        if output:
+            return Path(output).absolute().parent
+    return None
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from .cli import _run_kwargs, console, end_of_run, err_console, print_shim, shim_settings, summary_tables
     from .newt.align import align_for_replay
@@ -619,7 +667,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
                     trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
                     precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
-                    queues=args.queues, split_by=args.split_by, **_run_kwargs(args))
+                    queues=args.queues, split_by=args.split_by, spill_dir=_beside_outputs(args), **_run_kwargs(args))
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs

@@ -279,7 +279,7 @@ impl<'a> QueueLoop<'a> {
             paced_ops: [0; 3],
             pace_wait_ns: 0,
             replay_cursor: 0,
-            replay_stream: ctx.replay.as_deref().and_then(Replay::take_cursor),
+            replay_stream: ctx.replay.as_deref().and_then(|r| r.take_cursor(ctx.queue)),
             replay_last: None,
             replay_barrier: false,
             shim: ctx

@@ -13,6 +13,13 @@
 //! A whole trace may be split over several queues ([`Replay::split`]): each queue issues its share in trace
 //! order, every due time still counted from the trace's first request and from one start shared by the queues
 //! ([`Replay::anchor`]), so together they keep the trace's timing.
+//!
+//! A streamed trace split over several queues ([`Replay::streamed_split`]) has one feeder and one cursor per
+//! queue, each with chunks of its own: the caller has already split the trace by queue (one spill file each), so
+//! no queue ever waits for a chunk another queue still holds. That is what makes it safe on a simulated drive,
+//! where one thread steps every queue: a queue that needs its next chunk waits only for its own feeder, which
+//! waits for nothing but room in that queue's chunks. (One window of chunks shared by the queues would deadlock
+//! there as soon as the queues drift a window apart in trace order; see docs/traces.md.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -77,12 +84,14 @@ const UNSET: u64 = u64::MAX;
 /// the chunk channels until the queue takes it.
 #[derive(Debug)]
 pub struct Stream {
-    requests: u64,
+    /// Each queue's requests (one entry: the trace is not split).
+    requests: Vec<u64>,
     max_len: u64,
     ops: [bool; Op::ALL.len()],
     /// The target the caller checked the requests against (size, alignment): the engine checks it has that.
     target: (u64, u64),
-    ends: Mutex<Option<Cursor>>,
+    /// Each queue's cursor, until its queue takes it.
+    ends: Vec<Mutex<Option<Cursor>>>,
 }
 
 /// Up to this many chunks wait filled for the queue (plus the one it reads and the one being filled).
@@ -137,6 +146,9 @@ pub struct Feeder {
     /// A chunk taken for a batch that was refused: the next batch uses it (chunks are few and never made anew).
     spare: Option<Chunk>,
     timing: Timing,
+    /// Whether `first` is known before the first push (a split trace: the trace's first request, which may be
+    /// on another queue); else the first request pushed sets it.
+    anchored: bool,
     first: u64,
     last: u64,
     pushed: u64,
@@ -223,7 +235,7 @@ impl Feeder {
             if code as usize >= Op::ALL.len() || !self.ops[code as usize] {
                 return bad(format!("operation code {code} was not announced"));
             }
-            if self.pushed + (k as u64) == 0 {
+            if !self.anchored && self.pushed + (k as u64) == 0 {
                 (first, last) = (t, t);
             }
             if t < last {
@@ -369,10 +381,13 @@ impl Replay {
 
     /// How many queues the trace is split over.
     pub fn queues(&self) -> u32 {
-        self.parts.len().max(1) as u32
+        match &self.stream {
+            Some(s) => s.requests.len() as u32,
+            None => self.parts.len().max(1) as u32,
+        }
     }
 
-    /// Queue `queue`'s requests: a range of the columns.
+    /// Queue `queue`'s requests: a range of the columns (a whole trace).
     #[inline]
     pub fn part(&self, queue: u32) -> (usize, usize) {
         match self.parts.get(queue as usize) {
@@ -385,8 +400,7 @@ impl Replay {
     /// How many requests queue `queue` issues.
     pub fn part_len(&self, queue: u32) -> u64 {
         match &self.stream {
-            Some(s) if queue == 0 => s.requests,
-            Some(_) => 0,
+            Some(s) => s.requests.get(queue as usize).copied().unwrap_or(0),
             None => {
                 let (start, end) = self.part(queue);
                 (end - start) as u64
@@ -420,8 +434,32 @@ impl Replay {
         timing: Timing,
         mode: Mode,
     ) -> Result<(Replay, Feeder), ReplayError> {
-        if requests == 0 {
+        let (replay, mut feeders) = Replay::streamed_split(&[requests], None, max_len, ops, target, timing, mode)?;
+        Ok((replay, feeders.pop().expect("one feeder")))
+    }
+
+    /// A streamed replay split over `queue_requests.len()` queues, queue q issuing `queue_requests[q]` requests
+    /// pushed through the q-th [`Feeder`] returned (each with chunks of its own: see the module's docs). Due
+    /// times count from `origin`, the arrival of the trace's first request (on whichever queue; None: the
+    /// first pushed, for one queue). A queue with no requests ends as soon as its feeder is dropped.
+    pub fn streamed_split(
+        queue_requests: &[u64],
+        origin: Option<u64>,
+        max_len: u64,
+        ops: &[u8],
+        target: (u64, u64),
+        timing: Timing,
+        mode: Mode,
+    ) -> Result<(Replay, Vec<Feeder>), ReplayError> {
+        let queues = queue_requests.len();
+        if queues == 0 || queues > u16::MAX as usize + 1 {
+            return Err(ReplayError::Invalid(format!("{queues} queues: give 1 to {}", u16::MAX as u32 + 1)));
+        }
+        if queue_requests.iter().sum::<u64>() == 0 {
             return Err(ReplayError::Invalid("the trace holds no requests".into()));
+        }
+        if queues > 1 && origin.is_none() {
+            return Err(ReplayError::Invalid("a trace split over queues needs its first arrival".into()));
         }
         if let Timing::Scaled(factor) = timing {
             if !(factor > 0.0 && factor.is_finite()) {
@@ -435,26 +473,31 @@ impl Replay {
             };
             *slot = true;
         }
-        let (full_tx, full_rx) = sync_channel(CHUNKS_AHEAD);
-        let (empty_tx, empty_rx) = sync_channel(CHUNKS_AHEAD + 2);
-        for _ in 0..CHUNKS_AHEAD + 1 {
-            empty_tx.try_send(Chunk::default()).expect("room for the first chunks");
+        let mut ends = Vec::with_capacity(queues);
+        let mut feeders = Vec::with_capacity(queues);
+        for &requests in queue_requests {
+            let (full_tx, full_rx) = sync_channel(CHUNKS_AHEAD);
+            let (empty_tx, empty_rx) = sync_channel(CHUNKS_AHEAD + 2);
+            for _ in 0..CHUNKS_AHEAD + 1 {
+                empty_tx.try_send(Chunk::default()).expect("room for the first chunks");
+            }
+            ends.push(Mutex::new(Some(Cursor { current: Chunk::default(), pos: 0, full: full_rx, empty: empty_tx })));
+            feeders.push(Feeder {
+                full: full_tx,
+                empty: empty_rx,
+                spare: None,
+                timing,
+                anchored: origin.is_some(),
+                first: origin.unwrap_or(0),
+                last: origin.unwrap_or(0),
+                pushed: 0,
+                requests,
+                ops: present,
+                max_len,
+                target,
+            });
         }
-        let cursor = Cursor { current: Chunk::default(), pos: 0, full: full_rx, empty: empty_tx };
-        let feeder = Feeder {
-            full: full_tx,
-            empty: empty_rx,
-            spare: None,
-            timing,
-            first: 0,
-            last: 0,
-            pushed: 0,
-            requests,
-            ops: present,
-            max_len,
-            target,
-        };
-        let stream = Stream { requests, max_len, ops: present, target, ends: Mutex::new(Some(cursor)) };
+        let stream = Stream { requests: queue_requests.to_vec(), max_len, ops: present, target, ends };
         let replay = Replay {
             due_ns: Vec::new(),
             op: Vec::new(),
@@ -465,17 +508,18 @@ impl Replay {
             parts: Vec::new(),
             anchor: AtomicU64::new(UNSET),
         };
-        Ok((replay, feeder))
+        Ok((replay, feeders))
     }
 
-    /// The queue's end of a streamed replay (None for a whole one, or once taken).
-    pub fn take_cursor(&self) -> Option<Cursor> {
-        self.stream.as_ref().and_then(|s| s.ends.lock().expect("replay stream lock").take())
+    /// Queue `queue`'s end of a streamed replay (None for a whole one, or once taken).
+    pub fn take_cursor(&self, queue: u32) -> Option<Cursor> {
+        let end = self.stream.as_ref()?.ends.get(queue as usize)?;
+        end.lock().expect("replay stream lock").take()
     }
 
     pub fn len(&self) -> usize {
         match &self.stream {
-            Some(s) => s.requests as usize,
+            Some(s) => s.requests.iter().sum::<u64>() as usize,
             None => self.op.len(),
         }
     }
@@ -656,8 +700,9 @@ mod tests {
             Replay::streamed(5, 8192, &[0, 1], (1 << 20, 512), Timing::Scaled(2.0), Mode::Open).unwrap();
         assert_eq!((replay.len(), replay.max_len(), replay.writes()), (5, 8192, true));
         assert!(replay.has(Op::Read) && !replay.has(Op::Flush));
-        let mut cursor = replay.take_cursor().unwrap();
-        assert!(replay.take_cursor().is_none(), "one queue takes it");
+        let mut cursor = replay.take_cursor(0).unwrap();
+        assert!(replay.take_cursor(0).is_none(), "one queue takes it");
+        assert!(replay.take_cursor(1).is_none(), "one queue only");
         assert!(push(&mut feeder, &[1_000, 1_000], &[0, 1], &[0, 4096], &[4096, 8192]).unwrap());
         assert!(push(&mut feeder, &[], &[], &[], &[]).unwrap(), "an empty batch is no end");
         assert!(push(&mut feeder, &[5_000, 11_000, 11_000], &[0, 0, 1], &[0, 8192, 0], &[4096, 4096, 512]).unwrap());
@@ -713,5 +758,47 @@ mod tests {
             answers.push(push(&mut feeder, &[k], &[0], &[0], &[4096]).unwrap());
         }
         assert!(answers.iter().all(|&a| !a), "{answers:?}");
+    }
+
+    #[test]
+    fn a_streamed_split_feeds_each_queue_on_its_own_with_due_times_from_the_traces_first_request() {
+        let (replay, mut feeders) = Replay::streamed_split(
+            &[2, 3, 0],
+            Some(1_000),
+            4096,
+            &[0, 4],
+            (1 << 20, 512),
+            Timing::Faithful,
+            Mode::Open,
+        )
+        .unwrap();
+        assert_eq!((replay.queues(), replay.len()), (3, 5));
+        assert_eq!((replay.part_len(0), replay.part_len(1), replay.part_len(2)), (2, 3, 0));
+        let mut cursors: Vec<_> = (0..3).map(|q| replay.take_cursor(q).unwrap()).collect();
+        let mut third = feeders.pop().unwrap();
+        let mut second = feeders.pop().unwrap();
+        let mut first = feeders.pop().unwrap();
+        // Queue 1 is fed and read to its end while queue 0 has nothing yet: no queue waits for another's chunk.
+        assert!(push(&mut second, &[2_000], &[0], &[4096], &[4096]).unwrap());
+        assert!(push(&mut second, &[3_000, 9_000], &[4, 0], &[0, 0], &[0, 512]).unwrap());
+        drop(second);
+        let got: Vec<_> = std::iter::from_fn(|| cursors[1].next()).collect();
+        assert_eq!(got, vec![(Op::Read, 4096, 4096, 1_000), (Op::Flush, 0, 0, 2_000), (Op::Read, 0, 512, 8_000)]);
+        // An arrival before the trace's first is refused, as going backwards.
+        let err = push(&mut first, &[999], &[0], &[0], &[4096]).unwrap_err();
+        assert!(err.to_string().contains("request 1: arrival time goes backwards"), "{err}");
+        assert!(push(&mut first, &[1_000, 4_000], &[0, 0], &[0, 0], &[4096, 4096]).unwrap());
+        drop(first);
+        let got: Vec<_> = std::iter::from_fn(|| cursors[0].next()).collect();
+        assert_eq!(got, vec![(Op::Read, 0, 4096, 0), (Op::Read, 0, 4096, 3_000)]);
+        // An idle queue takes nothing, and ends once its feeder is gone.
+        let err = push(&mut third, &[5_000], &[0], &[0], &[4096]).unwrap_err();
+        assert!(err.to_string().contains("more requests than the 0 announced"), "{err}");
+        drop(third);
+        assert!(cursors[2].next().is_none());
+        let no_origin = Replay::streamed_split(&[1, 1], None, 4096, &[0], (1 << 20, 512), Timing::Afap, Mode::Closed);
+        assert!(no_origin.unwrap_err().to_string().contains("first arrival"));
+        let empty = Replay::streamed_split(&[0, 0], Some(0), 4096, &[0], (1 << 20, 512), Timing::Afap, Mode::Closed);
+        assert!(empty.unwrap_err().to_string().contains("no requests"));
     }
 }

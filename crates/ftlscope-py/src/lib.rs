@@ -280,9 +280,6 @@ struct TraceColumns<'py> {
 impl TraceColumns<'_> {
     fn replay(&self) -> PyResult<Arc<Replay>> {
         if let Some(feed) = &self.feed {
-            if self.queues.unwrap_or(1) > 1 {
-                return Err(WorkloadInvalid::new_err("a streamed trace replays on one queue"));
-            }
             return feed
                 .borrow()
                 .replay
@@ -328,48 +325,85 @@ fn replay_timing(timing: &str, mode: &str) -> PyResult<(Timing, Mode)> {
     Ok((timing, mode))
 }
 
-/// A trace replayed while it is read (``ftlscope.replay`` reads a long Parquet trace in batches): made from what
-/// a first pass over the trace found, handed to a replay run in place of the columns, then fed batch by batch
-/// from another thread with ``push`` (which waits for room: a few batches are held at most).
+/// A trace replayed while it is read (``ftlscope.replay`` reads a long trace in batches): made from what a first
+/// pass over the trace found, handed to a replay run in place of the columns, then fed batch by batch from
+/// another thread with ``push`` (which waits for room: a few batches are held at most). Split over several
+/// queues (``requests`` a list, one count per queue, and ``origin`` the trace's first arrival), each queue has a
+/// feed of its own, pushed from a thread of its own (``push(..., queue=q)``): one queue's push waiting for room
+/// never holds up another's.
 #[pyclass(module = "ftlscope._native")]
 struct ReplayFeed {
     replay: Mutex<Option<Arc<Replay>>>,
-    feeder: Mutex<Option<Feeder>>,
+    feeders: Vec<Mutex<Option<Feeder>>>,
+}
+
+impl ReplayFeed {
+    fn feeder(&self, queue: usize) -> PyResult<&Mutex<Option<Feeder>>> {
+        self.feeders.get(queue).ok_or_else(|| {
+            PyValueError::new_err(format!("queue {queue}: this feed has {} queue(s)", self.feeders.len()))
+        })
+    }
 }
 
 #[pymethods]
 impl ReplayFeed {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (requests, max_len, ops, target_size, alignment, timing, mode))]
+    #[pyo3(signature = (requests, max_len, ops, target_size, alignment, timing, mode, origin=None))]
     fn new(
-        requests: u64,
+        requests: Vec<u64>,
         max_len: u64,
         ops: &[u8],
         target_size: u64,
         alignment: u64,
         timing: &str,
         mode: &str,
+        origin: Option<u64>,
     ) -> PyResult<Self> {
         let (timing, mode) = replay_timing(timing, mode)?;
-        let (replay, feeder) = Replay::streamed(requests, max_len, ops, (target_size, alignment), timing, mode)
-            .map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
-        Ok(ReplayFeed { replay: Mutex::new(Some(Arc::new(replay))), feeder: Mutex::new(Some(feeder)) })
+        let (replay, feeders) =
+            Replay::streamed_split(&requests, origin, max_len, ops, (target_size, alignment), timing, mode)
+                .map_err(|e| WorkloadInvalid::new_err(e.to_string()))?;
+        Ok(ReplayFeed {
+            replay: Mutex::new(Some(Arc::new(replay))),
+            feeders: feeders.into_iter().map(|f| Mutex::new(Some(f))).collect(),
+        })
     }
 
-    /// Push the next batch (the columns as bytes, as for a whole replay), waiting without the GIL for room.
-    /// False when the replay takes no more (it stopped early, or the feed was closed).
-    fn push(&self, py: Python<'_>, arrival: &[u8], op: &[u8], offset: &[u8], size: &[u8]) -> PyResult<bool> {
-        let mut guard = self.feeder.lock().expect("replay feeder lock");
+    /// Push queue ``queue``'s next batch (the columns as bytes, as for a whole replay), waiting without the GIL
+    /// for room. False when the replay takes no more (it stopped early, or the feed was closed).
+    #[pyo3(signature = (arrival, op, offset, size, queue=0))]
+    fn push(
+        &self,
+        py: Python<'_>,
+        arrival: &[u8],
+        op: &[u8],
+        offset: &[u8],
+        size: &[u8],
+        queue: usize,
+    ) -> PyResult<bool> {
+        let mut guard = self.feeder(queue)?.lock().expect("replay feeder lock");
         let Some(feeder) = guard.as_mut() else {
             return Ok(false);
         };
         py.allow_threads(|| feeder.push(arrival, op, offset, size)).map_err(|e| WorkloadInvalid::new_err(e.to_string()))
     }
 
-    /// The trace's end: the replay finishes once it has issued what was pushed.
-    fn close(&self) {
-        self.feeder.lock().expect("replay feeder lock").take();
+    /// The end of queue ``queue``'s part of the trace (every queue's with None): the replay finishes once it has
+    /// issued what was pushed.
+    #[pyo3(signature = (queue=None))]
+    fn close(&self, queue: Option<usize>) -> PyResult<()> {
+        match queue {
+            Some(q) => {
+                self.feeder(q)?.lock().expect("replay feeder lock").take();
+            }
+            None => {
+                for feeder in &self.feeders {
+                    feeder.lock().expect("replay feeder lock").take();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Give up a feed no run took (the run failed to start): a ``push`` waiting for room returns False.
@@ -377,9 +411,9 @@ impl ReplayFeed {
         self.replay.lock().expect("replay feed lock").take();
     }
 
-    /// Requests pushed so far.
+    /// Requests pushed so far (every queue's).
     fn pushed(&self) -> u64 {
-        self.feeder.lock().expect("replay feeder lock").as_ref().map_or(0, Feeder::pushed)
+        self.feeders.iter().map(|f| f.lock().expect("replay feeder lock").as_ref().map_or(0, Feeder::pushed)).sum()
     }
 }
 

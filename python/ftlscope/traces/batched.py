@@ -325,13 +325,14 @@ def parquet_meta(path: str | Path) -> tuple[Any, str, dict[str, Any]]:
 
 
 def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS,
-                    extra: tuple[str, ...] = ("complete_ns", "process")):
+                    extra: tuple[str, ...] = ("complete_ns", "process"), key: str | None = None):
     """The trace's requests batch by batch, checked as ``read_trace`` checks them: tuples (op codes, offset,
     size, submit_ns, latency_ns[, process]) of numpy arrays, in arrival order with ``sort`` (else a timestamp
     going backwards is one TraceError), a run trace's requests of one nanosecond in its ``submit_seq`` order.
     ``extra=()`` reads only the four columns a replay needs (the latency is then NaN). Raises :class:`Unsorted`
     when ``sort`` cannot be done in its sliding window (read the trace whole then), and TraceError for an empty
-    trace (after the last batch)."""
+    trace (after the last batch). ``key``, a column of the file, comes last in each tuple, as objects (a replay
+    split over queues by it)."""
     from ..heap import hold_mmap_threshold
 
     hold_mmap_threshold()  # batches allocated and freed one after another: memory flat (see ftlscope.heap)
@@ -339,6 +340,8 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
     pf, offset_column, _ = parquet_meta(path)
     names = pf.schema_arrow.names
     wanted = ["op", offset_column, "size", "submit_ns"] + [c for c in extra if c in names]
+    if key is not None and key not in wanted:
+        wanted.append(key)
     # A run trace's submission order: ordered by with the other columns, left out of what is yielded.
     in_order = SUBMIT_SEQ in names
     if in_order and SUBMIT_SEQ not in wanted:
@@ -349,6 +352,8 @@ def parquet_batches(path: str | Path, *, sort: bool = False, batch_rows: int = B
     try:
         for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
             cols = _columns(batch, offset_column, path, row)
+            if key is not None:
+                cols = (*cols, batch.column(batch.schema.names.index(key)).to_pandas().to_numpy(dtype=object))
             submit = cols[3]
             seq = (batch.column(batch.schema.names.index(SUBMIT_SEQ)).to_numpy(zero_copy_only=False)
                    .astype(np.uint64) if in_order else np.arange(row, row + len(submit), dtype=np.uint64))

@@ -1,0 +1,194 @@
+"""A streamed replay over several queues (``replay --queues N`` of a trace read in batches): the trace is split
+by queue into one spill file each while it is checked, then each queue is fed from its own file.
+
+Why spill rather than share one window of chunks between the queues: on a simulated drive one thread steps
+every queue on virtual time, so a queue that needs its next chunk blocks that thread; a shared window is
+refilled only once the slowest queue has passed its oldest chunk, which needs that same thread: a deadlock as
+soon as the queues drift a window apart in trace order. With a file per queue each queue has a feed of its own
+(the engine's :meth:`Replay::streamed_split`, a feeder thread per queue here): a feeder waits only for room in
+its own queue's chunks, so no queue ever waits for another's, on a simulated drive or a real target, however
+far apart the queues drift. The price is one more pass over the data, as the engine's compact columns (21 B a
+request on disk, in a temporary directory removed after the replay), and no Parquet or text parsing in the
+second pass. Memory stays flat: a batch per queue in flight, and batches of ``STREAM_BATCH_ROWS / N`` rows per
+queue so N queues together hold what one queue does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import RunError
+
+# One request as a spill file holds it: the engine's columns, packed (21 B).
+SPILL_DTYPE = np.dtype([("arrival", "<u8"), ("op", "u1"), ("offset", "<u8"), ("size", "<u4")])
+# The fewest requests a queue's batch holds however many queues share the batch budget (a push per batch).
+MIN_QUEUE_BATCH = 1 << 12
+_MISSING = object()  # every missing value of a --split-by column is one value
+
+
+class QueueNumbers:
+    """Each replayed request's queue, batch after batch, as :func:`ftlscope.replay.split_queues` gives them for
+    the whole trace: request k to queue k mod N (round-robin), or each distinct key value to queue v mod N with
+    the values numbered in order of first appearance across the batches."""
+
+    def __init__(self, queues: int) -> None:
+        self.queues = queues
+        self.done = 0
+        self.values: dict[Any, int] = {}
+
+    def assign(self, key: np.ndarray | None, requests: int) -> np.ndarray:
+        if key is None:
+            queue = (np.arange(requests, dtype=np.int64) + self.done) % self.queues
+            self.done += requests
+            return queue
+        import pandas as pd
+
+        codes, uniques = pd.factorize(pd.Series(key, dtype=object), use_na_sentinel=False)
+        numbers = np.empty(len(uniques), dtype=np.int64)
+        for i, value in enumerate(uniques):
+            value = _MISSING if pd.isna(value) else value
+            numbers[i] = self.values.setdefault(value, len(self.values))
+        self.done += requests
+        return numbers[codes] % self.queues if len(codes) else np.zeros(0, dtype=np.int64)
+
+
+def key_batches(path: str | Path, fmt: str, *, sort: bool, split_by: str | None,
+                batch_rows: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """(op codes, offset, size, submit_ns, key or None) batch by batch: the trace as ``trace_batches`` reads it,
+    with the ``split_by`` column (None: round-robin) as the whole read names it (:func:`ftlscope.replay.
+    split_column`): a text trace's columns are its table's; for Parquet the file's, and a name the file lacks is
+    :class:`NeedsWhole` (the whole read may derive it, or words the error)."""
+    from .replay import find_column
+    from .traces.batched import parquet_batches, parquet_meta
+
+    if fmt == "parquet":
+        column = None
+        if split_by is not None:
+            column = find_column(parquet_meta(path)[0].schema_arrow.names, split_by)
+            if column is None:
+                raise NeedsWhole(split_by)
+        for op, offset, size, submit, *rest in parquet_batches(path, sort=sort, batch_rows=batch_rows, extra=(),
+                                                                key=column):
+            yield op, offset, size, submit, rest[-1] if column is not None else None
+        return
+    from .replay import split_column
+    from .traces.streamed import text_frames
+
+    for frame in text_frames(path, fmt, sort=sort, batch_rows=batch_rows):
+        key = split_column(frame, split_by) if split_by is not None else None
+        yield (frame["op"].cat.codes.to_numpy().astype(np.int64), frame["offset_bytes"].to_numpy().astype(np.int64),
+               frame["size"].to_numpy().astype(np.int64), frame["submit_ns"].to_numpy().astype(np.int64), key)
+
+
+class NeedsWhole(Exception):  # noqa: N818 - a signal to the caller, not an error the user sees
+    """The split cannot be made in batches: the caller reads the trace whole."""
+
+
+class SpilledTrace:
+    """A trace split into one spill file per queue, in a temporary directory :meth:`remove` deletes."""
+
+    def __init__(self, parent: str | Path | None, queues: int) -> None:
+        parent = Path(parent) if parent is not None and Path(parent).is_dir() else None
+        try:
+            self.directory = Path(tempfile.mkdtemp(prefix=".ftlscope-replay-split-", dir=parent))
+        except OSError as exc:
+            raise RunError(f"replay --queues: cannot make a directory for the split trace in "
+                           f"{parent or tempfile.gettempdir()} ({exc.strerror or exc}); give an output in a "
+                           "writable directory, or set TMPDIR") from None
+        self.paths = [self.directory / f"queue-{q}.bin" for q in range(queues)]
+        self.requests = np.zeros(queues, dtype=np.int64)
+
+    def write(self, columns: dict[str, bytes], queue: np.ndarray) -> None:
+        """Append a batch (the engine's columns as bytes) to its queues' files, each queue's in trace order."""
+        records = np.empty(len(queue), dtype=SPILL_DTYPE)
+        for name, dtype in (("arrival", "<u8"), ("op", "u1"), ("offset", "<u8"), ("size", "<u4")):
+            records[name] = np.frombuffer(columns[name], dtype=dtype)
+        counts = np.bincount(queue, minlength=len(self.paths))
+        order = np.argsort(queue, kind="stable")
+        ends = np.cumsum(counts)
+        try:
+            for q in np.flatnonzero(counts):
+                with open(self.paths[q], "ab") as out:
+                    records[order[ends[q] - counts[q]:ends[q]]].tofile(out)
+        except OSError as exc:
+            raise RunError(f"replay --queues: cannot write the split trace in {self.directory} "
+                           f"({exc.strerror or exc}; it takes {SPILL_DTYPE.itemsize} B a request); free room there, "
+                           "give outputs on another file system, or set TMPDIR") from None
+        self.requests += counts
+
+    def batches(self, queue: int, rows: int) -> Iterator[np.ndarray]:
+        """Queue ``queue``'s requests, ``rows`` at a time."""
+        if not self.requests[queue]:
+            return
+        with open(self.paths[queue], "rb") as source:
+            while len(records := np.fromfile(source, dtype=SPILL_DTYPE, count=rows)):
+                yield records
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def spill_pass(path: str | Path, fmt: str, sort: bool, prepare: dict[str, Any], queues: int,
+               split_by: str | None, parent: str | Path | None,
+               batch_rows: int) -> tuple[dict[str, Any], SpilledTrace]:
+    """Check every request as the whole read does (``batch_requests``: a bad request or line anywhere is refused
+    before the replay starts) and split the trace into a spill file per queue; the notes (with
+    ``queue_requests``) and the spilled trace. Nothing is left behind when it raises."""
+    from .replay import batch_requests, finish_notes, merge_notes
+
+    numbers = QueueNumbers(queues)
+    spilled = SpilledTrace(parent, queues)
+    try:
+        notes, row = None, 0
+        for op, offset, size, submit, key in key_batches(path, fmt, sort=sort, split_by=split_by,
+                                                         batch_rows=batch_rows):
+            columns, part = batch_requests(op, offset, size, submit, first_row=row, key=key, **prepare)
+            row += len(op)
+            notes = merge_notes(notes, part)
+            spilled.write(columns, numbers.assign(columns.pop("key", None), part["requests"]))
+        notes = finish_notes(notes, prepare["flag_target"])
+    except BaseException:
+        spilled.remove()
+        raise
+    return {**notes, "queue_requests": [int(n) for n in spilled.requests]}, spilled
+
+
+def feed_queues(feed: Any, spilled: SpilledTrace, rows: int) -> tuple[list[threading.Thread], list[str]]:
+    """Start a thread per queue pushing its spill file into ``feed`` (``ReplayFeed`` of one feeder per queue);
+    the threads, and a list the failures are put in (one line each)."""
+    failures: list[str] = []
+
+    def push_queue(q: int) -> None:
+        pushed = 0
+        try:
+            for records in spilled.batches(q, rows):
+                if not feed.push(records["arrival"].tobytes(), records["op"].tobytes(),
+                                 records["offset"].tobytes(), records["size"].tobytes(), queue=q):
+                    return  # the replay stopped early (Ctrl-C, an error, a time limit): nothing more to read
+                pushed += len(records)
+        except BaseException as exc:  # noqa: BLE001 - reported with the result: that queue ends where it got
+            failures.append(f"queue {q}'s part of the trace could not be read on after its request {pushed:,} "
+                            f"({exc}); that queue ended there")
+        finally:
+            with contextlib.suppress(Exception):
+                feed.close(q)
+
+    threads = [threading.Thread(target=push_queue, args=(q,), name=f"ftlscope-replay-feed-{q}", daemon=True)
+               for q in range(len(spilled.paths))]
+    for thread in threads:
+        thread.start()
+    return threads, failures
+
+
+def queue_batch_rows(batch_rows: int, queues: int) -> int:
+    """Requests per push on each of ``queues`` queues: the one-queue batch shared out, so memory stays that of
+    one queue (the engine holds a few chunks per queue), but not so few that pushes dominate."""
+    return max(MIN_QUEUE_BATCH, batch_rows // queues)
