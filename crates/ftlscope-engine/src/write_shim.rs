@@ -36,7 +36,12 @@
 //!    Writes are let in while the model is under [`TARGET_FILL`] (0.8) of the buffer; beyond that each waits
 //!    until the model has drained its size, `T` above. For a steady stream on an idle drive that is
 //!    `size / (0.8 S)` apart (a 4 KiB write at 57.5 MB/s: 89 us; 64 KiB: 1.4 ms), so writes enter no faster
-//!    than the flush speed, and the buffer the drive sees keeps 20 % free. A write that arrives while earlier
+//!    than the flush speed, and the buffer the drive sees keeps 20 % free. Past the target fill a write is held
+//!    only when a flush is imminent: when the model says the buffer would overflow within the monitored period
+//!    were the writes to go on at the period's intensity ([`WriteShim::overflow_imminent`]). A stream under the
+//!    drive's drain never overflows it, however full the model is, and is not held; a drive with no write buffer
+//!    at all ([`WriteShimSettings::write_through`], a forced speed on a write-through profile) holds nothing. A
+//!    write that arrives while earlier
 //!    ones are held waits behind them (writes are never reordered among themselves), so delays add up over a
 //!    burst: the held bytes are the paper's Figure 8.
 //!
@@ -66,9 +71,10 @@
 //!    the reads breaks that premise, and then every read during holding pays for it (kelpie-t200g-m: 1.6-2.9
 //!    ms instead of 0.1-0.4 ms on the synthetic cloud trace at x2, where the flush the holding was for came
 //!    anyway: read p95 +65 %). So the shim measures the effect of its holding on the reads
-//!    ([`WriteShim::read_done`]): the geometric mean latency of the last [`HURT_READS`] or so reads completed
-//!    while it holds writes on its own schedule against that of every read completed while it held nothing.
-//!    At [`HURT_RATIO`] (3) times slower it gives up, as at the horizon: what it holds goes at twice the pace
+//!    ([`WriteShim::read_done`]): each read completed while it holds writes on its own schedule is weighed
+//!    against every read completed while it held nothing, by a sequential test on their log latency that
+//!    decides as soon as the evidence for "[`HURT_RATIO`] (3) times slower" reaches odds of 1000 to 1
+//!    ([`HURT_EVIDENCE`]). Then it gives up, as at the horizon: what it holds goes at twice the pace
 //!    it came, and writes go as they arrive until the urgency falls below 0.5 (`backoffs` in the report). A
 //!    drive that drains softly (kelpie-n2t-i: 233 against 226 us on the burst trace) is held as
 //!    before; so is kelpie-t200g-m once its reads under holding are fast again (the cloud trace's later,
