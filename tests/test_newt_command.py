@@ -224,7 +224,8 @@ def test_newt_with_the_shim_reports_the_bytes_held_over_time(tmp_path):
 
 
 def test_a_forced_shim_on_a_drive_without_its_premise_is_warned_about(tmp_path, capsys):
-    # A speed forced on a write-through drive (P8 none) only delays writes: newt says which premise is missing.
+    # A speed forced on a write-through drive (P8 none): newt says which premise is missing, and the shim, whose
+    # model has no buffer to overflow, holds nothing.
     trace = write_parquet(_bursty(1), tmp_path / "t.parquet")
     profile = _profile(tmp_path, "write-through", WRITE_THROUGH, identity="sim:optane-like")
     out = tmp_path / "n.json"
@@ -232,7 +233,11 @@ def test_a_forced_shim_on_a_drive_without_its_premise_is_warned_about(tmp_path, 
                  "57.5MB/s", "--quiet", "--no-store", "--json", str(out), "--report", str(tmp_path / "p")]) == 0
     err = capsys.readouterr().err
     assert "warning: --rate-limit-writes 57.5MB/s is forced" in err and "P8 none" in err
-    assert any("is forced" in note for note in json.loads(out.read_text())["notes"])
+    assert "holds nothing" in err
+    doc = json.loads(out.read_text())
+    assert any("is forced" in note for note in doc["notes"])
+    assert doc["optimizations"]["rate_limit_writes"]["write_through"]
+    assert doc["held"]["write_through"] and doc["held"]["delayed_writes"] == 0
 
 
 def test_forced_warnings_name_the_missing_premise():

@@ -229,8 +229,14 @@ def test_settings_resolve():
     assert (s.flush_speed_bps, s.period_ns, s.max_held_bytes) == (pytest.approx(N2T_FLUSH_SPEED), 50_000_000,
                                                                    64 * MIB)
     assert s.engine_options() == {"flush_speed_bps": s.flush_speed_bps, "period_ns": 50_000_000,
-                                  "max_held_bytes": 64 * MIB, "buffer_bytes": int(11.5 * MIB)}
+                                  "max_held_bytes": 64 * MIB, "buffer_bytes": int(11.5 * MIB),
+                                  "write_through": False}
     assert ShimSettings.resolve(None, params) is None
+    # A forced speed takes from a profile only whether the drive has a write buffer at all.
+    assert not ShimSettings.resolve("57.5MB/s", params).write_through
+    forced = ShimSettings.resolve("57.5MB/s", NewtParams(buffer_bytes=0, flush_window_s=0.0, source="run2"))
+    assert forced.active and forced.write_through and forced.engine_options()["write_through"]
+    assert "run2: no write buffer" in forced.source
     assert parse_speed("57.5MB/s") == 57_500_000 and parse_speed("1GiB") == 1 << 30
     noop = ShimSettings.resolve("auto", NewtParams(buffer_bytes=0, flush_window_s=0.0), allow_noop=True)
     assert not noop.active and noop.engine_options() is None

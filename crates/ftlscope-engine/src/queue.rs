@@ -1350,8 +1350,10 @@ mod tests {
 
     fn shim_context(qd: u32, arrivals: &[u64], ops: &[u8], flush_speed_bps: f64) -> QueueContext {
         let mut ctx = replay_context(qd, arrivals, ops, Timing::Faithful, Mode::Open);
-        // A 404 kB buffer: its half is full after 49 writes of 4 KiB, when the urgency reaches 0.5 at 4 MB/s.
-        let buffer_bytes = 404_000;
+        // A 202 kB buffer: 49 writes of 4 KiB fit, and the urgency reaches 0.5 at 4 MB/s with the 49th; the 50th
+        // would overflow it (a full-buffer flush is imminent): from then on writes are held, and let in as the
+        // model's buffer drains to half full.
+        let buffer_bytes = 202_000;
         let period_ns = 100_000_000;
         ctx.write_shim = Some(WriteShimSettings {
             flush_speed_bps,
@@ -1359,6 +1361,7 @@ mod tests {
             max_held_bytes: 256 << 20,
             buffer_bytes,
             target_fill: 0.5,
+            write_through: false,
         });
         ctx
     }
@@ -1372,7 +1375,8 @@ mod tests {
 
     #[test]
     fn the_write_shim_spaces_a_burst_in_order_and_never_delays_a_read() {
-        // 4 MB/s: urgency reaches 0.5 at 2 MB per 100 ms, the 49th 4 KiB write; the rest are let in one by one.
+        // 4 MB/s: urgency reaches 0.5 at 2 MB per 100 ms, the 49th 4 KiB write, and the 50th would overflow the
+        // buffer; the rest are let in one by one.
         let (arrivals, ops) = burst_then_reads();
         let ctx = shim_context(64, &arrivals, &ops, 4e6);
         let (report, records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
@@ -1380,7 +1384,7 @@ mod tests {
         let mut writes: Vec<(u64, u64)> =
             records.iter().filter(|r| r.op == Op::Write as u8).map(|r| (r.offset, r.submit_ns - 1_000)).collect();
         writes.sort_unstable();
-        assert_eq!(writes.iter().filter(|w| w.1 == 0).count(), 49, "the writes before urgency 0.5 go at once");
+        assert_eq!(writes.iter().filter(|w| w.1 == 0).count(), 49, "the writes before the overflow go at once");
         assert!(writes.windows(2).all(|w| w[1].1 >= w[0].1), "in the trace's order: {writes:?}");
         assert!(writes[49..].windows(2).all(|w| w[1].1 - w[0].1 >= 500_000), "spaced at least 0.5 ms");
         for r in records.iter().filter(|r| r.op == Op::Read as u8) {

@@ -125,6 +125,7 @@ fn a_replay_does_not_allocate_in_the_loop_either() {
         // One write fills it: the writes between flushes are held.
         buffer_bytes: 4096,
         target_fill: 0.5,
+        write_through: false,
     };
     for (timing, mode, write_shim) in [
         (Timing::Scaled(4.0), Mode::Open, None),

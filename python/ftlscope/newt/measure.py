@@ -170,6 +170,8 @@ def held(summary: dict[str, Any]) -> dict[str, Any] | None:
     delay = shim.get(SHIM_DELAY) or {}
     return {
         "active": bool(shim.get("active")), "writes": shim.get("writes"), "delayed_writes": shim.get("delayed_writes"),
+        # A forced speed on a drive whose profile finds no write buffer: no flush can come, nothing is held.
+        "write_through": bool(shim.get("write_through")),
         "held_bytes_max": (shim.get(HELD_BYTES) or {}).get("max"),
         "held_bytes_mean": float(np.mean(series)) if series else None,
         "write_delay_mean_us": delay["mean"] / 1e3 if delay.get("mean") is not None else None,

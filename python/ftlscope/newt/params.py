@@ -85,6 +85,11 @@ class NewtParams:
             return None
         return self.buffer_bytes / self.flush_window_s
 
+    def write_through(self) -> bool:
+        """The profile found no write buffer (P8 or P10 zero): a write-through drive, where no full-buffer flush
+        can come."""
+        return self.buffer_bytes == 0 or self.flush_window_s == 0
+
     def why_no_flush_speed(self) -> str:
         """Why :meth:`flush_speed_bps` is None, in words (empty when it is not)."""
         if self.buffer_bytes is None:

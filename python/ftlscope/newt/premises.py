@@ -23,6 +23,10 @@ def forced_warnings(align: str | None, shim: str | None, params: NewtParams | No
                    "penalty (P6 consistent), the premise of alignment: aligned reads will only read more bytes and "
                    "can be slower")
     if shim and shim.strip().lower() != "auto" and params.flush_speed_bps() is None:
+        # With no buffer at all the shim sees no flush coming and holds nothing; otherwise (a buffer that never
+        # drains while idle, P8 or P10 not probed) it holds by its assumed buffer.
+        what = ("the shim holds nothing (no flush can come) and only measures" if params.write_through()
+                else "held writes will only wait")
         out.append(f"warning: {SHIM_FLAG} {shim} is forced, but in profile {params.source} "
-                   f"{params.why_no_flush_speed()}: held writes will only wait")
+                   f"{params.why_no_flush_speed()}: {what}")
     return out

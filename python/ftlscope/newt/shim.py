@@ -26,7 +26,10 @@ class ShimSettings:
     ``--allow-noop`` let a run go on without it (``noop_reason`` says why); ``period_ns``: the monitored period
     over which write intensity is measured; ``max_held_bytes``: the most the shim holds back; ``source``: where
     the flush speed came from, in words; ``buffer_bytes``: the drive's write buffer (P8) the shim models, None
-    when not known (a speed given on the command line: the engine takes 200 ms of the flush speed)."""
+    when not known (a speed given on the command line: the engine takes 200 ms of the flush speed);
+    ``write_through``: a speed forced on a drive whose profile found no write buffer (P8 none): no full-buffer
+    flush can come, so the shim holds nothing and only measures (it holds a write only when its model of the
+    buffer says a flush is imminent)."""
 
     flush_speed_bps: float | None
     period_ns: int = 100_000_000
@@ -34,6 +37,7 @@ class ShimSettings:
     source: str = ""
     noop_reason: str | None = None
     buffer_bytes: int | None = None
+    write_through: bool = False
 
     @property
     def active(self) -> bool:
@@ -65,6 +69,11 @@ class ShimSettings:
             source = (f"profile {params.source}: P8 {format_size(params.buffer_bytes or 0)} / P10 "
                       f"{(params.flush_window_s or 0) * 1e3:g} ms")
             return cls(speed, period_ns, max_held_bytes, source=source, buffer_bytes=params.buffer_bytes)
+        if params is not None and params.write_through():
+            # The user forced the speed, not a buffer the profile says the drive does not have.
+            return cls(parse_speed(spec), period_ns, max_held_bytes, write_through=True,
+                       source=f"{FLAG} {spec}; profile {params.source}: no write buffer (P8 none), no flush to "
+                              "hold writes back for")
         return cls(parse_speed(spec), period_ns, max_held_bytes, source=f"{FLAG} {spec}")
 
     def engine_options(self) -> dict[str, Any] | None:
@@ -72,11 +81,13 @@ class ShimSettings:
         if not self.active:
             return None
         return {"flush_speed_bps": float(self.flush_speed_bps), "period_ns": int(self.period_ns),
-                "max_held_bytes": int(self.max_held_bytes), "buffer_bytes": int(self.buffer_bytes or 0)}
+                "max_held_bytes": int(self.max_held_bytes), "buffer_bytes": int(self.buffer_bytes or 0),
+                "write_through": bool(self.write_through)}
 
     def to_json(self) -> dict[str, Any]:
         return {"active": self.active, "flush_speed_bps": self.flush_speed_bps, "period_ns": self.period_ns,
-                "max_held_bytes": self.max_held_bytes, "buffer_bytes": self.buffer_bytes, "source": self.source,
+                "max_held_bytes": self.max_held_bytes, "buffer_bytes": self.buffer_bytes,
+                "write_through": self.write_through, "source": self.source,
                 "noop_reason": self.noop_reason}
 
 
@@ -119,13 +130,12 @@ def add_flags(p: Any) -> None:
 
 def settings_from_args(args: Any) -> ShimSettings | None:
     """The shim's settings from the flags (None without --rate-limit-writes); UsageError on a bad value. Reads
-    the profile only when ``auto`` needs it."""
+    the profile when one is given: ``auto`` takes its flush speed, a forced speed whether the drive has a write
+    buffer at all."""
     spec = getattr(args, "rate_limit_writes", None)
     if spec is None:
         return None
-    params = None
-    if spec.strip().lower() == "auto" and args.from_profile:
-        params = NewtParams.from_profile(args.from_profile)
+    params = NewtParams.from_profile(args.from_profile) if args.from_profile else None
     return ShimSettings.resolve(spec, params, args.period, args.max_held, args.allow_noop)
 
 
@@ -151,6 +161,8 @@ def describe(shim: dict[str, Any] | None) -> str | None:
     line = (f"write shim ({shim['flush_speed_bps'] / 1e6:.1f} MB/s, {shim['source']}): {delayed:,} of {writes:,} "
             f"writes delayed, mean {format_ns(delay.get('mean', 0))} over all writes, max "
             f"{format_ns(delay.get('max', 0))}; at most {format_size(held.get('max', 0))} held")
+    if shim.get("write_through"):
+        line += "; the drive has no write buffer (its profile): no flush to avoid, nothing held"
     overloaded = shim.get("overloaded_writes") or 0
     if overloaded:
         line += (f"; {overloaded:,} writes not held: they came faster than the drive flushes for good (sustained "
