@@ -11,8 +11,8 @@ there every read goes to a fresh MiB instead, and the sizes are judged on their 
 (against a running median of the larger sizes, which are noisy too).
 
 On a consistent drive a read costs what its pages cost plus the transfer of its bytes: the transfer grows with
-the size at a steady rate, which is measured (the median step between neighbouring sizes that read as many
-pages) and taken out. What is left never falls as the size grows. So:
+the size at a steady rate, which is measured (a fit through the sizes that read as many pages, taken on the
+shallow side of its noise) and taken out. What is left never falls as the size grows. So:
 
 - sizes that are not a multiple of the page cost more than the page multiple that reads the same pages (the
   paper's N1TI, 200-400 us more): tested over all page groups at once;
@@ -57,6 +57,7 @@ NOISE_SE = 6.0
 MIN_EXCESS = 0.03  # per slot, where every size reads the same pages
 MIN_EXCESS_FRESH = 0.06  # on mean latencies over fresh MiBs (noisier)
 FRESH_SMOOTH = 5  # sizes in the running median the fresh-MiB curve is compared against
+FRESH_SLOPE_SE = 2.0  # standard errors the fresh-MiB curve's transfer slope is taken below its fit
 MIN_EXCESS_NS = 8_000
 SMALL_GROUPS = 16  # page groups whose latency an unaligned penalty is weighed against
 SD_WINDOW = 33  # sizes whose spreads are pooled (a few reads per size give a poor spread of their own)
@@ -201,17 +202,26 @@ def slot_curve(reads: pd.DataFrame, page: int) -> pd.DataFrame:
     return table
 
 
-def median_step_slope(table: pd.DataFrame) -> float:
-    """ns per byte the latency grows with the size among sizes that read as many pages (the host transfer),
-    as the median over neighbouring sizes: a penalty starting or ending in between moves few of them. Used on
-    the fresh-MiB curve, whose running-median reference already smooths it."""
+def fresh_slope(table: pd.DataFrame) -> float:
+    """ns per byte the latency grows with the size among sizes that read as many pages (the host transfer), for
+    the fresh-MiB curve: one least-squares slope through every page group at once (each group's sizes and
+    latencies taken about their own means), less ``FRESH_SLOPE_SE`` of its standard errors. A larger read is
+    judged against a smaller one with this slope taken out over their distance (up to a MiB): harsh noise on
+    kelpie-a800g-p (host transfer 0.85 us/KiB) gave the median step between neighbouring sizes 3.4 us/KiB (that
+    median's standard error was near 5 us/KiB), every larger read looked cheap and 512 B-888 KiB "penalised";
+    the pooled fit read 1.35 +- 0.53 there. Too shallow only hides the smallest penalties."""
     sizes = table.index.to_numpy(float)
     value = table["mean_ns"].to_numpy(float)
-    same = np.diff(table["pages"].to_numpy()) == 0
-    if not same.any():
+    pages = pd.Series(table["pages"].to_numpy())
+    ds = sizes - pd.Series(sizes).groupby(pages).transform("mean").to_numpy()
+    dv = value - pd.Series(value).groupby(pages).transform("mean").to_numpy()
+    sxx = float(np.sum(ds * ds))
+    if sxx <= 0:
         return 0.0
-    steps = np.diff(value)[same] / np.diff(sizes)[same]
-    return max(float(np.median(steps)), 0.0)
+    slope = float(np.sum(ds * dv)) / sxx
+    freedom = len(sizes) - pages.nunique() - 1
+    se = float(np.sqrt(np.sum((dv - slope * ds) ** 2) / freedom / sxx)) if freedom > 0 else float("inf")
+    return max(slope - FRESH_SLOPE_SE * se, 0.0)
 
 
 def transfer_slope(table: pd.DataFrame) -> float:
@@ -345,7 +355,7 @@ def judge(raw: pd.DataFrame, page: int) -> pd.DataFrame:
     if (raw["slot"] >= 0).any():
         table = slot_curve(raw[raw["slot"] >= 0], page)
         return flag_sizes(table, page, smooth=FRESH_SMOOTH)
-    out = flag_sizes(curve(raw, page), page, MIN_EXCESS_FRESH, smooth=FRESH_SMOOTH, slope_of=median_step_slope)
+    out = flag_sizes(curve(raw, page), page, MIN_EXCESS_FRESH, smooth=FRESH_SMOOTH, slope_of=fresh_slope)
     out["slots"] = 1
     return out
 
