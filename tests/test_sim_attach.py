@@ -160,12 +160,13 @@ def test_fio_random_reads_at_qd1_see_the_latency_the_drive_served(attached):
     assert 0.9 <= model_ns / engine["lat_ns"]["mean"] <= 1.1, (model_ns, engine["lat_ns"]["mean"])
     # fio sees the model's latency, plus the server's lateness, minus what was sent early, plus the path's cost
     # now: that last part is all the load can add (tens of us on an idle machine, 1.2 ms more than at attach at a
-    # load of 23, docs/attach.md), and it is never negative. No delay (fio sees about the path alone) fails the
-    # first bound; a doubled delay (a path apparently costing the model's whole latency) the second.
+    # load of 23, docs/attach.md; 3.3 ms at a load of ~20 with a pytest beside it: 0.62 of the model's 5.2 ms), and
+    # it is never negative. No delay (fio sees about the path alone) fails the first bound; a doubled delay (a path
+    # apparently costing the model's whole latency, or more) the second, which leaves the load room below that.
     path_now_ns = fio["clat_ns"]["mean"] - (model_ns + late_ns - early_ns)
     figures = {"fio": fio["clat_ns"]["mean"], "model": model_ns, "late": late_ns, "early": early_ns}
     assert path_now_ns >= 0, figures
-    assert path_now_ns <= 0.5 * model_ns, figures
+    assert path_now_ns <= 0.85 * model_ns, figures
     # The path measured on every request (the loop device's block-layer time beside the server's) covers the
     # same requests, and the block layer's part of fio's time is within fio's (its sum is kept in ms).
     path = path_measured(after, before)
