@@ -57,7 +57,8 @@ fn a_saturated_unit_never_pays_the_hold() {
         let mut dev = SsdDevice::new(holding(16 * KIB, hold));
         let t = fill_sequentially(&mut dev) + ms(100);
         let units = dev.flash.units() as u64;
-        (0..64u64).map(|i| dev.submit(t, &req(SimOp::Read, (i * units * 4 + i % 4) * 4 * KIB, 4 * KIB))).max().unwrap() - t
+        (0..64u64).map(|i| dev.submit(t, &req(SimOp::Read, (i * units * 4 + i % 4) * 4 * KIB, 4 * KIB))).max().unwrap()
+            - t
     };
     let plain = last(Nanos(0));
     assert!(plain.0 >= 64 * 50_000, "one unit senses 64 times in series: {plain:?}");
