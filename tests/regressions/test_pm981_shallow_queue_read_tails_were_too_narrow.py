@@ -28,12 +28,13 @@ def with_and_without_hold(preset_with, random_reads_after_fill):
 
 def test_a_collision_at_qd2_waits_for_the_register_release(with_and_without_hold):
     held, plain = with_and_without_hold(2)
-    # Measured: p99 HELD_P99 against PLAIN_P99 us, p50 HELD_P50 against PLAIN_P50 us.
-    assert held["lat_ns"]["p99"] > 1.15 * plain["lat_ns"]["p99"], (held["lat_ns"], plain["lat_ns"])
+    # Measured: p99 137 against 97 us (published 143), p50 81 against 79 us (published 78).
+    assert held["lat_ns"]["p99"] > 1.25 * plain["lat_ns"]["p99"], (held["lat_ns"], plain["lat_ns"])
     assert held["lat_ns"]["p50"] < 1.1 * plain["lat_ns"]["p50"], (held["lat_ns"], plain["lat_ns"])
 
 
 def test_a_saturated_drive_never_pays_the_hold(with_and_without_hold):
     held, plain = with_and_without_hold(128)
-    # Every die has reads queued back to back: each is pipelined behind the last sense.
+    # Every die has reads queued back to back: each is pipelined behind the last sense (measured: 618 MiB/s
+    # both).
     assert held["bw_bytes"] > 0.97 * plain["bw_bytes"], (held["bw_bytes"], plain["bw_bytes"])
