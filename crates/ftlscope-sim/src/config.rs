@@ -141,6 +141,9 @@ pub struct Nand {
     pub suspend_limit: u32,
     /// Added key: with program_suspend, host reads' transfers also occupy the bus the programs use.
     pub read_bus_shared: bool,
+    /// Added key: after a host read's sense its unit holds the register this long; only a read that was not
+    /// yet waiting when the sense ended waits for the release (0 = none).
+    pub register_hold: Nanos,
 }
 
 impl Nand {

@@ -237,6 +237,7 @@ section! {
         suspend_latency: Time = Nanos(20_000), Any, "what suspending a program or erase adds to the read (with program_suspend)";
         suspend_limit: U32 = 0, Any, "with program_suspend: reads in a row that may suspend a unit's programs; the next waits for the program in progress (one L-page program time) so programs cannot starve under a read stream; 0 = no limit";
         read_bus_shared: Bool = false, Any, "with program_suspend: a host read's transfers still go before the programs' but take their time on the channel bus, so programs booked after them wait for it and reads and writes together never move more than the bus carries (false: host reads have a bus of their own)";
+        register_hold: Time = Nanos(0), Any, "after a host read's sense the unit keeps the data in its register this long (transfer and ECC decode: a failed decode reads it again from there); a read already waiting when the sense ends is pipelined (cache read into the other register) and goes straight on, one arriving later waits for the release: die collisions at shallow queues last longer, a saturated die never pays it; 0 = none";
     }
 }
 

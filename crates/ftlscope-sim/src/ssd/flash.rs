@@ -45,6 +45,10 @@ pub struct Flash {
     /// With `cache_read`, a unit senses its next page while the last one still waits for the bus (page and
     /// cache registers), so its host-read transfers do not hold it.
     cache_read: bool,
+    /// `register_hold` (empty when 0): how long a host read's data stays in its unit's register after the
+    /// sense, and per unit when its last host sense ended and when its register is released.
+    hold: Nanos,
+    held: Vec<(SimTime, SimTime)>,
 }
 
 /// A page register holding nothing a read can use.
@@ -88,6 +92,8 @@ impl Flash {
                 Vec::new()
             },
             cache_read: cfg.nand.cache_read,
+            hold: cfg.nand.register_hold,
+            held: if cfg.nand.register_hold.0 > 0 { vec![(SimTime::ZERO, SimTime::ZERO); units] } else { Vec::new() },
         }
     }
 
@@ -147,6 +153,7 @@ impl Flash {
     #[inline]
     pub fn sense(&mut self, unit: u32, page_type: PageType, group: u64, at: SimTime) -> SimTime {
         let u = unit as usize;
+        let at = self.released(u, at);
         let sense = self.time(self.read_latency.get(page_type));
         let sensed = match self.suspend {
             None => {
@@ -181,7 +188,30 @@ impl Flash {
         if let Some(g) = self.register.get_mut(u) {
             *g = (group, sensed);
         }
+        self.note_sensed(u, sensed);
         sensed
+    }
+
+    /// `register_hold`: when a host read ready to sense on unit `u` at `at` may start. A read that was already
+    /// waiting when the unit's last host sense ended goes straight on (cache read: it senses into the other
+    /// register while the last data is decoded); one that comes after that end, while the controller still
+    /// holds the register, waits for the release. So the hold lengthens a collision at a shallow queue and a
+    /// die whose reads queue back to back (a saturated drive) never pays it.
+    #[inline]
+    fn released(&self, u: usize, at: SimTime) -> SimTime {
+        match self.held.get(u) {
+            Some(&(end, release)) if at > end && at < release => release,
+            _ => at,
+        }
+    }
+
+    /// `register_hold`: a host sense on unit `u` ended at `sensed`; its register is held from then.
+    #[inline]
+    fn note_sensed(&mut self, u: usize, sensed: SimTime) {
+        let hold = self.hold;
+        if let Some(h) = self.held.get_mut(u) {
+            *h = (sensed, sensed + hold);
+        }
     }
 
     /// Move one mapping page sensed on `unit` (ready in its page register at `ready`) over the bus. Returns
@@ -255,6 +285,21 @@ impl Flash {
         done
     }
 
+    /// A host read of a page (not sensed by sense group): [`Flash::read`] after the register of the unit's
+    /// last host read is released (`register_hold`). Returns when the data is in the controller.
+    #[inline]
+    pub fn host_read(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
+        if self.held.is_empty() {
+            return self.read(unit, page_type, at);
+        }
+        let u = unit as usize;
+        let at = self.released(u, at);
+        let done = self.read(unit, page_type, at);
+        // The register was held until the data crossed the bus; the hold counts from the sense's end.
+        self.note_sensed(u, SimTime(done.0 - self.page_transfer.0));
+        done
+    }
+
     /// `noise.read_retry_rate`: a host read of a page on `unit` needs one more read, starting no earlier than
     /// `at`. Returns when the data is in the controller. The retry is a host read like the first: with
     /// `program_suspend` it suspends programs and queues behind the unit's other host reads only, and its unit
@@ -264,7 +309,7 @@ impl Flash {
     #[inline]
     pub fn read_again(&mut self, unit: u32, page_type: PageType, at: SimTime) -> SimTime {
         if self.suspend.is_none() {
-            return self.read(unit, page_type, at);
+            return self.host_read(unit, page_type, at);
         }
         // The register then holds the page read again, which no sense group names: a stream senses afresh.
         let sensed = self.sense(unit, page_type, NO_GROUP, at);

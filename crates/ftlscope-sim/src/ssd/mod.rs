@@ -891,7 +891,7 @@ impl SsdDevice {
                 self.read_grouped(unit, page_type, ppn, at)
             } else {
                 let at = self.sense_processing(at);
-                self.flash.read(unit, page_type, at)
+                self.flash.host_read(unit, page_type, at)
             };
             ready = ready.max(page_ready);
             self.ftl.counters.pages_read += 1;

@@ -56,6 +56,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             suspend_latency: us(20),
             suspend_limit: 0,
             read_bus_shared: false,
+            register_hold: Nanos(0),
         },
         read_buffer: crate::config::ReadBuffer { capacity: 0 },
         write_buffer: WriteBuffer {
@@ -461,3 +462,6 @@ mod dramless_tests;
 
 #[path = "retry_tests.rs"]
 mod retry_tests;
+
+#[path = "hold_tests.rs"]
+mod hold_tests;
