@@ -528,11 +528,10 @@ def _pipelined_agreed(readings: list[BufferReading]) -> tuple[list[BufferReading
 
 
 def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level: int, limit: int,
-                       series: int, expect_buffer: bool = True, lattice_seen: bool = False) -> pd.DataFrame:
+                       series: int, expect_buffer: bool = True) -> pd.DataFrame:
     """F6_conSeqW from an empty buffer into erased space, in growing pieces with no pause between them (the
     buffer does not drain), until MIN_FLUSHES spikes are seen (and at least ``second_level`` bytes written, and any
-    second-level flush followed by an ordinary one), or ``limit`` bytes. ``lattice_seen``: the main series saw a
-    flush lattice, so a pipelined reading here (one early spike) is noise and does not end the series."""
+    second-level flush followed by an ordinary one), or ``limit`` bytes."""
     region.recycle()
     flush_cache(ctx)
     frames: list[pd.DataFrame] = []
@@ -546,7 +545,7 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
         frame["run"] = len(frames)  # each run is timed from its own start
         frames.append(frame)
         written += chunk
-        if _enough(pd.concat(frames, ignore_index=True), written, second_level, expect_buffer, lattice_seen):
+        if _enough(pd.concat(frames, ignore_index=True), written, second_level, expect_buffer):
             break
         chunk = min(chunk * 2, MAX_CHUNK)
     out = pd.concat(frames, ignore_index=True)
@@ -554,8 +553,7 @@ def fill_until_flushes(ctx: Context, region: Region, size: int, *, second_level:
     return out
 
 
-def _enough(frame: pd.DataFrame, written: int, second_level: int, expect_buffer: bool = True,
-            lattice_seen: bool = False) -> bool:
+def _enough(frame: pd.DataFrame, written: int, second_level: int, expect_buffer: bool = True) -> bool:
     if written < second_level:
         return False
     lat = frame["latency_ns"].to_numpy()
@@ -575,10 +573,7 @@ def _enough(frame: pd.DataFrame, written: int, second_level: int, expect_buffer:
                 >= MIN_FLUSHES
         return 0 < second_level <= written
     if reading.pipelined:
-        # Where the main series saw a lattice, one early spike is noise: stopping at 4x its bytes cut a 16 KiB
-        # series short of the second flush of a buffer that also counts commands (a held-out drive at harsh
-        # noise: a spike at 4.39 MiB, the series ended at 56 MiB, the count flushed every 32 MiB).
-        return not lattice_seen and written >= max(second_level, PIPELINED_REACH * (reading.first or 0))
+        return written >= max(second_level, PIPELINED_REACH * (reading.first or 0))
     if reading.flushes < MIN_FLUSHES:
         return False
     mask = spike_mask(lat, classification) & (True if keep is None else keep)
@@ -616,12 +611,11 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
             state["main"] = _read_series(frame)
             return frame
         main: BufferReading = state["main"]
-        lattice = bool(main.capacity) and not main.pipelined
         if index > 1:
             return fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
-                                      series=next_series(), expect_buffer=main.capacity > 0, lattice_seen=lattice)
+                                      series=next_series(), expect_buffer=main.capacity > 0)
         frames = [fill_until_flushes(ctx, region, fine, second_level=0, limit=_limit(main, fine, search),
-                                     series=next_series(), expect_buffer=main.capacity > 0, lattice_seen=lattice)]
+                                     series=next_series(), expect_buffer=main.capacity > 0)]
         reading = _read_series(frames[-1])
         # Flushes sooner (in bytes) with smaller writes: the buffer also counts commands (capacity_ios). While a
         # larger size flushes after as many writes, it is counted too: larger writes, until the bytes fill first.
@@ -631,8 +625,7 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
             while abs(previous.capacity / previous.size - count) <= 0.05 * count and previous.size < MAX_IOS_WRITE:
                 larger = previous.size * 4
                 frames.append(fill_until_flushes(ctx, region, larger, second_level=0,
-                                                 limit=_limit(main, larger, search), series=next_series(),
-                                                 lattice_seen=lattice))
+                                                 limit=_limit(main, larger, search), series=next_series()))
                 previous = _read_series(frames[-1])
         # The first flush counts where it repeats (first_flush): when no series of this round saw it where the
         # main one did (a command count flushed them, noise hid their lattice or moved their first flush), the
@@ -642,7 +635,7 @@ def probe_write_buffer(ctx: Context, known: dict[str, Answer], directory: Path) 
         first = first_flush(full)
         if main.capacity and (main.pipelined or first is None or len(first.hits) < 2):
             frames.append(fill_until_flushes(ctx, region, size, second_level=0, limit=_limit(main, size, search),
-                                             series=next_series(), lattice_seen=lattice))
+                                             series=next_series()))
         return pd.concat(frames, ignore_index=True)
 
     answer = until_stable(measure_round, analyse_write_buffer, min_rounds=2, max_rounds=3, settled=_settled)
