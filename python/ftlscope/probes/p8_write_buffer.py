@@ -397,7 +397,13 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
         note = (f"every write size tried flushed after {ios} writes, so the byte capacity is at least "
                 f"{format_size(largest.capacity)}")
     first = first_flush(full)
-    assert first is not None  # every full series has a capacity and a first flush
+    if first is None:
+        # Every lattice starts at its series' first write: an empty buffer takes writes before it flushes, so the
+        # spikes are a periodic cost of the NAND itself (a write-through TLC drive's high-page programs, every 48
+        # pages over 16 units, crashed the probe here), not a buffer; unsure, as spikes on no lattice.
+        base = next((r for r in readings if r.capacity == 0), readings[0])
+        return replace(base, capacity=0, partial=None, second_level=None,
+                       confidence=min(base.confidence or 0.0, AMBIGUOUS_NO_BUFFER)), None, ""
     # The finest writes place the flush best, among the series that saw it nearly as clear as the clearest (noise
     # blurs the flushes of small writes most).
     saw = [full[i] for i in first.hits]
