@@ -1,5 +1,6 @@
-"""The device files of bench/devices (fits that are not presets, measured with bench/fidelity.py --device) load
-and describe themselves: a key renamed or a range tightened in the simulator must not leave them unreadable."""
+"""The device files of bench/devices (fits that are not presets, measured with bench/fidelity.py --device, and the
+held-out drives of bench/devices/heldout the write probes are validated on) load and describe themselves: a key
+renamed or a range tightened in the simulator must not leave them unreadable."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from ftlscope.sim import SimDevice
 
-DEVICES = sorted((Path(__file__).parent.parent / "bench" / "devices").glob("*.toml"))
+DEVICES = sorted((Path(__file__).parent.parent / "bench" / "devices").rglob("*.toml"))
 
 
 def test_there_are_device_files():

@@ -397,7 +397,13 @@ def combine_buffer_readings(readings: list[BufferReading]) -> tuple[BufferReadin
         note = (f"every write size tried flushed after {ios} writes, so the byte capacity is at least "
                 f"{format_size(largest.capacity)}")
     first = first_flush(full)
-    assert first is not None  # every full series has a capacity and a first flush
+    if first is None:
+        # Every lattice starts at its series' first write: an empty buffer takes writes before it flushes, so the
+        # spikes are a periodic cost of the NAND itself (a write-through TLC drive's high-page programs, every 48
+        # pages over 16 units, crashed the probe here), not a buffer; unsure, as spikes on no lattice.
+        base = next((r for r in readings if r.capacity == 0), readings[0])
+        return replace(base, capacity=0, partial=None, second_level=None,
+                       confidence=min(base.confidence or 0.0, AMBIGUOUS_NO_BUFFER)), None, ""
     # The finest writes place the flush best, among the series that saw it nearly as clear as the clearest (noise
     # blurs the flushes of small writes most).
     saw = [full[i] for i in first.hits]
@@ -433,8 +439,10 @@ def pipelined_agreement(readings: list[BufferReading]) -> Agreement | None:
     pipelined buffer spikes again near the same bytes ``c`` in every series that wrote past them: missed with
     probability MISSED_FLUSH, else the nearest spike lies a normal FLUSH_SPREAD x c away. Noise spikes anywhere,
     Poisson at the rate the series shows (spikes per write, at least NOISE_SPIKE_RATE; each series its own: small
-    writes show more of the host's jitter), so the nearest spike's density is that rate per byte, and no spike
-    within FIRST_AGREE has probability exp(-rate x the writes there). Each candidate position's likelihood ratio
+    writes show more of the host's jitter), so the nearest spike lies d bytes away with density 2 rate exp(-2 rate
+    d) (noise falls on both sides of c: one-sided, a chance exact repeat in dense noise made optane-like's
+    write-through drive a 19.81 MiB buffer at harsh noise), and no spike within FIRST_AGREE has probability
+    exp(-rate x the writes there). Each candidate position's likelihood ratio
     against noise leaves out the series that proposed it (it spikes there by construction); the positions share
     one half of the prior, "no buffer" the other (NO_BUFFER_PRIOR). Noise dense enough to put a spike within a few
     percent of any position (a write-through drive at medium noise: one every 4 MiB) gives weak evidence however
@@ -471,8 +479,11 @@ def pipelined_agreement(readings: list[BufferReading]) -> Agreement | None:
                 # The nearest spike's place: a flush repeats within FLUSH_SPREAD of c (normal), noise falls
                 # anywhere at the series' rate (spikes per byte, Poisson).
                 spread = FLUSH_SPREAD * c
+                # Under noise the nearest of spikes on both sides at density rate lies d away with density
+                # 2 rate exp(-2 rate d).
+                density = rates[j] / r.size
                 log_ratio += math.log(1 - MISSED_FLUSH) + norm.logpdf(float(offsets.min()), 0.0, spread) \
-                    - math.log(rates[j] / r.size)
+                    - math.log(2 * density) + 2 * density * float(offsets.min())
             else:
                 log_ratio += math.log(MISSED_FLUSH) + rates[j] * 2 * near / r.size
         ratios.append(log_ratio)
