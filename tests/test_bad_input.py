@@ -305,7 +305,10 @@ def test_sigterm_and_sighup_keep_a_runs_results(spawn, scratch, sig, code):
     proc = spawn("run", SIM, "--runtime", "1h", "--no-precondition",
                  *(x for k, v in files.items() for x in (f"--{k}", v)), "--quiet")
     try:
-        time.sleep(3)  # imports, then the engine on the simulated device
+        # The streamed trace is opened as the measurement starts (after the imports, which took over 3 s at a load
+        # of ~20: the signal then landed before anything was measured and no summary was written).
+        _wait_until(lambda: files["trace"].exists())
+        time.sleep(1)
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=LIMIT_S)
     finally:
