@@ -780,10 +780,10 @@ impl WriteShim {
         self.tail_level = self.level_now(now) + self.held_bytes as f64;
     }
 
-    /// The fastest a backlog let go goes into the drive (bytes per ns), when it is more than the model's buffer
-    /// can take (`catch_up_capped`, else no limit): the most the host ever wrote in one monitored period, or
-    /// [`CATCH_UP`] times its sustained rate if more (a steady stream that outruns the drive still catches up). At [`CATCH_UP`] times the pace they came alone, the writes of a burst at the host's
-    /// peak went in at twice that peak, a rate no trace sent: on a drive whose buffer drains in 40 ms
+    /// The fastest a backlog let go goes into the drive (bytes per ns), when it is larger than the whole buffer
+    /// (`catch_up_capped`, else no limit): the most the host ever wrote in one monitored period, or
+    /// [`CATCH_UP`] times its sustained rate if more (a steady stream that outruns the drive still catches up).
+    /// At [`CATCH_UP`] times the pace they came alone, the writes of a burst at the host's peak went in at twice that peak, a rate no trace sent: on a drive whose buffer drains in 40 ms
     /// (consumer-tlc-dram, forced at kelpie-n2t-i's speed) 60 MB let go in 40 ms after the cloud trace's 75 MB
     /// burst stalled the drive for 140 ms (one read 143 ms; read p99.9 +19 %).
     #[inline]
