@@ -73,7 +73,8 @@ SHIM_COUNT_KEYS = ("writes", "delayed_writes", "bound_releases", "flush_releases
                    "reads_held", "reads_free", "backoffs")
 # The geometric mean read latency (ns) while the shim held writes on its schedule and while it held nothing: the
 # shim backs off when the first is twice the second (holding slowed the reads).
-SHIM_READ_KEYS = ("read_geomean_held_ns", "read_geomean_free_ns")
+# ``first_backoff_ns``: when (the run's clock) the shim first gave up a hold for the reads, None if it never did.
+SHIM_READ_KEYS = ("read_geomean_held_ns", "read_geomean_free_ns", "first_backoff_ns")
 SHIM_DELAY = "delay_ns"
 
 # summaries.parquet of ``ftlscope export``: one row per engine run and operation.
