@@ -359,6 +359,18 @@ impl Ftl {
         self.l2p.prefetch(lpn);
     }
 
+    /// Load the map entries of `lpns` into cache, all at once (no effect on results): a tight loop of
+    /// independent loads, whose misses and page walks the CPU overlaps (see [`Ftl::collect`]), where a
+    /// prefetch instruction on this kind of virtual machine waits for its page walk before the next starts.
+    #[inline]
+    pub fn gather_entries(&self, lpns: &[u64]) {
+        let mut any = 0u32;
+        for &lpn in lpns {
+            any ^= self.l2p.get(lpn).ppn;
+        }
+        std::hint::black_box(any);
+    }
+
     #[inline]
     pub fn fingerprint(&self, lpn: u64) -> u32 {
         self.l2p.get(lpn).fingerprint
