@@ -12,6 +12,7 @@ import pytest
 from fuzzing import assert_one_line, bounded
 from hypothesis import example, given
 from hypothesis import strategies as st
+from streamed_traces import refusal_without_hanging
 
 from ftlscope.cli import main
 from ftlscope.errors import FtlscopeError, UsageError
@@ -308,8 +309,6 @@ def test_a_streamed_replay_checks_every_batch_before_it_starts_and_names_the_req
 def test_a_streamed_replay_that_cannot_start_does_not_leave_its_reader_waiting(tmp_path, monkeypatch):
     # Regression guard: the feeder thread waits for room in the engine's chunks; a run refused before it starts
     # (writes on a file target without --destructive) must let it go, or replay would hang.
-    import threading
-
     import ftlscope.replay as replay_module
     from ftlscope.replay import replay
 
@@ -317,19 +316,8 @@ def test_a_streamed_replay_that_cannot_start_does_not_leave_its_reader_waiting(t
     monkeypatch.setattr(replay_module, "STREAM_BATCH_ROWS", 500)  # far more batches than the engine holds
     target = tmp_path / "disk.img"
     target.write_bytes(b"\0" * (1 << 20))
-    raised: list[BaseException] = []
-
-    def attempt():
-        try:
-            replay(str(target), path, timing="afap", size=str(1 << 30))
-        except BaseException as exc:  # noqa: BLE001 - examined below
-            raised.append(exc)
-
-    worker = threading.Thread(target=attempt, daemon=True)
-    worker.start()
-    worker.join(timeout=120)
-    assert not worker.is_alive(), "the replay hung"
-    assert raised and isinstance(raised[0], FtlscopeError) and "--destructive" in str(raised[0])
+    raised = refusal_without_hanging(lambda: replay(str(target), path, timing="afap", size=str(1 << 30)))
+    assert isinstance(raised, FtlscopeError) and "--destructive" in str(raised)
 
 
 def test_a_trace_too_disordered_to_sort_in_batches_is_read_whole(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
+from streamed_traces import refusal_without_hanging
 
 import ftlscope.replay as replay_module
 import ftlscope.replay_split as split_module
@@ -191,18 +192,8 @@ def test_a_split_replay_that_cannot_start_lets_every_feeder_go_and_removes_its_s
     target.write_bytes(b"\0" * (1 << 20))
     spill = tmp_path / "spill"
     spill.mkdir()
-    raised: list[BaseException] = []
-
-    def attempt():
-        try:
-            replay(str(target), path, timing="afap", size=str(1 << 30), queues=3, spill_dir=spill)
-        except BaseException as exc:  # noqa: BLE001 - examined below
-            raised.append(exc)
-
-    worker = threading.Thread(target=attempt, daemon=True)
-    worker.start()
-    worker.join(timeout=120)
-    assert not worker.is_alive(), "the split replay hung"
-    assert raised and isinstance(raised[0], FtlscopeError) and "--destructive" in str(raised[0])
+    raised = refusal_without_hanging(
+        lambda: replay(str(target), path, timing="afap", size=str(1 << 30), queues=3, spill_dir=spill))
+    assert isinstance(raised, FtlscopeError) and "--destructive" in str(raised)
     assert list(spill.iterdir()) == []
     assert not [t for t in threading.enumerate() if t.name.startswith("ftlscope-replay-feed")]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simdevices  # noqa: F401  (puts tests/ helpers on the path as the other probe tests do)
+from write_series import flush_spiked_reading
 
-from ftlscope.analysis.jenks import classify_series
 from ftlscope.probes import p8_write_buffer as p8
 from ftlscope.probes.noise_levels import noisy_device_file
 from ftlscope.probes.runner import probe_device
@@ -22,16 +22,10 @@ KIB, MIB = 1 << 10, 1 << 20
 
 
 def series(size: int, spikes_mib: list[float], end_mib: float, seed: int) -> p8.BufferReading:
-    """A series of ``size`` writes up to ``end_mib`` whose writes at ``spikes_mib`` (and the one in flight beside
-    each) waited for a flush."""
-    rng = np.random.default_rng(seed)
-    n = int(end_mib * MIB) // size
-    lat = 50_000 * (1 + 0.05 * rng.standard_normal(n))
-    for at in spikes_mib:
-        i = int(at * MIB) // size
-        lat[i: i + 2] = 10_000_000 * (1 + 0.05 * rng.standard_normal(2))
-    position = np.arange(n) * size
-    return p8.read_buffer(position, lat, size, classify_series(lat, log=True)[0])
+    """A series of ``size`` writes (50 us) up to ``end_mib`` whose writes at ``spikes_mib`` (and the one in flight
+    beside each) waited 10 ms for a flush."""
+    return flush_spiked_reading(size, spikes_mib, end_mib, seed, base_ns=50_000, spike_ns=10_000_000,
+                                spike_spread=0.05)
 
 
 def lattice(first: float, step: float, end: float) -> list[float]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import simdevices  # noqa: F401  (puts tests/ helpers on the path as the other probe tests do)
+from write_series import flush_spiked_reading
 
-from ftlscope.analysis.jenks import classify_series
 from ftlscope.probes import p8_write_buffer as p8
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -20,13 +20,7 @@ SIZE = 64 * KIB
 
 def series(spikes_mib, end_mib: float, seed: int) -> p8.BufferReading:
     """64 KiB writes of ~146 us up to ``end_mib``; at each place of ``spikes_mib`` two writes waited ~2 ms."""
-    rng = np.random.default_rng(seed)
-    n = int(end_mib * MIB) // SIZE
-    lat = 146_000 * (1 + 0.05 * rng.standard_normal(n))
-    for at in spikes_mib:
-        i = int(at * MIB) // SIZE
-        lat[i: i + 2] = 2.05e6 * (1 + 0.02 * rng.standard_normal(2))
-    return p8.read_buffer(np.arange(n) * SIZE, lat, SIZE, classify_series(lat, log=True)[0])
+    return flush_spiked_reading(SIZE, spikes_mib, end_mib, seed, base_ns=146_000, spike_ns=2.05e6, spike_spread=0.02)
 
 
 def test_one_series_spiking_exactly_on_a_candidate_in_dense_noise_is_no_buffer():

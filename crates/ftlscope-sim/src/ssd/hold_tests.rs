@@ -8,11 +8,7 @@ use super::*;
 /// a fast bus, NAND pages of `physical_page` (16 KiB: reads go through the sense groups; 4 KiB: page by page)
 /// and a register hold of `hold`.
 fn holding(physical_page: u64, hold: Nanos) -> DeviceConfig {
-    let mut cfg = small_config();
-    cfg.nand.read_latency = PerType { l: us(50), m: us(50), h: us(50) };
-    cfg.nand.channel_rate = Rate(4e9);
-    cfg.mapping.chunk_size = 16 * KIB;
-    cfg.nand.physical_page = physical_page;
+    let mut cfg = super::read_tests::grouped(physical_page, 1);
     cfg.nand.register_hold = hold;
     cfg
 }

@@ -5,7 +5,7 @@ use super::*;
 
 /// The small device with one read time for every page type, 16 KiB chunks (four 4 KiB pages on a unit in a
 /// row) and a fast bus, so a read's latency is mostly its senses.
-fn grouped(physical_page: u64, multi_plane: u32) -> DeviceConfig {
+pub(super) fn grouped(physical_page: u64, multi_plane: u32) -> DeviceConfig {
     let mut cfg = small_config();
     cfg.nand.read_latency = PerType { l: us(50), m: us(50), h: us(50) };
     cfg.nand.channel_rate = Rate(4e9);
