@@ -291,11 +291,11 @@ def report_in_flight(bs: str, mix: str, qd: int) -> float:
     return total / qd
 
 
-def _report_note(stat: str, bs: str, mix: str, qd: int) -> str:
+def _report_note(stat: str, share: float, qd: int) -> str:
+    """The note of one Report cell whose published requests in flight are ``share`` x its queue depth ``qd``."""
     if stat != "lat_mean":
         return "random access assumed (the Report does not say)"
     note = "labelled ms, microseconds by Little's law"
-    share = report_in_flight(bs, mix, qd)
     if share < REPORT_FULL_QUEUE:
         note += (f"; published IOPS x latency = {share:.2f} x the queue depth: fio did not keep its queue full "
                  f"(the Report does not say how fio ran: ioengine, jobs, which latency), so the cell is measured "
@@ -306,11 +306,12 @@ def _report_note(stat: str, bs: str, mix: str, qd: int) -> str:
 for _table, _bs, _op, _stat, _unit, _rows in _REPORT_TABLES:
     for _mix, _cells in _rows.items():
         for _qd, _text in zip(_REPORT_QDS, _cells, strict=True):
+            _share = report_in_flight(_bs, _mix, _qd)
             _label = f"{'Read' if _op == 'read' else 'Write'} {_REPORT_LABELS[_stat]}"
             _add("NV2", REPORT, f"Table {_table}", "steady", report_params(_bs, _mix, _qd), f"{_op}.{_stat}", _text,
                  _unit, f'Table {_table} ({_label} of {_bs[:-1]}KB Data Access Size), row "{_mix}", column '
-                        f'"{_qd}": "{_text}"', _report_note(_stat, _bs, _mix, _qd),
-                 queue_not_full=_stat == "lat_mean" and report_in_flight(_bs, _mix, _qd) < REPORT_FULL_QUEUE)
+                        f'"{_qd}": "{_text}"', _report_note(_stat, _share, _qd),
+                 queue_not_full=_stat == "lat_mean" and _share < REPORT_FULL_QUEUE)
 
 
 # ---- Profiling: Samsung PM981 256GB -------------------------------------------------------------------------
