@@ -34,9 +34,7 @@ def test_close_pairs_are_counted_below_a_bus_transfer():
     threshold = p5.close_counts(gaps["distance"], gaps["gap_ns"]).attrs["threshold_ns"]
     assert threshold < 7.7e3
     reading = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 32)
-    # 0.99 until the least drop taken came down from a fixed 20 % (issue 16): the channel counts beside it now fit
-    # their smaller drops, and keep more of the posterior.
-    assert reading.layout == {"channels": 16, "chips_per_channel": 2} and reading.confidence >= 0.97
+    assert reading.layout == {"channels": 16, "chips_per_channel": 2} and reading.confidence >= 0.99
 
 
 def test_exact_gaps_of_a_noise_free_drive_count_their_lowest_as_close():

@@ -37,21 +37,21 @@ def test_a_short_bus_wait_at_harsh_noise_reads_as_shared_buses(monkeypatch):
     drop = 1 - (table["close"][shared].sum() / table["n"][shared].sum()) / \
         (table["close"][~shared].sum() / table["n"][~shared].sum())
     assert 0.03 < drop < p5.MIN_DEPLETION  # the weak drop the fixed 20 % bound could not take as a bus
-    reading = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 32)
+    reading = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 32, 4096)
     assert reading.layout == {"channels": 8, "chips_per_channel": 4}
     assert reading.found and reading.weak
     assert reading.posterior > 0.5 and reading.confidence == min(reading.posterior, p5.WEAK_CONFIDENCE)
     assert "a drop under 20%" in reading.note
     # Before: the least drop taken was always 20 %, and every unit read as its own channel.
     monkeypatch.setattr(p5, "DEPLETION_Z", np.inf)
-    before = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 32)
+    before = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 32, 4096)
     assert before.layout == {"channels": 32, "chips_per_channel": 1} and not before.found
 
 
 def test_units_on_their_own_channels_at_harsh_noise_stay_unshared():
     """The lower bound must not turn chance dips into buses where every unit has its own channel."""
     gaps = harsh_pairs(16, 16, pairs=8000)
-    reading = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 16)
+    reading = p5.channels_from_pair_gaps(gaps["distance"], gaps["gap_ns"], 16, 4096)
     assert reading.layout == {"channels": 16, "chips_per_channel": 1} and not reading.found
 
 
