@@ -580,6 +580,9 @@ class ChannelReading:
     # and its time per read (0 when none was seen).
     controller_limited: bool = False
     serial_stage_ns: float = 0.0
+    # P5 from pairs: the layout rests on a drop of the close share under MIN_DEPLETION (a spread that hides most of
+    # the bus wait), so its confidence is capped.
+    weak: bool = False
 
 
 def channels_from_gaps(distance, gap, stripe: int, *, min_count: int = 3) -> ChannelReading:
