@@ -41,15 +41,15 @@
 //!    were the writes to go on at the period's intensity ([`WriteShim::overflow_imminent`]). A stream under the
 //!    drive's drain never overflows it, however full the model is, and is not held; a drive with no write buffer
 //!    at all ([`WriteShimSettings::write_through`], a forced speed on a write-through profile) holds nothing. A
-//!    write that arrives while earlier
-//!    ones are held waits behind them (writes are never reordered among themselves), so delays add up over a
-//!    burst: the held bytes are the paper's Figure 8.
+//!    write that arrives while earlier ones are held waits behind them (writes are never reordered among
+//!    themselves), so delays add up over a burst: the held bytes are the paper's Figure 8.
 //!
 //!    Holding helps only when the drive can take the backlog soon: when a write would wait longer than
-//!    [`HORIZON_NS`] (1 s, or `W / 0.8` if longer: the time paced writes take to fill a whole buffer), the writes are coming faster than the drive drains
-//!    them for good and holding would only add delay. The shim then gives up: what it holds goes [`CATCH_UP`]
-//!    (2) times as fast as it arrived, the writes arriving behind it follow at that pace until it is gone, and
-//!    then writes go as they come until the urgency falls below 0.5. (It let the backlog go at once before:
+//!    [`HORIZON_NS`] (1 s, or `W / 0.8` if longer: the time paced writes take to fill a whole buffer), the
+//!    writes are coming faster than the drive drains them for good and holding would only add delay. The shim
+//!    then gives up: what it holds goes [`CATCH_UP`] (2) times as fast as it arrived, the writes arriving
+//!    behind it follow at that pace until it is gone, and then writes go as they come until the urgency falls
+//!    below 0.5. (It let the backlog go at once before:
 //!    it then entered the drive at the host's speed, as no trace sent it, and on a write-through drive the
 //!    synthetic cloud trace's reads were 38-54 % slower with a forced shim; 9-29 % now.) At the bound on held
 //!    bytes everything held still goes at once.
@@ -259,8 +259,8 @@ pub struct ShimReport {
     pub read_log_ns_held: f64,
     pub read_log_ns_free: f64,
     pub backoffs: u64,
-    /// When (ns since the shim's start) the first of those holds was given up (None: none was), so that the reads around
-    /// it can be found in the per-request trace.
+    /// When (ns since the shim's start) the first of those holds was given up (None: none was), so that the reads
+    /// around it can be found in the per-request trace.
     pub first_backoff_ns: Option<u64>,
     /// Held bytes over time: the most held in each window of the run (the run's window length, from its start).
     pub held_bytes_max: Vec<u64>,
@@ -783,9 +783,10 @@ impl WriteShim {
     /// The fastest a backlog let go goes into the drive (bytes per ns), when it is larger than the whole buffer
     /// (`catch_up_capped`, else no limit): the most the host ever wrote in one monitored period, or
     /// [`CATCH_UP`] times its sustained rate if more (a steady stream that outruns the drive still catches up).
-    /// At [`CATCH_UP`] times the pace they came alone, the writes of a burst at the host's peak went in at twice that peak, a rate no trace sent: on a drive whose buffer drains in 40 ms
-    /// (consumer-tlc-dram, forced at kelpie-n2t-i's speed) 60 MB let go in 40 ms after the cloud trace's 75 MB
-    /// burst stalled the drive for 140 ms (one read 143 ms; read p99.9 +19 %).
+    /// At [`CATCH_UP`] times the pace they came alone, the writes of a burst at the host's peak went in at twice
+    /// that peak, a rate no trace sent: on a drive whose buffer drains in 40 ms (consumer-tlc-dram, forced at
+    /// kelpie-n2t-i's speed) 60 MB let go in 40 ms after the cloud trace's 75 MB burst stalled the drive for
+    /// 140 ms (one read 143 ms; read p99.9 +19 %).
     #[inline]
     fn catch_up_rate(&self, now: u64) -> f64 {
         if !self.catch_up_capped {
