@@ -158,6 +158,13 @@ def test_write_rate_follows_newt_and_compares_with_the_write_speed():
                                        "window_lat_p99_us": finding(33000.0, "us")}}
     text = {a["rule"]: a for a in build_guidance(record(waiting, probes))}["write-rate"]["text"]
     assert "no rate limit is needed" not in text and "already wait" in text and "33 ms" in text
+    # Regression: writes slower than the drain rate that wait all the same were told to pace below that rate (a
+    # profile of the default simulated SSD: 1,160 MB/s writes against a 1,617 MB/s drain). Idle time drains it.
+    assert "below the full write rate" not in text and "pause 200 ms after every 12 MiB" in text
+    assert "never leaves it" in text
+    fast = {"seq-write-over-time": {**waiting["seq-write-over-time"], "throughput_before_mb_s": finding(100.0, "MB/s")}}
+    text = {a["rule"]: a for a in build_guidance(record(fast, probes))}["write-rate"]["text"]
+    assert "already wait" in text and "Pace latency-critical writes below the full write rate" in text
     calm = {"seq-write-over-time": {**waiting["seq-write-over-time"], "window_lat_p99_us": finding(3000.0, "us")}}
     text = {a["rule"]: a for a in build_guidance(record(calm, probes))}["write-rate"]["text"]
     assert "no rate limit is needed" in text and "3 ms" in text
