@@ -47,6 +47,13 @@ pub enum TargetError {
     NotFound(PathBuf),
     #[error("permission denied opening {0}; run as a user who may open it (root for block devices)")]
     PermissionDenied(PathBuf),
+    #[error(
+        "opening {0} was refused although ftlscope runs as root (a container's device rules, a security module or \
+         kernel lockdown forbid it); name a device this machine lets root open"
+    )]
+    RefusedToRoot(PathBuf),
+    #[error("{0} is read-only (EROFS) and cannot be opened for writing; run reads only, or name a writable target")]
+    ReadOnly(PathBuf),
     #[error("{0} is not a block device or regular file")]
     Unsupported(PathBuf),
     #[error("the file system holding {0} does not support O_DIRECT; use a block device or another file system")]
@@ -58,11 +65,23 @@ pub enum TargetError {
 }
 
 impl TargetError {
+    /// A refused open: "run as root" helps only a user who is not root already (a container's device cgroup
+    /// refuses root too: this VM's own disk does, with EPERM).
+    fn permission(path: &Path, root: bool) -> TargetError {
+        if root {
+            TargetError::RefusedToRoot(path.to_path_buf())
+        } else {
+            TargetError::PermissionDenied(path.to_path_buf())
+        }
+    }
+
     fn from_io(path: &Path, err: io::Error) -> TargetError {
         match err.raw_os_error() {
             Some(libc::ENOENT) => TargetError::NotFound(path.to_path_buf()),
-            Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
-                TargetError::PermissionDenied(path.to_path_buf())
+            Some(libc::EROFS) => TargetError::ReadOnly(path.to_path_buf()),
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                TargetError::permission(path, unsafe { libc::geteuid() } == 0)
             }
             Some(libc::EBUSY) => TargetError::Busy { path: path.to_path_buf(), reason: "in use (EBUSY)".into() },
             _ => TargetError::Io { path: path.to_path_buf(), source: err },
@@ -240,6 +259,16 @@ mod tests {
     fn missing_path_is_not_found() {
         let err = Target::open(Path::new("/nonexistent/x.img"), false, true).err().unwrap();
         assert!(matches!(err, TargetError::NotFound(_)), "{err}");
+    }
+
+    #[test]
+    fn a_refused_open_says_run_as_root_only_to_a_user_who_is_not() {
+        let path = Path::new("/dev/vda");
+        let user = TargetError::permission(path, false).to_string();
+        assert!(user.contains("run as a user who may open it"), "{user}");
+        let root = TargetError::permission(path, true).to_string();
+        assert!(root.contains("refused although ftlscope runs as root") && !root.contains("run as a user"), "{root}");
+        assert!(!root.contains('\n') && root.contains("/dev/vda"), "{root}");
     }
 
     #[test]
