@@ -238,4 +238,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except FtlscopeError as exc:
+        # A target that cannot be opened (or a bad flag value) is one line, as on the command line, not a traceback.
+        raise SystemExit(f"replay_speed.py: {exc}") from None
