@@ -766,13 +766,15 @@ impl WriteShim {
         // held to the peak it lingered among the reads, read p95 +2.7 -> +47 % at x2; a steady 90 MB/s stream
         // on it, whose backlog the buffer's level made too much, read p99 +5.5 %).
         self.catch_up_capped = self.held_bytes as f64 > self.buffer;
+        // The same for every write of the backlog: nothing it depends on changes while they are scheduled.
+        let rate = self.catch_up_rate(now);
         for k in 0..self.count {
             let i = (self.head + k) % self.ring.len();
             let paced = (now + (self.ring[i].arrival_ns - first) / CATCH_UP).max(self.catch_up_next as u64);
             // In order: never before the one ahead of it.
             last = self.ring[i].release_ns.min(paced).max(last);
             self.ring[i].release_ns = last;
-            self.catch_up_next = last as f64 + self.ring[i].size as f64 / self.catch_up_rate(now);
+            self.catch_up_next = last as f64 + self.ring[i].size as f64 / rate;
         }
         self.let_go = self.count;
         self.catch_up = Some((first, now));
