@@ -562,12 +562,10 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
     """Replay ``path`` while a thread reads it again batch by batch and pushes each into the engine's feed; a
     trace split over queues (``spilled``: :func:`ftlscope.replay_split.spill_pass`) is fed from its spill files
     instead, a thread per queue."""
-    import threading
-
     import numpy as np
 
     from . import _native
-    from .replay_split import feed_queues, queue_batch_rows
+    from .replay_split import feed_queues, queue_batch_rows, start_feeder
     from .traces.batched import trace_batches
     from .workload import OPS
 
@@ -576,28 +574,20 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
     origin = notes["arrivals"][0] if spilled is not None else None
     feed = _native.ReplayFeed(queue_requests, notes["max_size"], codes, prepare["target_size"],
                               prepare["alignment"], engine_replay["timing"], engine_replay["mode"], origin)
-    failures: list[str] = []
-    pushed = [0]
 
-    def push_all() -> None:
+    def batches():
         row = 0
-        try:
-            for op, offset, size, submit, *_ in trace_batches(path, fmt, sort=sort, extra=(),
-                                                              batch_rows=STREAM_BATCH_ROWS):
-                columns, _ = batch_requests(op, offset, size, np.asarray(submit), first_row=row, **prepare)
-                row += len(op)
-                if not feed.push(columns["arrival"], columns["op"], columns["offset"], columns["size"]):
-                    return  # the replay stopped early (Ctrl-C, an error, a time limit): nothing more to read
-                pushed[0] = row
-        except BaseException as exc:  # noqa: BLE001 - reported with the result below: the replay ends where it got
-            failures.append(f"the trace could not be read on after request {pushed[0]:,} ({exc}); the replay "
-                            "ended there")
-        finally:
-            feed.close()
+        for op, offset, size, submit, *_ in trace_batches(path, fmt, sort=sort, extra=(),
+                                                          batch_rows=STREAM_BATCH_ROWS):
+            columns, _ = batch_requests(op, offset, size, np.asarray(submit), first_row=row, **prepare)
+            row += len(op)
+            yield columns["arrival"], columns["op"], columns["offset"], columns["size"], len(op)
 
     if spilled is None:
-        feeders = [threading.Thread(target=push_all, name="ftlscope-replay-feed", daemon=True)]
-        feeders[0].start()
+        failures: list[str] = []
+        feeders = [start_feeder(feed, batches(), 0, failures, "ftlscope-replay-feed",
+                                lambda pushed, exc: f"the trace could not be read on after request {pushed:,} "
+                                                    f"({exc}); the replay ended there")]
     else:
         feeders, failures = feed_queues(feed, spilled, queue_batch_rows(STREAM_BATCH_ROWS, len(queue_requests)))
     try:

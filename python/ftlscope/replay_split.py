@@ -19,7 +19,7 @@ import contextlib
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +109,8 @@ class SpilledTrace:
     def write(self, columns: dict[str, bytes], queue: np.ndarray) -> None:
         """Append a batch (the engine's columns as bytes) to its queues' files, each queue's in trace order."""
         records = np.empty(len(queue), dtype=SPILL_DTYPE)
-        for name, dtype in (("arrival", "<u8"), ("op", "u1"), ("offset", "<u8"), ("size", "<u4")):
-            records[name] = np.frombuffer(columns[name], dtype=dtype)
+        for name in SPILL_DTYPE.names:
+            records[name] = np.frombuffer(columns[name], dtype=SPILL_DTYPE[name])
         counts = np.bincount(queue, minlength=len(self.paths))
         order = np.argsort(queue, kind="stable")
         ends = np.cumsum(counts)
@@ -161,30 +161,44 @@ def spill_pass(path: str | Path, fmt: str, sort: bool, prepare: dict[str, Any], 
     return {**notes, "queue_requests": [int(n) for n in spilled.requests]}, spilled
 
 
+def start_feeder(feed: Any, batches: Iterator[tuple[Any, Any, Any, Any, int]], queue: int, failures: list[str],
+                 name: str, failure: Callable[[int, BaseException], str]) -> threading.Thread:
+    """Start a thread pushing ``batches`` (each the engine's four columns as bytes, and how many requests they
+    hold) into queue ``queue`` of ``feed`` (``ReplayFeed``), which it closes when done. A batch that cannot be
+    read ends the queue there, and ``failure(requests pushed, exception)`` (one line) goes into ``failures``."""
+
+    def push() -> None:
+        pushed = 0
+        try:
+            for arrival, op, offset, size, requests in batches:
+                if not feed.push(arrival, op, offset, size, queue=queue):
+                    return  # the replay stopped early (Ctrl-C, an error, a time limit): nothing more to read
+                pushed += requests
+        except BaseException as exc:  # noqa: BLE001 - reported with the result: that queue ends where it got
+            failures.append(failure(pushed, exc))
+        finally:
+            with contextlib.suppress(Exception):
+                feed.close(queue)
+
+    thread = threading.Thread(target=push, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def feed_queues(feed: Any, spilled: SpilledTrace, rows: int) -> tuple[list[threading.Thread], list[str]]:
     """Start a thread per queue pushing its spill file into ``feed`` (``ReplayFeed`` of one feeder per queue);
     the threads, and a list the failures are put in (one line each)."""
     failures: list[str] = []
 
-    def push_queue(q: int) -> None:
-        pushed = 0
-        try:
-            for records in spilled.batches(q, rows):
-                if not feed.push(records["arrival"].tobytes(), records["op"].tobytes(),
-                                 records["offset"].tobytes(), records["size"].tobytes(), queue=q):
-                    return  # the replay stopped early (Ctrl-C, an error, a time limit): nothing more to read
-                pushed += len(records)
-        except BaseException as exc:  # noqa: BLE001 - reported with the result: that queue ends where it got
-            failures.append(f"queue {q}'s part of the trace could not be read on after its request {pushed:,} "
-                            f"({exc}); that queue ended there")
-        finally:
-            with contextlib.suppress(Exception):
-                feed.close(q)
+    def spilled_batches(q: int):
+        for records in spilled.batches(q, rows):
+            yield (records["arrival"].tobytes(), records["op"].tobytes(), records["offset"].tobytes(),
+                   records["size"].tobytes(), len(records))
 
-    threads = [threading.Thread(target=push_queue, args=(q,), name=f"ftlscope-replay-feed-{q}", daemon=True)
+    threads = [start_feeder(feed, spilled_batches(q), q, failures, f"ftlscope-replay-feed-{q}",
+                            lambda pushed, exc, q=q: f"queue {q}'s part of the trace could not be read on after its "
+                                                     f"request {pushed:,} ({exc}); that queue ended there")
                for q in range(len(spilled.paths))]
-    for thread in threads:
-        thread.start()
     return threads, failures
 
 
