@@ -408,6 +408,12 @@ def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
 def _check_outputs(args: argparse.Namespace) -> None:
     from .cli_checks import check_output_dir, check_run_outputs
 
+    trace = Path(args.trace).resolve()
+    for flag, output in (("--trace", args.trace_out), ("--json", args.json), ("--windows", args.windows)):
+        # The trace is read again while the replay runs (streamed): an output written over it would replace
+        # what is being replayed (a test that did so replayed 0 requests about one time in twelve).
+        if output and Path(output).resolve() == trace:
+            raise UsageError(f"{flag} {output}: is the trace being replayed; write it to another file")
     check_run_outputs(args, args.trace_out)
     for flag, directory in (("--plots", args.plots), ("--report", args.report)):
         if directory:

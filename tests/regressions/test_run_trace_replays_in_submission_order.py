@@ -16,7 +16,7 @@ KEY = ["op", "offset_bytes", "size"]
 
 
 def _replay_order(tmp_path, trace, name):
-    out = tmp_path / f"{name}.parquet"
+    out = tmp_path / f"{name}-replayed.parquet"  # not the trace itself ("without.parquet" once was: now refused)
     assert main(["replay", SIM, str(trace), "--quiet", "--timing", "afap", "--qd", "32", "--no-precondition",
                  "--destructive", SIM, "--trace", str(out)]) == 0
     return pd.read_parquet(out).sort_values(SUBMIT_SEQ)[KEY].reset_index(drop=True)
