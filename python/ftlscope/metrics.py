@@ -71,8 +71,8 @@ HELD_BYTES = "held_bytes"
 SHIM_COUNT_KEYS = ("writes", "delayed_writes", "bound_releases", "flush_releases", "dropped_at_end",
                    "urgent_periods", "periods_with_writes", "overloaded_writes", "sustained_urgency_max",
                    "reads_held", "reads_free", "backoffs")
-# The geometric mean read latency (ns) while the shim held writes on its schedule and while it held nothing: the
-# shim backs off when the first is twice the second (holding slowed the reads).
+# The geometric mean read latency (ns) while the shim held writes on its schedule and while it held nothing (the
+# shim backs off when a sequential test on the held reads finds them 3x slower: holding slowed the reads).
 # ``first_backoff_ns``: when (the run's clock) the shim first gave up a hold for the reads, None if it never did.
 SHIM_READ_KEYS = ("read_geomean_held_ns", "read_geomean_free_ns", "first_backoff_ns")
 SHIM_DELAY = "delay_ns"
