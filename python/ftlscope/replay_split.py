@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RunError
+from .errors import UsageError
 
 # One request as a spill file holds it: the engine's columns, packed (21 B).
 SPILL_DTYPE = np.dtype([("arrival", "<u8"), ("op", "u1"), ("offset", "<u8"), ("size", "<u4")])
@@ -97,10 +97,12 @@ class SpilledTrace:
 
     def __init__(self, parent: str | Path | None, queues: int) -> None:
         parent = Path(parent) if parent is not None and Path(parent).is_dir() else None
+        # Both failures are the user's to fix (where the outputs go, TMPDIR) and come before the device is
+        # touched: exit 2 like any other refusal, not a failed run.
         try:
             self.directory = Path(tempfile.mkdtemp(prefix=".ftlscope-replay-split-", dir=parent))
         except OSError as exc:
-            raise RunError(f"replay --queues: cannot make a directory for the split trace in "
+            raise UsageError(f"replay --queues: cannot make a directory for the split trace in "
                            f"{parent or tempfile.gettempdir()} ({exc.strerror or exc}); give an output in a "
                            "writable directory, or set TMPDIR") from None
         self.paths = [self.directory / f"queue-{q}.bin" for q in range(queues)]
@@ -119,7 +121,7 @@ class SpilledTrace:
                 with open(self.paths[q], "ab") as out:
                     records[order[ends[q] - counts[q]:ends[q]]].tofile(out)
         except OSError as exc:
-            raise RunError(f"replay --queues: cannot write the split trace in {self.directory} "
+            raise UsageError(f"replay --queues: cannot write the split trace in {self.directory} "
                            f"({exc.strerror or exc}; it takes {SPILL_DTYPE.itemsize} B a request); free room there, "
                            "give outputs on another file system, or set TMPDIR") from None
         self.requests += counts
