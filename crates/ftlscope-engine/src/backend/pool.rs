@@ -20,7 +20,8 @@
 //! inherits its creator's CPU pin, and workers pinned with the queue woke on its CPU, where the queue's thread spins
 //! for the next due time; a woken worker then either waited for the queue's slice to end (the read's latency) or
 //! put the queue off its CPU while it read (the next request's issue lag). With a CPU free elsewhere the kernel
-//! wakes the worker there (measured in docs/traces.md, "Where psync-pool's lag came from").
+//! wakes the worker there. On a machine with no CPU free the wake-up may cross to another busy CPU instead, which
+//! measured no better and up to 2x the lag p99 at load 30 (docs/traces.md, "Where psync-pool's lag came from").
 
 use std::cell::UnsafeCell;
 use std::fs::File;
