@@ -27,7 +27,8 @@ pub(crate) struct RealQueue {
     pub kind: TargetKind,
     pub clock: Clock,
     pub cpu: Option<usize>,
-    /// CPUs for io_uring's worker threads: every CPU the process may use, not just the queue's own.
+    /// CPUs for io_uring's and psync-pool's worker threads: every CPU the process may use, not just the queue's
+    /// own (empty: the queue is not pinned, and the workers inherit its CPUs).
     pub worker_cpus: Vec<usize>,
     pub use_uring: bool,
     /// psync's calls from a pool of worker threads (when not io_uring).
@@ -52,10 +53,17 @@ pub(crate) fn allowed_cpus() -> Vec<usize> {
 }
 
 pub(crate) fn pin_current_thread(cpu: usize) -> bool {
-    // SAFETY: as above; the set names one CPU the process may use.
+    pin_current_thread_to(&[cpu])
+}
+
+/// Let the calling thread run on `cpus` only (CPUs the process may use); false if the kernel refused.
+pub(crate) fn pin_current_thread_to(cpus: &[usize]) -> bool {
+    // SAFETY: cpu_set_t is plain data; each cpu < CPU_SETSIZE (it came from sched_getaffinity).
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
@@ -201,7 +209,8 @@ pub(crate) fn queue_thread(
             }
         }
     } else if real.use_pool {
-        match PoolBackend::new(Arc::clone(&real.file), real.kind, depth, real.clock) {
+        // The workers may run on every CPU the process may use, not on the queue's alone (see `backend::pool`).
+        match PoolBackend::new(Arc::clone(&real.file), real.kind, depth, real.clock, &real.worker_cpus) {
             Ok(mut backend) => {
                 let _ = setup_tx.send(Ok(None));
                 barrier.wait();

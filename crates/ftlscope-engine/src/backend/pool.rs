@@ -15,6 +15,13 @@
 //! On a machine without CPUs to spare the spinning costs more than the wake-up (see `SPIN_NS`). The queue waits for completions on a futex too (a
 //! counter every worker bumps), so a wait with nothing done costs no CPU. Hand-written because no well-kept crate
 //! offers a one-slot mailbox with spin-then-futex wake-ups and no allocation per request.
+//!
+//! The workers may run on every CPU the process may use (`worker_cpus`), not on the queue's alone: a thread
+//! inherits its creator's CPU pin, and workers pinned with the queue woke on its CPU, where the queue's thread spins
+//! for the next due time; a woken worker then either waited for the queue's slice to end (the read's latency) or
+//! put the queue off its CPU while it read (the next request's issue lag). With a CPU free elsewhere the kernel
+//! wakes the worker there. On a machine with no CPU free the wake-up may cross to another busy CPU instead, which
+//! measured no better and up to 2x the lag p99 at load 30 (docs/traces.md, "Where psync-pool's lag came from").
 
 use std::cell::UnsafeCell;
 use std::fs::File;
@@ -88,7 +95,10 @@ fn futex_wake(word: &AtomicU32) {
     }
 }
 
-fn worker(pool: Arc<Pool>, slot: usize) {
+fn worker(pool: Arc<Pool>, slot: usize, cpus: Arc<Vec<usize>>) {
+    if !cpus.is_empty() {
+        crate::real::pin_current_thread_to(&cpus);
+    }
     let mailbox = &pool.mailboxes[slot];
     let mut last_done = pool.clock.now();
     let spin_ns: u64 = std::env::var("FTLSCOPE_POOL_SPIN_NS").ok().and_then(|v| v.parse().ok()).unwrap_or(SPIN_NS);
@@ -137,13 +147,21 @@ pub struct PoolBackend {
 unsafe impl Send for PoolBackend {}
 
 impl PoolBackend {
-    /// A pool of `depth` workers making the target's calls (psync's).
-    pub fn new(file: Arc<File>, kind: TargetKind, depth: u32, clock: Clock) -> io::Result<PoolBackend> {
-        PoolBackend::with_io(depth, clock, Box::new(move |req: &Request| super::psync::execute(&file, kind, req)))
+    /// A pool of `depth` workers making the target's calls (psync's), on `worker_cpus` (empty: the caller's CPUs).
+    pub fn new(
+        file: Arc<File>,
+        kind: TargetKind,
+        depth: u32,
+        clock: Clock,
+        worker_cpus: &[usize],
+    ) -> io::Result<PoolBackend> {
+        let io = Box::new(move |req: &Request| super::psync::execute(&file, kind, req));
+        PoolBackend::with_io(depth, clock, io, worker_cpus)
     }
 
-    /// A pool whose workers make `io`'s calls.
-    pub fn with_io(depth: u32, clock: Clock, io: Box<Io>) -> io::Result<PoolBackend> {
+    /// A pool whose workers make `io`'s calls, on `worker_cpus` (empty: the creating thread's CPUs).
+    pub fn with_io(depth: u32, clock: Clock, io: Box<Io>, worker_cpus: &[usize]) -> io::Result<PoolBackend> {
+        let cpus = Arc::new(worker_cpus.to_vec());
         let empty = Request { op: crate::workload::Op::Read, offset: 0, len: 0, addr: std::ptr::null_mut() };
         let pool = Arc::new(Pool {
             mailboxes: (0..depth)
@@ -165,9 +183,12 @@ impl PoolBackend {
             PoolBackend { pool, workers: Vec::new(), pending: Vec::with_capacity(depth as usize), inflight: 0 };
         for slot in 0..depth as usize {
             let pool = Arc::clone(&backend.pool);
+            let cpus = Arc::clone(&cpus);
             // (A failure here drops `backend`, which stops the workers already started.)
             backend.workers.push(
-                std::thread::Builder::new().name(format!("ftlscope-io{slot}")).spawn(move || worker(pool, slot))?,
+                std::thread::Builder::new()
+                    .name(format!("ftlscope-io{slot}"))
+                    .spawn(move || worker(pool, slot, cpus))?,
             );
         }
         Ok(backend)
@@ -312,7 +333,7 @@ mod tests {
     #[test]
     fn a_hand_off_returns_while_the_call_is_still_blocked_and_the_completion_comes_later() {
         let (io, answer, called) = scripted();
-        let mut backend = PoolBackend::with_io(4, clock(), io).unwrap();
+        let mut backend = PoolBackend::with_io(4, clock(), io, &[]).unwrap();
         let mut events = Vec::new();
         backend.push(2, read(8192));
         backend.submit_and_wait(0, 0, |e| events.push(e)).unwrap();
@@ -359,7 +380,7 @@ mod tests {
     #[test]
     fn a_wait_ends_at_its_timeout_and_a_call_still_running_cannot_be_cancelled() {
         let (io, answer, called) = scripted();
-        let mut backend = PoolBackend::with_io(1, clock(), io).unwrap();
+        let mut backend = PoolBackend::with_io(1, clock(), io, &[]).unwrap();
         backend.push(0, read(0));
         let mut events = Vec::new();
         backend.submit_and_wait(1, 1_000_000, |e| events.push(e)).unwrap();
@@ -380,6 +401,46 @@ mod tests {
         drop(backend); // the idle workers end and are joined
     }
 
+    /// The CPUs the calling thread may run on.
+    fn my_cpus() -> Vec<usize> {
+        crate::real::allowed_cpus()
+    }
+
+    #[test]
+    fn workers_run_on_the_cpus_given_not_on_the_creators_pin() {
+        let all = my_cpus();
+        // A queue thread pinned to one CPU makes a pool whose workers may use every CPU.
+        let seen = std::thread::spawn(move || {
+            assert!(crate::real::pin_current_thread(all[0]));
+            let (called_tx, called_rx) = channel::<Vec<usize>>();
+            let called = Mutex::new(called_tx);
+            let io = Box::new(move |_: &Request| {
+                called.lock().unwrap().send(my_cpus()).unwrap();
+                4096
+            });
+            let mut backend = PoolBackend::with_io(1, clock(), io, &all).unwrap();
+            backend.push(0, read(0));
+            backend.submit_and_wait(1, 10_000_000_000, |_| {}).unwrap();
+            let worker = called_rx.recv().unwrap();
+            // Without CPUs given, a worker keeps its creator's pin.
+            let (called_tx, called_rx) = channel::<Vec<usize>>();
+            let called = Mutex::new(called_tx);
+            let io = Box::new(move |_: &Request| {
+                called.lock().unwrap().send(my_cpus()).unwrap();
+                4096
+            });
+            let mut inherited = PoolBackend::with_io(1, clock(), io, &[]).unwrap();
+            inherited.push(0, read(0));
+            inherited.submit_and_wait(1, 10_000_000_000, |_| {}).unwrap();
+            (worker, called_rx.recv().unwrap(), all)
+        })
+        .join()
+        .unwrap();
+        let (worker, inherited, all) = seen;
+        assert_eq!(worker, all);
+        assert_eq!(inherited, vec![all[0]]);
+    }
+
     #[test]
     fn reads_a_real_file_through_the_pool() {
         use std::io::Write;
@@ -389,7 +450,7 @@ mod tests {
         f.write_all(&data).unwrap();
         drop(f);
         let file = Arc::new(File::open(&dir).unwrap());
-        let mut backend = PoolBackend::new(file, TargetKind::RegularFile, 2, clock()).unwrap();
+        let mut backend = PoolBackend::new(file, TargetKind::RegularFile, 2, clock(), &[]).unwrap();
         let mut buf = vec![0u8; 8192];
         let addr = buf.as_mut_ptr();
         backend.push(0, Request { op: Op::Read, offset: 0, len: 4096, addr });
