@@ -424,7 +424,8 @@ impl<'a> QueueLoop<'a> {
             };
             let slot = self.free.pop().expect("a free slot");
             let request = Planned { op: held.op, size: held.size, offset: held.offset, due_ns: 0, end: false };
-            self.push(backend, buffers, slot, request, warmup, held.release_ns);
+            // Late from the time the trace had it due, not from its release: the hold is lag the application waits.
+            self.push(backend, buffers, slot, request, warmup, held.due_ns);
             return Step::Issued;
         }
         // How long until the next held write may go, to wait no longer than that for anything else.
@@ -491,7 +492,14 @@ impl<'a> QueueLoop<'a> {
                     Admit::Now => {}
                     Admit::AfterHeld => return Step::Again,
                     Admit::Hold(release_ns) => {
-                        let held = Held { op, size, offset: planned.offset, arrival_ns: now, release_ns };
+                        let held = Held {
+                            op,
+                            size,
+                            offset: planned.offset,
+                            arrival_ns: now,
+                            release_ns,
+                            due_ns: scheduled_ns,
+                        };
                         shim.hold(held, now);
                         if self.ctx.replay.is_some() {
                             // Handed to the shim is issued, for the trace's timing (closed mode counts from it).
@@ -1395,6 +1403,19 @@ mod tests {
         assert_eq!(shim.delay_ns_max, writes[99].1);
         assert_eq!(shim.max_held_seen, 51 * 4096);
         assert_eq!(shim.held_bytes_max[0], 51 * 4096);
+    }
+
+    #[test]
+    fn a_held_write_is_late_from_its_time_in_the_trace_so_its_issue_lag_counts_the_hold() {
+        // The burst's writes are all due at 0: each one's issue lag is its whole wait, the shim's hold included
+        // (submission minus due time), so lag + latency is what an application behind the shim waits.
+        let (arrivals, ops) = burst_then_reads();
+        let ctx = shim_context(64, &arrivals, &ops, 4e6);
+        let (_, records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        let writes: Vec<&Record> = records.iter().filter(|r| r.op == Op::Write as u8).collect();
+        assert_eq!(writes.len(), 100);
+        assert!(writes.iter().all(|r| r.issue_lag_ns == r.submit_ns - 1_000), "late from due time 0");
+        assert_eq!(writes.iter().filter(|r| r.issue_lag_ns >= 500_000).count(), 51, "the 51 held ones");
     }
 
     #[test]

@@ -204,11 +204,14 @@ pub(crate) struct Held {
     pub offset: u64,
     pub arrival_ns: u64,
     pub release_ns: u64,
+    /// When the trace had it due (open-loop replay; `arrival_ns` in a closed loop, 0 outside a replay): its issue
+    /// lag counts from here, so the hold is part of it, as an application behind the shim waits it.
+    pub due_ns: u64,
 }
 
 impl Default for Held {
     fn default() -> Held {
-        Held { op: Op::Write, size: 0, offset: 0, arrival_ns: 0, release_ns: 0 }
+        Held { op: Op::Write, size: 0, offset: 0, arrival_ns: 0, release_ns: 0, due_ns: 0 }
     }
 }
 
@@ -980,7 +983,7 @@ mod tests {
         s.observe(Op::Write, size, now);
         let admit = s.admit(size, now);
         if let Admit::Hold(release) = admit {
-            s.hold(Held { op: Op::Write, size, offset: 0, arrival_ns: now, release_ns: release }, now);
+            s.hold(Held { op: Op::Write, size, offset: 0, arrival_ns: now, release_ns: release, due_ns: now }, now);
         }
         admit
     }
