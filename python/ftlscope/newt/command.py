@@ -204,8 +204,8 @@ def cmd_newt(args: argparse.Namespace) -> int:
 
 
 def write_run_files(outcome: Any, doc: dict[str, Any], frame: Any, directory: Path) -> list[str]:
-    """``newt.json``, ``results.csv`` (one row per operation and statistic: before, after, gain) and the report
-    page with its figures, into ``directory``. Returns the figures' paths relative to it."""
+    """``newt.json``, ``results.csv`` (one row per latency measure, operation and statistic: before, after, gain)
+    and the report page with its figures, into ``directory``. Returns the figures' paths relative to it."""
     import pandas as pd
 
     from ..jsonable import write_json
