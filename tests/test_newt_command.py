@@ -53,8 +53,12 @@ def test_newt_writes_before_after_and_the_gain(newt_run):
     for when in ("before", "after"):
         assert set(doc[when]["read"]["lat_ns"]) >= {"p50", "p90", "p95", "p99", "p99.9"}
         assert doc[when]["read"]["ops"] == 300
-    before, after = doc["before"]["read"]["lat_ns"], doc["after"]["read"]["lat_ns"]
+    # An open-loop replay: the gain is measured from each request's arrival; the device's beside it.
+    assert doc["latency_from"] == "arrival" and doc["arrival"]["before"]["read"]["ops"] == 300
+    before, after = doc["arrival"]["before"]["read"]["lat_ns"], doc["arrival"]["after"]["read"]["lat_ns"]
     assert doc["gain_pct"]["read"]["p99"] == round((before["p99"] - after["p99"]) / before["p99"] * 100, 2)
+    before, after = doc["before"]["read"]["lat_ns"], doc["after"]["read"]["lat_ns"]
+    assert doc["gain_pct_device"]["read"]["p99"] == round((before["p99"] - after["p99"]) / before["p99"] * 100, 2)
     # kelpie-n1t-i adds 200 µs to every read that is not a page multiple; the profile's P6 says so.
     assert doc["gain_pct"]["read"]["mean"] > 30
     assert doc["optimizations"]["align_reads"]["page_size"] == 4096
@@ -73,7 +77,7 @@ def test_newt_writes_a_report_page_with_the_figures(newt_run):
     assert "| read | before |" in md and "**gain**" in md
     assert (page / "figures" / "read-latency-cdf-before-after.png").is_file()
     assert (page / "figures" / "read-latency-over-time-before-after.png").is_file()
-    assert (page / "results.csv").read_text().startswith("op,statistic,before_us,after_us,gain_pct")
+    assert (page / "results.csv").read_text().startswith("latency_from,op,statistic,before_us,after_us,gain_pct")
 
 
 def test_newt_stores_its_findings_and_the_guidance_cites_them(newt_run):

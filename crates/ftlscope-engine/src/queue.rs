@@ -165,6 +165,10 @@ pub(crate) struct QueueLoop<'a> {
     slots: Vec<SlotState>,
     free: Vec<u32>,
     inflight: u32,
+    /// Writes in flight, and the most the write shim lets in while it releases writes it held (the rest of the
+    /// queue stays free for reads: see `release_limit`).
+    writes_inflight: u32,
+    release_limit: u32,
     /// Cumulative op weights, for the weighted choice.
     op_cumulative: [u64; 5],
     op_total: u64,
@@ -230,6 +234,12 @@ pub(crate) fn share_of(total: u64, queues: u32, queue: u32) -> u64 {
     total / q + u64::from((queue as u64) < total % q)
 }
 
+/// The most writes in flight while the write shim releases writes it held: a quarter of the queue is kept for
+/// reads (none under a depth of 4, where one slot kept would be a third of the queue or more).
+fn release_limit(depth: u32) -> u32 {
+    depth - depth / 4
+}
+
 impl<'a> QueueLoop<'a> {
     pub fn new(ctx: &'a QueueContext, generator: OffsetGenerator, producer: rtrb::Producer<Record>) -> QueueLoop<'a> {
         let depth = ctx.workload.inflight_per_queue() as usize;
@@ -250,6 +260,8 @@ impl<'a> QueueLoop<'a> {
             slots: vec![SlotState::default(); depth],
             free: (0..depth as u32).rev().collect(),
             inflight: 0,
+            writes_inflight: 0,
+            release_limit: release_limit(depth as u32),
             op_cumulative,
             op_total: acc,
             single_op,
@@ -412,9 +424,15 @@ impl<'a> QueueLoop<'a> {
                 return Step::Blocked;
             }
         }
-        // Writes the shim held whose time has come go first, oldest first.
+        // Writes the shim held whose time has come go first, oldest first, but never into the slots kept for
+        // reads: a released backlog that took every slot would make the reads due wait behind it at the host,
+        // the delay the shim exists to spare them. Before a flush everything held goes at once (nothing held
+        // crosses a flush, and the flush waits for it all).
         let held_next = self.shim.as_ref().and_then(WriteShim::next_release);
-        if held_next.is_some_and(|t| t <= now) {
+        let held_due = held_next.is_some_and(|t| t <= now);
+        let capped =
+            held_due && self.writes_inflight >= self.release_limit && self.planned[self.planned_head].op != Op::Flush;
+        if held_due && !capped {
             if self.free.is_empty() {
                 return Step::Blocked;
             }
@@ -424,13 +442,20 @@ impl<'a> QueueLoop<'a> {
             };
             let slot = self.free.pop().expect("a free slot");
             let request = Planned { op: held.op, size: held.size, offset: held.offset, due_ns: 0, end: false };
-            self.push(backend, buffers, slot, request, warmup, held.release_ns);
+            // Late from the time the trace had it due, not from its release: the hold is lag the application waits.
+            self.push(backend, buffers, slot, request, warmup, held.due_ns);
             return Step::Issued;
         }
-        // How long until the next held write may go, to wait no longer than that for anything else.
-        let held_wait = held_next.map_or(u64::MAX, |t| t - now);
+        // How long until the next held write may go, to wait no longer than that for anything else (capped: until
+        // a write completes, which the loop waits for anyway).
+        let held_wait = if capped { u64::MAX } else { held_next.map_or(u64::MAX, |t| t - now) };
         let planned = self.planned[self.planned_head];
         let Planned { op, size, due_ns, end, .. } = planned;
+        // Capped, the trace goes on: a read takes a free slot, a write goes to the shim (held behind the others).
+        // At the trace's end there is nothing else to issue: wait for a write to complete.
+        if capped && end {
+            return Step::Blocked;
+        }
         if end {
             // The trace has ended; what the shim still holds goes on its schedule.
             if held_wait < u64::MAX {
@@ -489,9 +514,37 @@ impl<'a> QueueLoop<'a> {
                 Op::Flush if shim.flush(now) => return Step::Again,
                 Op::Write => match shim.admit(size, now) {
                     Admit::Now => {}
-                    Admit::AfterHeld => return Step::Again,
+                    Admit::AfterHeld => {
+                        // It goes after everything held: in the shim's queue behind them if there is room, so
+                        // the reads after it in the trace need not wait for the backlog to be issued.
+                        let held = Held {
+                            op,
+                            size,
+                            offset: planned.offset,
+                            arrival_ns: now,
+                            release_ns: now,
+                            due_ns: scheduled_ns,
+                        };
+                        if shim.queue_behind(held, now) {
+                            if self.ctx.replay.is_some() {
+                                self.replay_last = Some((now, due_ns));
+                            }
+                            self.advance_planned(backend);
+                        } else if capped {
+                            // No room behind them and no slot for them: wait for a write to complete.
+                            return Step::Blocked;
+                        }
+                        return Step::Again;
+                    }
                     Admit::Hold(release_ns) => {
-                        let held = Held { op, size, offset: planned.offset, arrival_ns: now, release_ns };
+                        let held = Held {
+                            op,
+                            size,
+                            offset: planned.offset,
+                            arrival_ns: now,
+                            release_ns,
+                            due_ns: scheduled_ns,
+                        };
                         shim.hold(held, now);
                         if self.ctx.replay.is_some() {
                             // Handed to the shim is issued, for the trace's timing (closed mode counts from it).
@@ -573,6 +626,7 @@ impl<'a> QueueLoop<'a> {
         }
         backend.push(slot, Request { op, offset, len: size as u32, addr });
         self.inflight += 1;
+        self.writes_inflight += u32::from(op == Op::Write);
         if let Some(d) = direction(op) {
             self.paced_bytes[d] += size;
             self.paced_ops[d] += 1;
@@ -660,6 +714,7 @@ impl<'a> QueueLoop<'a> {
                 }
                 self.free.push(slot);
                 self.inflight -= 1;
+                self.writes_inflight -= u32::from(s.op == Op::Write as u8);
                 if self.inflight == 0 {
                     if let Some(shim) = self.shim.as_mut() {
                         shim.idle(at_ns);
@@ -1395,6 +1450,19 @@ mod tests {
         assert_eq!(shim.delay_ns_max, writes[99].1);
         assert_eq!(shim.max_held_seen, 51 * 4096);
         assert_eq!(shim.held_bytes_max[0], 51 * 4096);
+    }
+
+    #[test]
+    fn a_held_write_is_late_from_its_time_in_the_trace_so_its_issue_lag_counts_the_hold() {
+        // The burst's writes are all due at 0: each one's issue lag is its whole wait, the shim's hold included
+        // (submission minus due time), so lag + latency is what an application behind the shim waits.
+        let (arrivals, ops) = burst_then_reads();
+        let ctx = shim_context(64, &arrivals, &ops, 4e6);
+        let (_, records) = drive(&ctx, &mut ScriptedBackend::new(10_000));
+        let writes: Vec<&Record> = records.iter().filter(|r| r.op == Op::Write as u8).collect();
+        assert_eq!(writes.len(), 100);
+        assert!(writes.iter().all(|r| r.issue_lag_ns == r.submit_ns - 1_000), "late from due time 0");
+        assert_eq!(writes.iter().filter(|r| r.issue_lag_ns >= 500_000).count(), 51, "the 51 held ones");
     }
 
     #[test]

@@ -204,11 +204,14 @@ pub(crate) struct Held {
     pub offset: u64,
     pub arrival_ns: u64,
     pub release_ns: u64,
+    /// When the trace had it due (open-loop replay; `arrival_ns` in a closed loop, 0 outside a replay): its issue
+    /// lag counts from here, so the hold is part of it, as an application behind the shim waits it.
+    pub due_ns: u64,
 }
 
 impl Default for Held {
     fn default() -> Held {
-        Held { op: Op::Write, size: 0, offset: 0, arrival_ns: 0, release_ns: 0 }
+        Held { op: Op::Write, size: 0, offset: 0, arrival_ns: 0, release_ns: 0, due_ns: 0 }
     }
 }
 
@@ -727,6 +730,21 @@ impl WriteShim {
         self.note(now);
     }
 
+    /// A write [`admit`](Self::admit) said must go after everything held ([`Admit::AfterHeld`]) joins them, let
+    /// go at once in its turn: the requests after it in the trace (the reads) go on instead of waiting at the
+    /// host until the whole backlog has been issued. False when there is no room (the bound): the write then
+    /// waits for the held ones to go, and what follows it with it.
+    #[inline]
+    pub fn queue_behind(&mut self, held: Held, now: u64) -> bool {
+        if self.count == self.ring.len() || self.held_bytes + held.size > self.max_held {
+            return false;
+        }
+        self.hold(Held { release_ns: now, ..held }, now);
+        self.let_go += 1;
+        self.report.writes += 1;
+        true
+    }
+
     /// Everything held may go now (a flush is coming, or the bound was reached); the next write is not spaced
     /// after them.
     #[inline]
@@ -980,9 +998,26 @@ mod tests {
         s.observe(Op::Write, size, now);
         let admit = s.admit(size, now);
         if let Admit::Hold(release) = admit {
-            s.hold(Held { op: Op::Write, size, offset: 0, arrival_ns: now, release_ns: release }, now);
+            s.hold(Held { op: Op::Write, size, offset: 0, arrival_ns: now, release_ns: release, due_ns: now }, now);
         }
         admit
+    }
+
+    #[test]
+    fn a_write_queued_behind_the_held_ones_goes_after_them_without_waiting_on_the_model() {
+        // Held writes all let go at once (a flush, the bound), and one more that must go after them: it joins
+        // the queue, last, and is let go as soon as its turn comes; with no room (the bound) it is refused.
+        let mut s = shim(57.5e6, 8 * KIB);
+        let held = |arrival_ns| Held { op: Op::Write, size: 4 * KIB, offset: 0, arrival_ns, release_ns: MS, due_ns: 0 };
+        s.hold(held(0), 0);
+        s.release_all(MS);
+        assert!(s.queue_behind(Held { offset: 7, ..held(2 * MS) }, 2 * MS));
+        assert_eq!((s.count, s.let_go, s.held_bytes), (2, 2, 8 * KIB));
+        assert!(!s.queue_behind(held(3 * MS), 3 * MS), "over --max-held");
+        assert_eq!(s.pop_due(3 * MS).map(|h| h.offset), Some(0));
+        let last = s.pop_due(3 * MS).expect("let go in its turn, not paced by the model");
+        assert_eq!((last.offset, last.due_ns), (7, 0));
+        assert_eq!(s.count, 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .latency import headline
 
 DEFAULT_OUT = "ftlscope-newt"
 
@@ -38,7 +39,8 @@ def add_newt_parser(sub: Any) -> None:
     _add_run_flags(p)
     add_shim_flags(p)  # --rate-limit-writes, --period, --max-held, --from-profile, --allow-noop
     out = p.add_argument_group("output")
-    out.add_argument("--json", help="write before, after (each a run's summary JSON) and gain_pct here")
+    out.add_argument("--json", help="write before, after (each a run's summary JSON), gain_pct (from each request's "
+                                    "arrival in an open-loop replay: latency_from says) and gain_pct_device here")
     out.add_argument("--report", metavar="DIR",
                      help=f"write the run's files and report page here (default {DEFAULT_OUT}/RUN_ID)")
     _add_db_flag(p)
@@ -98,9 +100,12 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def newt_document(outcome: Any, *, target: str, trace: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The JSON of a newt run: ``before`` and ``after`` (each a run's summary), ``gain_pct`` (per operation and
-    latency statistic, % lower after), ``throughput``, what was optimized and how."""
-    from .measure import gain_pct, held, throughput
+    """The JSON of a newt run: ``before`` and ``after`` (each a run's summary: device latency, submission to
+    completion), ``gain_pct`` (per operation and latency statistic, % lower after) measured as ``latency_from``
+    says (``arrival``: from each request's time in the trace, whose latencies are in ``arrival``; ``submission``
+    where the replay had no arrival times), ``gain_pct_device`` (from submission, always), ``throughput``, what
+    was optimized and how."""
+    from .measure import gains, held, throughput
 
     before, after = outcome.before.summary, outcome.after.summary
     aligned = None
@@ -117,7 +122,7 @@ def newt_document(outcome: Any, *, target: str, trace: str, options: dict[str, A
         "precondition": outcome.precondition,
         "completed": not stops, "stopped": ", ".join(map(str, stops)) or None,
         "before": before, "after": after,
-        "gain_pct": gain_pct(before, after), "throughput": throughput(before, after),
+        **gains(outcome.before, outcome.after), "throughput": throughput(before, after),
         "held": held(after),
     }
 
@@ -199,8 +204,8 @@ def cmd_newt(args: argparse.Namespace) -> int:
 
 
 def write_run_files(outcome: Any, doc: dict[str, Any], frame: Any, directory: Path) -> list[str]:
-    """``newt.json``, ``results.csv`` (one row per operation and statistic: before, after, gain) and the report
-    page with its figures, into ``directory``. Returns the figures' paths relative to it."""
+    """``newt.json``, ``results.csv`` (one row per latency measure, operation and statistic: before, after, gain)
+    and the report page with its figures, into ``directory``. Returns the figures' paths relative to it."""
     import pandas as pd
 
     from ..jsonable import write_json
@@ -214,14 +219,21 @@ def write_run_files(outcome: Any, doc: dict[str, Any], frame: Any, directory: Pa
 
 
 def result_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per latency measure (``latency_from``: ``arrival`` when the document has it, and ``submission``),
+    operation and statistic: before, after and the gain."""
     from ..metrics import NEWT_STATISTICS, column_suffix
+    from .latency import SUBMISSION
 
+    measures = [(doc["latency_from"], doc["gain_pct"], headline(doc, "before"), headline(doc, "after"))]
+    if doc.get("arrival"):
+        measures.append((SUBMISSION, doc["gain_pct_device"], doc["before"], doc["after"]))
     rows = []
-    for op, gains in doc["gain_pct"].items():
-        for key in NEWT_STATISTICS:
-            rows.append({"op": op, "statistic": column_suffix(key),
-                         "before_us": doc["before"][op]["lat_ns"][key] / 1e3,
-                         "after_us": doc["after"][op]["lat_ns"][key] / 1e3, "gain_pct": gains[key]})
+    for measured, gain, before, after in measures:
+        for op, gains in gain.items():
+            for key in NEWT_STATISTICS:
+                rows.append({"latency_from": measured, "op": op, "statistic": column_suffix(key),
+                             "before_us": before[op]["lat_ns"][key] / 1e3,
+                             "after_us": after[op]["lat_ns"][key] / 1e3, "gain_pct": gains[key]})
     return rows
 
 
@@ -234,14 +246,20 @@ def gain_tables(doc: dict[str, Any], width: int) -> list[Any]:
 
     title = f"{doc['target']} — {Path(doc['trace']).name}{' (SYNTHETIC)' if doc['synthetic'] else ''}: " + \
         "; ".join(_optimized(doc))
-    table = Table(title=title)
+    table = Table(title=title, caption=f"latency {doc['latency_from_why']}"
+                  + ("; device gain: from submission to completion, as 'ftlscope run' reports it"
+                     if doc.get("arrival") else ""))
     for column in ("op", "", *NEWT_STATISTICS):
         table.add_column(column, justify="left" if column in ("op", "") else "right")
     for op, gains in doc["gain_pct"].items():
-        b, a = doc["before"][op]["lat_ns"], doc["after"][op]["lat_ns"]
+        b, a = headline(doc, "before")[op]["lat_ns"], headline(doc, "after")[op]["lat_ns"]
+        device = (doc.get("gain_pct_device") or {}).get(op) if doc.get("arrival") else None
         table.add_row(op, "before", *(format_ns(b[k]) for k in NEWT_STATISTICS))
         table.add_row("", "after", *(format_ns(a[k]) for k in NEWT_STATISTICS))
-        table.add_row("", "gain", *(_pct(gains[k]) for k in NEWT_STATISTICS), end_section=True)
+        table.add_row("", f"gain ({doc['latency_from']})", *(_pct(gains[k]) for k in NEWT_STATISTICS),
+                      end_section=device is None)
+        if device is not None:
+            table.add_row("", "gain (device)", *(_pct(device[k]) for k in NEWT_STATISTICS), end_section=True)
     return [table]
 
 

@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..metrics import NEWT_STATISTICS
 from ..results import RunResult
 from ..sim import SimDevice
 from ..workload import Workload
 from .align import Alignment, AlignStats, align_reads
+from .latency import GAIN_OPS, gain_pct, gains
 
-GAIN_OPS = ("read", "write")
+__all__ = ["Outcome", "Plan", "gain_pct", "gains", "held", "measure", "throughput"]
+
 # After the fill a simulated drive idles at least this long, and at least as long as the fill took: the flash
 # may still be programming what the fill's writes left in flight, and idle time costs no wall time.
 MIN_SETTLE_NS = 1_000_000_000
@@ -130,18 +131,6 @@ def measure(target: str, frame: pd.DataFrame, plan: Plan, *, settle_s: float = 5
 
 def _shim_kwargs(plan: Plan) -> dict[str, Any]:
     return {"rate_limit_writes": plan.shim} if plan.shim is not None else {}
-
-
-def gain_pct(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """Per operation both passes ran, per latency statistic: how many percent lower it is after (negative when
-    higher). None where the before value is 0."""
-    out: dict[str, dict[str, float | None]] = {}
-    for op in GAIN_OPS:
-        if op not in before or op not in after:
-            continue
-        b, a = before[op]["lat_ns"], after[op]["lat_ns"]
-        out[op] = {key: (round((b[key] - a[key]) / b[key] * 100, 2) if b[key] else None) for key in NEWT_STATISTICS}
-    return out
 
 
 def throughput(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float | None]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..metrics import NEWT_EXPERIMENT, NEWT_STATISTICS, newt_gain_finding, newt_latency_finding
+from .latency import headline
 
 SOURCE = "Fantastic SSD Internals and How to Learn and Use Them, §5 (read-size alignment, write rate limiting)"
 
@@ -19,13 +20,17 @@ def findings(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     def put(name: str, value: Any, unit: str, evidence: str) -> None:
         out[name] = {"value": value, "unit": unit, "evidence": evidence}
 
+    # The latencies the gain is measured on: from each request's arrival in an open-loop replay (as the
+    # application waits), else from submission (the document's latency_from).
+    measured = f"latency from {doc['latency_from']}"
     for op, gains in doc["gain_pct"].items():
         for key in NEWT_STATISTICS:
-            before, after = doc["before"][op]["lat_ns"][key], doc["after"][op]["lat_ns"][key]
-            put(newt_latency_finding(op, key, "before"), before / 1e3, "us", f"{op} {key} replaying {trace} as it is")
+            before, after = headline(doc, "before")[op]["lat_ns"][key], headline(doc, "after")[op]["lat_ns"][key]
+            put(newt_latency_finding(op, key, "before"), before / 1e3, "us",
+                f"{op} {key} ({measured}) replaying {trace} as it is")
             put(newt_latency_finding(op, key, "after"), after / 1e3, "us",
-                f"{op} {key} replaying {trace} with the optimizations")
-            put(newt_gain_finding(op, key), gains[key], "%", f"{op} {key}: (before - after) / before")
+                f"{op} {key} ({measured}) replaying {trace} with the optimizations")
+            put(newt_gain_finding(op, key), gains[key], "%", f"{op} {key} ({measured}): (before - after) / before")
     for op, row in doc["throughput"].items():
         put(f"{op}_mb_s_before", row["before_mb_s"], "MB/s", f"{op} MB/s replaying {trace} as it is")
         put(f"{op}_mb_s_after", row["after_mb_s"], "MB/s", f"{op} MB/s replaying {trace} with the optimizations")
@@ -59,7 +64,8 @@ def record(doc: dict[str, Any], *, run_id: str, created_at: str, target: dict[st
             "findings": findings(doc), "params": doc["options"], "completed": doc["completed"],
             "device_time_s": device_s, "wall_time_s": wall_time_s,
         }],
-        "newt": {key: doc[key] for key in ("trace", "optimizations", "gain_pct", "throughput", "params")},
+        "newt": {key: doc.get(key) for key in ("trace", "optimizations", "latency_from", "gain_pct", "gain_pct_device",
+                                               "throughput", "params")},
         "notes": doc.get("notes") or [],
     }
 
@@ -77,6 +83,8 @@ def newt_runs_for(store: Any, identity: str | None) -> list[dict[str, Any]]:
             continue
         experiment = next((e for e in stored.get("experiments") or [] if e.get("name") == NEWT_EXPERIMENT), {})
         out.append({"run_id": run_id, "created_at": stored["created_at"], "trace": stored["newt"]["trace"],
+                    # Runs stored before the gain was measured from arrival have no latency_from: submission.
+                    "latency_from": stored["newt"].get("latency_from") or "submission",
                     "optimizations": stored["newt"]["optimizations"], "findings": experiment.get("findings") or {}})
     return out
 

@@ -193,8 +193,11 @@ def _measured_gain(f: Facts, optimization: str, doing: str) -> tuple[str, list[E
     if gain.value < 0:
         gain = replace(gain, display=format_value(-gain.value, "%"))
     direction = "lower" if gain.value >= 0 else "higher"
-    return (f" Measured ('ftlscope newt', {runs[0]['trace']}): {doing} made read p99 {gain.display} {direction}, "
-            f"{before.display} before, {after.display} after.", [gain, before, after])
+    # Measured from each read's arrival in the trace (as the application waits it) or, in a closed-loop replay,
+    # from its submission: the sentence says which.
+    since = "arrival" if runs[0].get("latency_from") == "arrival" else "submission"
+    return (f" Measured ('ftlscope newt', {runs[0]['trace']}): {doing} made read p99 (from {since} to completion) "
+            f"{gain.display} {direction}, {before.display} before, {after.display} after.", [gain, before, after])
 
 
 def read_sizes(f: Facts) -> Advice | None:

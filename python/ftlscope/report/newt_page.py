@@ -26,9 +26,11 @@ def render_newt_report(outcome: Any, doc: dict[str, Any], out: Path) -> list[Pat
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     note = SYNTHETIC_NOTE if doc["synthetic"] else ""
-    latencies = {when: _latencies(result) for when, result in (("before", outcome.before), ("after", outcome.after))}
-    cdfs = [_cdf(op, latencies, figures_dir, note) for op in doc["gain_pct"]]
-    over_time = [f for f in (_over_time(latencies, figures_dir, note),) if f]
+    arrival = bool(doc.get("arrival"))
+    latencies = {when: _latencies(result, arrival) for when, result in (("before", outcome.before),
+                                                                         ("after", outcome.after))}
+    cdfs = [_cdf(op, latencies, figures_dir, note, arrival) for op in doc["gain_pct"]]
+    over_time = [f for f in (_over_time(latencies, figures_dir, note, arrival),) if f]
     held = [f for f in (_held(doc.get("held"), figures_dir, note),) if f]
 
     def shown(paths: list[Path]) -> list[dict[str, Any]]:
@@ -38,7 +40,8 @@ def render_newt_report(outcome: Any, doc: dict[str, Any], out: Path) -> list[Pat
         "title": f"Newt on {doc['target']}: {Path(doc['trace']).name}"
                  + (" (SYNTHETIC: generated, not a captured workload)" if doc["synthetic"] else ""),
         "synthetic": doc["synthetic"], "conditions": conditions(doc), "notes": doc.get("notes") or [],
-        "statistics": NEWT_STATISTICS, "gain_rows": gain_rows(doc), "throughput_rows": throughput_rows(doc),
+        "statistics": NEWT_STATISTICS, "latency_from": latency_text(doc), "gain_rows": gain_rows(doc),
+        "throughput_rows": throughput_rows(doc),
         "cdf_figures": shown(cdfs), "time_figures": shown(over_time), "held_figures": shown(held),
         "held_rows": held_rows(doc.get("held")),
         "shim": bool((doc["optimizations"]["rate_limit_writes"] or {}).get("active")),
@@ -81,13 +84,33 @@ def _precondition_text(target: str, pre: dict[str, Any]) -> str:
             f"{format_ns(pre.get('settle_ns') or 0)}")
 
 
+def latency_text(doc: dict[str, Any]) -> str:
+    """What the gain table measures, in a sentence."""
+    text = f"Latency {doc['latency_from_why']}."
+    if doc.get("arrival"):
+        text += (" Below it, the device latency (from submission to completion, as 'ftlscope run' reports it): in a "
+                 "replay that cannot keep the trace's timing a hold that lets reads go earlier can show as slower "
+                 "reads there although each finished sooner after its arrival.")
+    return text
+
+
 def gain_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per operation: before, after and the gain by the headline measure (``latency_from``), and ``device``: the
+    same from submission when the headline is from arrival (None otherwise)."""
+    from ..newt.latency import headline
+
+    def cells(before: dict[str, Any], after: dict[str, Any], gains: dict[str, Any]) -> dict[str, list[str]]:
+        return {"before": [format_ns(before[k]) for k in NEWT_STATISTICS],
+                "after": [format_ns(after[k]) for k in NEWT_STATISTICS],
+                "gain": ["—" if gains[k] is None else f"{gains[k]:+.1f} %" for k in NEWT_STATISTICS]}
+
     rows = []
     for op, gains in doc["gain_pct"].items():
-        b, a = doc["before"][op]["lat_ns"], doc["after"][op]["lat_ns"]
-        rows.append({"op": op, "before": [format_ns(b[k]) for k in NEWT_STATISTICS],
-                     "after": [format_ns(a[k]) for k in NEWT_STATISTICS],
-                     "gain": ["—" if gains[k] is None else f"{gains[k]:+.1f} %" for k in NEWT_STATISTICS]})
+        device = (doc.get("gain_pct_device") or {}).get(op) if doc.get("arrival") else None
+        rows.append({"op": op, **cells(headline(doc, "before")[op]["lat_ns"], headline(doc, "after")[op]["lat_ns"],
+                                       gains),
+                     "device": cells(doc["before"][op]["lat_ns"], doc["after"][op]["lat_ns"], device)
+                     if device else None})
     return rows
 
 
@@ -120,19 +143,24 @@ def held_rows(held: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _latencies(result: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per operation: (submit time, latency) of every request, in ns."""
+def _latencies(result: Any, arrival: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per operation: (time, latency) of every request, in ns: from its arrival (due time; latency plus issue
+    lag) when ``arrival``, else from its submission."""
     trace = result.trace
     out = {}
     if trace.empty:
         return out
     for op in ("read", "write"):
         rows = trace[trace["op"] == op]
-        out[op] = (rows["submit_ns"].to_numpy(np.int64), rows["latency_ns"].to_numpy(np.int64))
+        submit, latency = rows["submit_ns"].to_numpy(np.int64), rows["latency_ns"].to_numpy(np.int64)
+        if arrival:
+            lag = rows["issue_lag_ns"].to_numpy(np.int64)
+            submit, latency = submit - lag, latency + lag
+        out[op] = (submit, latency)
     return out
 
 
-def _cdf(op: str, latencies: dict[str, Any], directory: Path, note: str) -> Path:
+def _cdf(op: str, latencies: dict[str, Any], directory: Path, note: str, arrival: bool) -> Path:
     fig, ax = plots.figure(f"{op} latency CDF, before and after{note}", "latency (log scale)",
                            "requests at most this slow (%)")
     for when, style in (("before", {"color": "C3", "linestyle": "--"}), ("after", {"color": "C0"})):
@@ -142,12 +170,16 @@ def _cdf(op: str, latencies: dict[str, Any], directory: Path, note: str) -> Path
                     label=f"{'original' if when == 'before' else 'optimized'} ({values.size:,})", **style)
     plots.duration_axis(ax, "x")
     ax.set_ylim(0, 100.5)
-    caption = (f"{op}: share of requests at most this slow, replaying the trace as it is (dashed) and with the "
-               f"optimizations (solid)")
+    caption = (f"{op}: share of requests at most this slow ({_measured(arrival)}), replaying the trace as it is "
+               f"(dashed) and with the optimizations (solid)")
     return plots.save(fig, directory, f"{op}-latency-cdf-before-after", caption)
 
 
-def _over_time(latencies: dict[str, Any], directory: Path, note: str) -> Path | None:
+def _measured(arrival: bool) -> str:
+    return "latency from arrival in the trace to completion" if arrival else "latency from submission to completion"
+
+
+def _over_time(latencies: dict[str, Any], directory: Path, note: str, arrival: bool) -> Path | None:
     if not any(latencies[w].get("read", (None, np.array([])))[1].size for w in latencies):
         return None
     fig, axes = plots.panels(f"read latency over time{note}", 2, 1, size=(7.5, 6.0), sharex=True)
@@ -158,8 +190,9 @@ def _over_time(latencies: dict[str, Any], directory: Path, note: str) -> Path | 
         ax.set_yscale("log")
         plots.duration_axis(ax, "y")
         ax.set_ylabel(f"{'original' if when == 'before' else 'optimized'}")
-    axes[-1].set_xlabel("submission time since the start (s)")
-    caption = "Every read's latency over the replay: as it is (top) and with the optimizations (bottom)"
+    axes[-1].set_xlabel(f"{'arrival' if arrival else 'submission'} time since the start (s)")
+    caption = (f"Every read's latency ({_measured(arrival)}) over the replay: as it is (top) and with the "
+               "optimizations (bottom)")
     return plots.save(fig, directory, "read-latency-over-time-before-after", caption)
 
 

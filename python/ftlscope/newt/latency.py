@@ -1,0 +1,110 @@
+"""Which latency Newt's gain is measured on, and that latency's statistics.
+
+An application behind the write shim waits from the moment it issues a request to its completion: any wait in
+the replayer for a free queue slot and any hold the shim puts on a write are part of it. So in an open-loop
+replay (each request due at its time in the trace) the gain is measured *from arrival*: a request's issue lag
+(submission minus its due time, the shim's hold included) plus its device latency (submission to completion).
+The device latency alone, as ``ftlscope run`` reports it, is kept beside it. Measured from submission, a replay
+that cannot keep the trace's timing (a saturated queue) shows a shim hold that lets reads go earlier as slower
+reads, although each of them finished sooner after the application asked for it.
+
+A closed-loop replay (``--mode closed``, ``--timing afap``) has no arrival times: each request goes when the one
+before it lets it. There the gain is measured from submission, and the JSON says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import NEWT_STATISTICS
+
+ARRIVAL = "arrival"
+SUBMISSION = "submission"
+GAIN_OPS = ("read", "write")
+
+
+def latency_from(summary: dict[str, Any]) -> tuple[str, str]:
+    """(``arrival`` or ``submission``, why) for a replay's summary: from arrival where the replay kept the
+    trace's arrival times (open loop), from submission otherwise."""
+    replay = summary.get("replay") or {}
+    if replay.get("mode") == "open" and replay.get("timing") != "afap":
+        return ARRIVAL, ("from each request's time in the trace to its completion (open-loop replay): the wait "
+                         "for a free queue slot and the shim's hold of a write count, as an application waits them")
+    return SUBMISSION, (f"from submission to completion: a {replay.get('mode') or 'closed'}-loop replay (timing "
+                        f"{replay.get('timing') or '?'}) has no arrival times, each request goes when the one before "
+                        "it lets it")
+
+
+def arrival_latencies(trace: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per operation, each measured request's latency from its due time (issue lag + device latency, ns); the
+    requests the summary times (not failed, not warm-up). Empty when the trace has no issue lag column."""
+    if trace.empty or "issue_lag_ns" not in trace:
+        return {}
+    timed = ~trace["warmup"].to_numpy(bool) & (trace["status"].to_numpy(np.int64) >= 0)
+    ranged = trace["op"].isin(GAIN_OPS).to_numpy()
+    # A read or write that moved fewer bytes than asked failed, as the engine counts it.
+    timed &= ~ranged | (trace["status"].to_numpy(np.int64) == trace["size"].to_numpy(np.int64))
+    total = trace["issue_lag_ns"].to_numpy(np.int64) + trace["latency_ns"].to_numpy(np.int64)
+    ops = trace["op"].astype(str).to_numpy()
+    return {op: total[timed & (ops == op)] for op in GAIN_OPS if (timed & (ops == op)).any()}
+
+
+def statistics(values: np.ndarray) -> dict[str, float]:
+    """:data:`NEWT_STATISTICS` of latencies in ns (exact percentiles, linear between ranks)."""
+    out = {"mean": float(values.mean())}
+    for key in NEWT_STATISTICS:
+        if key != "mean":
+            out[key] = float(np.percentile(values, float(key[1:])))
+    return out
+
+
+def arrival_summary(trace: pd.DataFrame, dropped: int = 0) -> dict[str, Any] | None:
+    """Per operation ``{"lat_ns": statistics, "ops": n}`` from arrival, shaped like a run summary's operations;
+    None when the trace cannot give it: no issue lag column, or ``dropped`` records past the trace limit
+    (statistics of the first requests only would not be the run's)."""
+    latencies = arrival_latencies(trace)
+    if not latencies or dropped:
+        return None
+    return {op: {"lat_ns": statistics(values), "ops": int(values.size)} for op, values in latencies.items()}
+
+
+def gain_pct(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per operation both passes have, per latency statistic: how many percent lower it is after (negative when
+    higher). None where the before value is 0. ``before``/``after``: run summaries or :func:`arrival_summary`."""
+    out: dict[str, dict[str, float | None]] = {}
+    for op in GAIN_OPS:
+        if op not in before or op not in after:
+            continue
+        b, a = before[op]["lat_ns"], after[op]["lat_ns"]
+        out[op] = {key: (round((b[key] - a[key]) / b[key] * 100, 2) if b[key] else None) for key in NEWT_STATISTICS}
+    return out
+
+
+def gains(before: Any, after: Any) -> dict[str, Any]:
+    """The gain of a newt run's two passes (RunResults, their traces kept), by both measures: ``latency_from``
+    (``arrival`` or ``submission``: what ``gain_pct`` is measured from) and why, ``arrival`` (``before`` and
+    ``after`` from arrival, per operation ``lat_ns``; None when measured from submission), ``gain_pct`` and
+    ``gain_pct_device`` (from submission, the device latency ``run`` reports, always)."""
+    measured, why = latency_from(before.summary)
+    arrival = None
+    if measured == ARRIVAL:
+        passes = [arrival_summary(r.trace, r.dropped_trace_records) for r in (before, after)]
+        if None in passes:
+            measured, why = SUBMISSION, ("from submission to completion: the per-request trace does not hold "
+                                         "every request (trace limit), so the times from arrival are not known")
+        else:
+            arrival = {"before": passes[0], "after": passes[1]}
+    device = gain_pct(before.summary, after.summary)
+    return {"latency_from": measured, "latency_from_why": why, "arrival": arrival,
+            "gain_pct": gain_pct(arrival["before"], arrival["after"]) if arrival else device,
+            "gain_pct_device": device}
+
+
+def headline(doc: dict[str, Any], when: str) -> dict[str, Any]:
+    """Per operation, the latencies (``lat_ns``) ``gain_pct`` is measured on in a newt document's pass ``when``
+    (``before`` or ``after``): from arrival when it has them, else the pass's run summary (from submission)."""
+    arrival = doc.get("arrival")
+    return arrival[when] if arrival else doc[when]
