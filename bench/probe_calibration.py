@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     for level in [x.strip() for x in args.levels.split(",") if x.strip()]:
         started = time.monotonic()
         try:
-            result = validate(devices, properties=args.properties, noise=level)
+            result = validate(devices, properties=args.properties, noise=level,
+                              on_device=lambda name, _rows, level=level: print(f"  {level}: {name} probed",
+                                                                              file=sys.stderr))
         except FtlscopeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
