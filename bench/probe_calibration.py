@@ -11,6 +11,9 @@ loaded machine.
 
     python bench/probe_calibration.py [--levels medium,harsh] [--properties P5,P8,P9,P10]
                                       [--device F.toml ...] [--csv answers.csv]
+    python bench/probe_calibration.py --from-csv a.csv b.csv    # the tables of earlier runs' answers, together
+
+(--from-csv lets a long run be split over several processes, by level or by drive, and printed as one.)
 """
 
 from __future__ import annotations
@@ -37,7 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--properties", default=DEFAULT_PROPERTIES)
     parser.add_argument("--device", action="append", help="a device file (default: every held-out one)")
     parser.add_argument("--csv", help="write every scored answer here")
+    parser.add_argument("--from-csv", nargs="+", help="print the tables of answers a run wrote with --csv")
     args = parser.parse_args(argv)
+    if args.from_csv:
+        missing = [f for f in args.from_csv if not Path(f).is_file()]
+        if missing:
+            print(f"--from-csv: {missing[0]} does not exist; give a file a run wrote with --csv", file=sys.stderr)
+            return 2
+        rows = pd.concat([pd.read_csv(f) for f in args.from_csv], ignore_index=True)
+        for level, group in rows.groupby("noise", sort=False):
+            drives = group["device"].nunique()
+            print(f"\n## {level} noise: {drives} drives, {len(group)} answers, {group['match'].mean():.1%} right\n")
+            print(Validation(group.reset_index(drop=True)).calibration_markdown())
+        summary(rows)
+        return 0
     devices = args.device or sorted(str(p) for p in HELD_OUT.glob("*.toml"))
     if not devices:
         print(f"--device: no device files in {HELD_OUT}; give one with --device F.toml", file=sys.stderr)
@@ -57,21 +73,34 @@ def main(argv: list[str] | None = None) -> int:
         print(result.calibration_markdown())
         frames.append(result.rows.assign(noise=level))
     rows = pd.concat(frames, ignore_index=True)
+    if args.csv:
+        rows.to_csv(args.csv, index=False)
+    summary(rows)
+    return 0
+
+
+def summary(rows: pd.DataFrame) -> None:
+    """The calibration table over every level, the goal's verdict and every wrong answer."""
     pooled = Validation(rows)
     print(f"\n## all levels: {len(rows)} answers, {pooled.accuracy:.1%} right\n")
     print(pooled.calibration_markdown())
     sure = pooled.calibration().iloc[-2]  # the >= 0.9 bin (the last is "no confidence")
     verdict = "met" if sure["answers"] and sure["share_right"] >= GOAL_SHARE else "NOT met"
     print(f"confidence >= 0.9: {sure['right']}/{sure['answers']} right; the goal (>= {GOAL_SHARE:.0%}) is {verdict}\n")
-    wrong = rows[~rows["match"]]
+    per = rows.groupby(["property", "noise"], sort=False)["match"].agg(["sum", "count"]).unstack("noise")
+    levels = list(dict.fromkeys(rows["noise"]))
+    print("| property | " + " | ".join(levels) + " |\n| --- |" + " --- |" * len(levels))
+    for pid in per.index:
+        cells = [f"{int(per.loc[pid, ('sum', lv)])}/{int(per.loc[pid, ('count', lv)])}"
+                 if not pd.isna(per.loc[pid, ("count", lv)]) else "" for lv in levels]
+        print(f"| {pid} | " + " | ".join(cells) + " |")
+    print()
+    wrong = rows[~rows["match"].astype(bool)]
     if len(wrong):
         print("| noise | device | property | answer | truth | confidence |\n| --- | --- | --- | --- | --- | --- |")
         for r in wrong.itertuples():
             confidence = "none" if pd.isna(r.confidence) else f"{float(r.confidence):.2f}"
             print(f"| {r.noise} | {r.device} | {r.property} | {r.answer} | {r.truth} | {confidence} |")
-    if args.csv:
-        rows.to_csv(args.csv, index=False)
-    return 0
 
 
 if __name__ == "__main__":
