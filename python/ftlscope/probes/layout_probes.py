@@ -45,7 +45,8 @@ the buses behind them, a step each time k passes a multiple of the channel count
 hidden answer (still marked controller-limited), none keeps it.
 
 What the completion times cannot show: channels pooled into groups share one bus per group (the period seen
-is the number of groups); a host link slower than a channel hides every bus wait; unused units of a stripe
+is the number of groups, so P5 answers the buses that contend and lists the pooled layouts that time the same:
+:func:`said_as_buses`); a host link slower than a channel hides every bus wait; unused units of a stripe
 narrower than the chips (chips per channel is rounded up from the stripe).
 """
 
