@@ -102,7 +102,7 @@ def test_validation_scores_answers_against_the_truth(tmp_path):
     result = validate(["optane-like"], properties="P8,P9,P10", out=tmp_path)
     assert list(result.rows["property"]) == ["P8", "P9", "P10"]
     assert result.rows["match"].all() and result.accuracy == 1.0
-    assert "| optane-like | ✓ none | ✓ 8 | ✓ 0 s |" in result.markdown()
+    assert "| optane-like | ✓ none | ✓ — (no buffer) | ✓ 0 s |" in result.markdown()  # write-through: P9 n/a
     assert (tmp_path / "optane-like" / "properties.json").exists()
     assert "consumer-tlc-dram" in resolve_specs(["all"], None)
     assert not any(name.startswith("hdd") for name in resolve_specs(["all"], None))

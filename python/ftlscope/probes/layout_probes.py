@@ -45,7 +45,8 @@ the buses behind them, a step each time k passes a multiple of the channel count
 hidden answer (still marked controller-limited), none keeps it.
 
 What the completion times cannot show: channels pooled into groups share one bus per group (the period seen
-is the number of groups); a host link slower than a channel hides every bus wait; unused units of a stripe
+is the number of groups, so P5 answers the buses that contend and lists the pooled layouts that time the same:
+:func:`said_as_buses`); a host link slower than a channel hides every bus wait; unused units of a stripe
 narrower than the chips (chips per channel is rounded up from the stripe).
 """
 
@@ -934,6 +935,32 @@ def pooled_cap(answer: Answer, stripe: int) -> Answer:
     return answer
 
 
+def pooled_equivalents(value: dict[str, int] | None, stripe: int) -> list[dict[str, int]]:
+    """The pooled layouts that time exactly as ``value``: k x C channels in C groups (shared/device-model.md's
+    ``channel_groups``: channels c and c' contend when c mod C == c' mod C, so unit u waits for the units
+    u' = u mod C, as on C channels), for every k dividing the units a channel carries."""
+    if not value or value.get("chips_per_channel", 1) <= 1:
+        return []
+    buses, units = int(value["channels"]), int(value["channels"]) * int(value["chips_per_channel"])
+    return [{"channels": buses * k, "chips_per_channel": units // (buses * k), "channel_groups": buses}
+            for k in range(2, units // buses + 1) if (units // buses) % k == 0 and buses * k <= stripe]
+
+
+def said_as_buses(answer: Answer, stripe: int) -> Answer:
+    """Say what a P5 answer is: the buses that contend, from read timing. Channels pooled into groups contend as
+    one bus per group ("Fantastic SSD Internals and How to Learn and Use Them": N1.6TS's 16 channels in 4 pools),
+    so C channels and k x C channels in C groups time alike: the answer is the C buses (validate scores it so,
+    truth.observable_layout), and the pooled layouts it cannot exclude are listed in ``pooled_equivalents``."""
+    same = pooled_equivalents(answer.value, stripe)
+    if not same or answer.confidence is None:
+        return answer
+    answer.extra["pooled_equivalents"] = same
+    listed = ", ".join(f"{v['channels']} x {v['chips_per_channel']}" for v in same[:3])
+    answer.evidence += (f"; channels are counted as the buses that contend: {listed} channels pooled into "
+                        f"{answer.value['channels']} groups would time the same")
+    return answer
+
+
 def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) -> Answer:
     answer = _channel_layout(ctx, known, directory)
     if answer.extra.get("controller_limited") and answer.value and int(_known_value(known, "P4") or 0) > 2:
@@ -944,6 +971,7 @@ def run_channel_layout(ctx: Context, known: dict[str, Answer], directory: Path) 
         else:
             answer.figures = figures
     answer = pooled_cap(answer, int(_known_value(known, "P4") or 1))
+    answer = said_as_buses(answer, int(_known_value(known, "P4") or 1))
     # The layout is read over P3's chunks and P4's stripe: it is no surer than they are (at harsh noise a stripe
     # of 1 read at 0.54 gave "1 ch x 1" at 1.0).
     basis = [known[pid].confidence for pid in ("P3", "P4") if pid in known and known[pid].confidence is not None]

@@ -247,7 +247,30 @@ def probe_write_parallelism(ctx: Context, known: dict[str, Answer], directory: P
     answer = until_stable(measure_round, analyse_write_parallelism, min_rounds=2, max_rounds=4, settled=_settled)
     region.release()
     answer.figures = [figure_write_parallelism(answer.raw, directory)]
+    return without_buffer(answer, known.get("P8"))
+
+
+def without_buffer(answer: Answer, buffer: Answer | None) -> Answer:
+    """P9 is the write buffer's parallelism (how many writes it takes in at one instant). When P8 found no write
+    buffer, every write is a program on the flash, and the clusters the batches showed are the flash's units or
+    channels, not a buffer's: the answer is "not applicable" (None, as Table 4 leaves a write-through drive's P9
+    blank), as sure as P8's "no buffer", with what the batches showed kept in the evidence and in
+    ``program_parallelism``. The batches are measured all the same, so every later probe meets the drive as
+    before (the same device time, the same noise draws). Without P8 (P9 probed alone) the answer stays a count."""
+    if buffer is None or buffer.value != 0:
+        return answer
+    answer.extra["program_parallelism"] = answer.value
+    answer.evidence = (f"not applicable: P8 found no write buffer (a write is a program on the flash), so there is no "
+                       f"buffer parallelism; the batches showed {answer.value} writes at a time at confidence "
+                       f"{_confidence(answer.confidence)}, the flash's program parallelism: {answer.evidence}")
+    answer.alternatives = []
+    answer.value, answer.confidence = None, buffer.confidence
+    answer.extra["serialized_when_idle"] = False
     return answer
+
+
+def _confidence(value: float | None) -> str:
+    return "none" if value is None else f"{value:.2f}"
 
 
 def _staircase_elsewhere(frame: pd.DataFrame, reading: BatchReading) -> bool:

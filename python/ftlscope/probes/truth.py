@@ -42,18 +42,46 @@ def ground_truth(config: dict[str, Any] | str) -> dict[str, Any]:
         "P2": {"cell": str(nand["cell"]).lower(), "pattern": str(nand.get("page_pattern", ""))},
         "P3": _size(mapping["chunk_size"]),
         "P4": int(mapping["stripe_width"]),
-        "P5": {"channels": int(geometry["channels"]), "chips_per_channel": int(geometry["chips_per_channel"])},
+        "P5": _layout(geometry, mapping),
         "P6": {"consistent": unaligned == 0 and not penalties, "penalised_sizes": penalised},
         "P7": _size(read_buffer.get("capacity", "0B")),
         "P8": _size(write_buffer.get("capacity", "0B")),
-        "P9": int(write_buffer.get("parallelism", 1)),
+        # Without a write buffer a write is a program and ``parallelism`` (the buffer's insert slots) has no
+        # effect: P9 is "not applicable" (None), as Table 4 leaves it blank for a write-through drive.
+        "P9": int(write_buffer.get("parallelism", 1)) if _size(write_buffer.get("capacity", "0B")) else None,
         "P10": _seconds(write_buffer.get("idle_flush_window")),
     }
 
 
+def _layout(geometry: dict[str, Any], mapping: dict[str, Any]) -> dict[str, int]:
+    """P5's truth: channels x chips, and the groups they are pooled into (shared/device-model.md:
+    ``channel_groups``) when there are fewer groups than channels."""
+    out = {"channels": int(geometry["channels"]), "chips_per_channel": int(geometry["chips_per_channel"])}
+    groups = int(mapping.get("channel_groups", 0) or 0)
+    if 0 < groups < out["channels"]:
+        out["channel_groups"] = groups
+    return out
+
+
+def observable_layout(truth: dict[str, int]) -> dict[str, int]:
+    """The layout read timing shows: channels pooled into N groups contend as one bus per group (a unit on
+    channel c waits for every unit on a channel c' with c mod N == c' mod N), so they time exactly as N channels
+    of (channels x chips / N) chips. P5 is a contention measurement ("Fantastic SSD Internals and How to Learn and
+    Use Them" §3: F3_strideRead reveals channel-level contention, whose stride "hints the number of channels");
+    the paper found N1.6TS's pools only by a further investigation beyond the probes. So P5 is scored against
+    the buses: on a drive without pools, its channels x chips."""
+    groups = truth.get("channel_groups")
+    if not groups:
+        return {"channels": truth["channels"], "chips_per_channel": truth["chips_per_channel"]}
+    return {"channels": groups, "chips_per_channel": truth["channels"] * truth["chips_per_channel"] // groups}
+
+
 def matches(pid: str, value: Any, truth: Any) -> bool:
-    """Issue 5's rule: exact for P1, P3, P5, P7 = 0 and P2's cell; P4 within 2; byte sizes within 10 %; P9
-    exact; P10 within a factor of 2 (or both "never"); P6's verdict."""
+    """Issue 5's rule: exact for P1, P3, P5 (its buses: :func:`observable_layout`), P7 = 0 and P2's cell; P4
+    within 2; byte sizes within 10 %; P9 exact, or "not applicable" (None) on a drive without a write buffer;
+    P10 within a factor of 2 (or both "never"); P6's verdict."""
+    if pid == "P9" and (value is None or truth is None):
+        return value is None and truth is None
     if value is None and pid not in ("P10",):
         return False
     if pid in ("P1", "P3"):
@@ -63,8 +91,9 @@ def matches(pid: str, value: Any, truth: Any) -> bool:
     if pid == "P4":
         return abs(int(value) - int(truth)) <= 2
     if pid == "P5":
-        return isinstance(value, dict) and value.get("channels") == truth["channels"] and \
-            value.get("chips_per_channel") == truth["chips_per_channel"]
+        seen = observable_layout(truth)
+        return isinstance(value, dict) and value.get("channels") == seen["channels"] and \
+            value.get("chips_per_channel") == seen["chips_per_channel"]
     if pid == "P6":
         return isinstance(value, dict) and bool(value.get("consistent")) == truth["consistent"]
     if pid in ("P7", "P8"):
@@ -85,13 +114,14 @@ def describe(pid: str, value: Any) -> str:
     from ..units import format_size
 
     if value is None:
-        return "never" if pid == "P10" else "?"
+        return {"P10": "never", "P9": "— (no buffer)"}.get(pid, "?")
     if pid in ("P1", "P3", "P7", "P8"):
         return "none" if value == 0 and pid in ("P7", "P8") else format_size(value)
     if pid == "P2":
         return f"{value.get('cell', '?').upper()} {value.get('pattern', '')}".strip()
     if pid == "P5":
-        return f"{value.get('channels')} ch x {value.get('chips_per_channel')} chips"
+        text = f"{value.get('channels')} ch x {value.get('chips_per_channel')} chips"
+        return text + (f" in {value['channel_groups']} groups" if value.get("channel_groups") else "")
     if pid == "P6":
         if value.get("consistent"):
             return "consistent"
