@@ -136,7 +136,10 @@ def show(rows: list[dict], preset: str, mapping: int, pages: int) -> None:
                   + (f"missed by {len(below)} of the rows it applies to" if below else "met by every row it applies to")
                   + ". The GC rows are bound by memory latency (the map is hundreds of MiB touched at random), so they"
                   " vary with the machine's load even in CPU time; with [noise] each NAND operation also draws its"
-                  " lognormal time."))
+                  " lognormal time. Without --skip-fill the [noise] rows start from a sequential fill and the"
+                  " noise-free ones from the random fill: their GC-settling rows then differ by more than noise"
+                  " (compare the steady rows, or `cargo run --release -p ftlscope-sim --example gc_speed -- --noise`"
+                  " against it without)."))
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     console.print(f"mapping state: {mapping / 2**20:,.0f} MiB for {pages:,} logical pages = "
                   f"{mapping / pages:.2f} B per page (goal <= 8); peak RSS {peak_rss / 2**30:.2f} GiB")

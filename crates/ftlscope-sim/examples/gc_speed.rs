@@ -1,9 +1,11 @@
 //! Steady-state garbage-collection speed of the simulated SSD alone (no engine): a random-order fill of
 //! the whole drive, then rounds of 4 KiB random writes at queue depth 32, each round timed.
 //!
-//!     cargo run --release -p ftlscope-sim --example gc_speed [PRESET|DEVICE.toml] [MILLIONS_PER_ROUND] [ROUNDS]
+//!     cargo run --release -p ftlscope-sim --example gc_speed [--noise] [PRESET|DEVICE.toml] [MILLIONS_PER_ROUND] [ROUNDS]
 //!
 //! The default device is `examples/gc_speed_device.toml` (the consumer-tlc-dram preset before its 1 MiB read fit).
+//! `--noise` gives the device device-model.md's example `[noise]` section (issue 15: noise must keep steady GC
+//! above 1 M requests per CPU second); the checksums then pin nothing (noisy times may change with the draws).
 //!
 //! Instruction counts without a PMU (virtual machines often have none):
 //!     valgrind --tool=callgrind --collect-atstart=no --toggle-collect='gc_speed::steady_round' ...
@@ -12,8 +14,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
+use ftlscope_sim::config::Noise;
 use ftlscope_sim::device::{build, open, SimDevice, SimOp, SimRequest};
-use ftlscope_sim::time::SimTime;
+use ftlscope_sim::time::{Nanos, SimTime};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -94,14 +97,34 @@ fn steady_round(host: &mut Host, rng: &mut SmallRng, pages: u64, n: u64) {
     }
 }
 
+/// device-model.md's example `[noise]` section.
+fn example_noise() -> Noise {
+    Noise {
+        latency_cv: 0.10,
+        host_jitter: Nanos(3_000),
+        read_retry_rate: 0.002,
+        background_interval: Some(Nanos(20_000_000)),
+        background_busy: Nanos(1_000_000),
+        stall_rate: 0.0001,
+        stall_latency: Nanos(3_000_000),
+    }
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let noisy = all.iter().any(|a| a == "--noise");
+    let mut args = all.into_iter().filter(|a| a != "--noise");
     // The default device is a frozen copy of consumer-tlc-dram (gc_speed_device.toml), so refitting the preset
     // does not move the checksums that pin the simulator's timing.
     let spec =
         args.next().unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/examples/gc_speed_device.toml").into());
     let millions: f64 = args.next().map_or(5.0, |s| s.parse().expect("a number of millions"));
-    let device = build(open(&spec).expect("a preset or a device file"));
+    let mut cfg = open(&spec).expect("a preset or a device file");
+    if noisy {
+        cfg.noise = Some(example_noise());
+        println!("with device-model.md's example [noise] section");
+    }
+    let device = build(cfg);
     let pages = device.capacity_bytes() / 4096;
     let mut host = Host { device, completions: (0..32).map(|_| Reverse(0)).collect(), writes: 0, checksum: 0 };
     let media = |h: &Host| h.device.counters(SimTime(0)).media_bytes_written;
