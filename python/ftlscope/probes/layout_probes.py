@@ -116,10 +116,6 @@ ROWS_PER_RUN = 8
 # "2 ch x 2" at 0.67 without noise, 4 x 1 at 0.73 with its own noise, an 8 x 1 copy "4 ch x 2" at 0.997. 100 us
 # outlasts a register hold of 50-150 us (transfer and decode of a 16 KiB page) beyond the batch's own completion.
 PAIR_IDLE_NS = 100_000
-# ... and before its first batch the drive idles PAIR_QUIET_NS, longer than any preset's buffer drain window (5 s,
-# a second level): with data left in the write buffer every idle gap drained a little of it, and those programs
-# held the units the pairs read (kelpie-t480g-s without noise: gaps up to 1.3 ms, "9 ch x 2" at 0.89 for 8 x 2).
-PAIR_QUIET_NS = 6 * SECOND
 # P5 on a noisy drive: pairs of reads at unit distances 1 .. NOISY_MAX_DISTANCE (the stripe width less one, at
 # most), one run per distance and round of NOISY_BATCHES pairs at most, or more on a narrow stripe so that a round
 # holds NOISY_ROUND_PAIRS (kelpie-t100g-s's 7 distances read "no bus shared" at 0.90 after 8 rounds of 256), over
@@ -642,7 +638,6 @@ def run_pairs(ctx: Context, page: int, chunk: int, stripe: int) -> Answer:
     blocks = max(1, ((start + length) // row - first_row) // rows)
     # Run 0 would read the first page of each chunk.
     state = {"runs": 1, "batch": 2, "distance": min(stripe - 1, DISTANCE_FIRST)}
-    ctx.idle(PAIR_QUIET_NS)
 
     def run_distance(distance: int, round_index: int) -> pd.DataFrame:
         # Every run reads pages no run read before: the next page of the chunks, then the next rows.
@@ -769,7 +764,6 @@ def run_noisy_pairs(ctx: Context, page: int, chunk: int, stripe: int, size: int)
     # every odd one H pages on a 1L 1H drive with 16-page chunks, and the close share followed the page type.
     draw = np.random.default_rng(5)
     state = {"batch": 2}
-    ctx.idle(PAIR_QUIET_NS)
     before = ctx.device_time_ns
     frames: list[pd.DataFrame] = []
     answer: Answer | None = None
