@@ -107,15 +107,6 @@ MAX_WINDOW_SLOTS = 4096
 DISTANCE_FIRST = 16
 BATCHES_PER_DISTANCE = 16
 ROWS_PER_RUN = 8
-# P5: idle time between two batches of a distance run, so each pair starts on units that the batch before has left.
-# The walk moves 2 x distance units a batch (3 x with batches of three), so at half the stripe width (a multiple
-# of it over 2 or 3) every batch reads the same two units as the one before, the other distances alternate. Issued
-# back to back, a batch then met what the last one left on its units: with register_hold (the controller keeps a
-# unit's register after the sense while it decodes) the next pair arrived inside the hold and its reads started at
-# the two releases, so that one distance completed further apart and read as a shared bus: pm981-256g (4 units)
-# "2 ch x 2" at 0.67 without noise, 4 x 1 at 0.73 with its own noise, an 8 x 1 copy "4 ch x 2" at 0.997. 100 us
-# outlasts a register hold of 50-150 us (transfer and decode of a 16 KiB page) beyond the batch's own completion.
-PAIR_IDLE_NS = 100_000
 # P5 on a noisy drive: pairs of reads at unit distances 1 .. NOISY_MAX_DISTANCE (the stripe width less one, at
 # most), one run per distance and round of NOISY_BATCHES pairs at most, or more on a narrow stripe so that a round
 # holds NOISY_ROUND_PAIRS (kelpie-t100g-s's 7 distances read "no bus shared" at 0.90 after 8 rounds of 256), over
@@ -186,10 +177,10 @@ def _regions(ctx: Context) -> dict[str, tuple[int, int]]:
 
 
 def _reads(*, start: int, length: int, size: int, ops: int, batch: int, pattern: dict[str, Any],
-           seed: int = 1, idle_ns: int = 0) -> Workload:
+           seed: int = 1) -> Workload:
     return Workload(mix={"read": 100}, sizes=[int(size)], pattern=pattern,
                     range={"start": int(start), "length": int(length)}, queue_depth=int(batch),
-                    batch={"size": int(batch), "idle_ns": int(idle_ns)}, stop={"ops": int(ops)}, seed=seed)
+                    batch={"size": int(batch), "idle_ns": 0}, stop={"ops": int(ops)}, seed=seed)
 
 
 def _trace(ctx: Context, workload: Workload, label: str) -> pd.DataFrame:
@@ -574,7 +565,8 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     if batches < 1:
         return pd.DataFrame()
     wl = _reads(start=rows_start, length=chunks * chunk, size=size or sector_read(ctx), ops=batches * batch,
-                batch=batch, pattern={"kind": "strided", "stride": distance * chunk}, idle_ns=PAIR_IDLE_NS)
+                batch=batch,
+                pattern={"kind": "strided", "stride": distance * chunk})
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
     submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
