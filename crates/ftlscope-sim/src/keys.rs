@@ -237,7 +237,7 @@ section! {
         suspend_latency: Time = Nanos(20_000), Any, "what suspending a program or erase adds to the read (with program_suspend)";
         suspend_limit: U32 = 0, Any, "with program_suspend: reads in a row that may suspend a unit's programs; the next waits for the program in progress (one L-page program time) so programs cannot starve under a read stream; 0 = no limit";
         read_bus_shared: Bool = false, Any, "with program_suspend: a host read's transfers still go before the programs' but take their time on the channel bus, so programs booked after them wait for it and reads and writes together never move more than the bus carries (false: host reads have a bus of their own)";
-        register_hold: Time = Nanos(0), Any, "after a host read's sense the unit keeps the data in its register this long (transfer and ECC decode: a failed decode reads it again from there); a read already waiting when the sense ends is pipelined (cache read into the other register) and goes straight on, one arriving later waits for the release: die collisions at shallow queues last longer, a saturated die never pays it; 0 = none";
+        register_hold: Time = Nanos(0), Any, "after a host read's sense the unit keeps the data in its register this long (transfer and ECC decode: a failed decode reads it again from there); a read already waiting when the sense ends is pipelined (cache read into the other register) and goes straight on, one arriving later waits for the release: die collisions at shallow queues last longer, a saturated die never pays it; a read retry (noise.read_retry_rate) is issued at the release, once the decode has failed; 0 = none";
     }
 }
 
@@ -336,7 +336,7 @@ section! {
     ["noise"] Noise, fn read_noise(), fn write_noise, NOISE_KEYS, fn noise_docs {
         latency_cv: Float = 0.0, Between(0.0, 2.0), "coefficient of variation of each NAND read, program and erase time (lognormal, mean kept)";
         host_jitter: Time = Nanos(0), Any, "mean of an exponential extra delay added to every completion";
-        read_retry_rate: Float = 0.0, Between(0.0, 1.0), "share of page reads that need one more read of the page";
+        read_retry_rate: Float = 0.0, Between(0.0, 1.0), "share of page reads that need one more read of the page (with nand.register_hold issued when the hold ends: the decode of the first read failed)";
         background_interval: Window = None, MoreThan(0.0), "mean gap (exponential) between background operations; \"inf\" = none";
         background_busy: Time = Nanos(1_000_000), Any, "each occupies one random unit for this long";
         stall_rate: Float = 0.0, Between(0.0, 1.0), "share of commands that meet a firmware stall ...";

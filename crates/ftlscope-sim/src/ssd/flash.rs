@@ -300,6 +300,17 @@ impl Flash {
         done
     }
 
+    /// `register_hold`: when a failed decode of the host read just sensed on `unit` is known, so its retry can
+    /// start: the release of the unit's register (the hold is the transfer and the decode), not before `at`.
+    /// Without a hold, `at`: the retry queues behind the first read at once.
+    #[inline]
+    pub fn decoded(&self, unit: u32, at: SimTime) -> SimTime {
+        match self.held.get(unit as usize) {
+            Some(&(_, release)) => release.max(at),
+            None => at,
+        }
+    }
+
     /// `noise.read_retry_rate`: a host read of a page on `unit` needs one more read, starting no earlier than
     /// `at`. Returns when the data is in the controller. The retry is a host read like the first: with
     /// `program_suspend` it suspends programs and queues behind the unit's other host reads only, and its unit

@@ -67,3 +67,30 @@ fn a_read_after_the_release_pays_nothing() {
     let (_, held) = two_reads(holding(16 * KIB, us(100)), us(300));
     assert_eq!(alone, held);
 }
+
+#[test]
+fn a_retry_is_issued_once_the_hold_has_ended() {
+    // Every page read once more (`read_retry_rate` 1): with a hold the second read waits for the decode of the
+    // first to fail, the hold's release, and then senses; without a retry the read ends at the first transfer.
+    let lone = |physical_page: u64, retry_rate: f64| {
+        let mut cfg = holding(physical_page, us(100));
+        cfg.noise = Some(crate::config::Noise {
+            latency_cv: 0.0,
+            host_jitter: Nanos(0),
+            read_retry_rate: retry_rate,
+            background_interval: None,
+            background_busy: ms(1),
+            stall_rate: 0.0,
+            stall_latency: ms(3),
+        });
+        let mut dev = SsdDevice::new(cfg);
+        let t = fill_sequentially(&mut dev) + ms(100);
+        dev.submit(t, &req(SimOp::Read, 0, 4 * KIB)) - t
+    };
+    for page in [4 * KIB, 16 * KIB] {
+        let (once, twice) = (lone(page, 0.0), lone(page, 1.0));
+        // The retry senses (50 us) after the 100 us hold that followed the first sense, then crosses the bus
+        // as the first read did.
+        assert!(twice.0 >= once.0 + 150_000 && twice.0 <= once.0 + 152_000, "{once:?} then {twice:?} ({page} B)");
+    }
+}

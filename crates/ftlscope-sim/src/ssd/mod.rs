@@ -899,7 +899,9 @@ impl SsdDevice {
             self.ftl.counters.pages_read += 1;
             if let Some(x) = &mut self.extras {
                 if x.retry() {
-                    // The page is read once more; the second read queues behind the first on its unit.
+                    // The page is read once more; the second read queues behind the first on its unit. With
+                    // register_hold it is issued once the first read's decode has failed (the hold's release).
+                    let at = self.flash.decoded(unit, at);
                     ready = ready.max(self.flash.read_again(unit, page_type, at));
                     self.ftl.counters.pages_read += 1;
                 }
