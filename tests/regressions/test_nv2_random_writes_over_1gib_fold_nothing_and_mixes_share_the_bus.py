@@ -23,6 +23,7 @@ def test_32k_random_writes_over_1gib_run_near_the_channels_not_the_folding():
 
 def test_a_32k_mix_moves_no_more_than_the_channels_and_reads_go_first():
     m = measure.Fidelity(SETTINGS).metrics(PRESET, "steady", published.report_params("32k", "5:5", 512))
-    # Four 700 MB/s channels carry 2.8 GB/s for both directions together.
-    assert m["all.bw"] < 2.5e9, m["all.bw"]
+    # Four 700 MB/s channels carry 2.8 GB/s for both directions together: the bound is that, not a margin under
+    # one noise draw (2.47 GB/s on one draw sequence, 2.53 on the next, with the same [noise] levels).
+    assert m["all.bw"] < 2.8e9, m["all.bw"]
     assert m["read.lat_mean"] < m["write.lat_mean"]
