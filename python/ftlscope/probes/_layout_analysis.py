@@ -590,7 +590,7 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
                              abnormal,
                              f"pairs at multiples of {best.width} chunks ({_listed(abnormal)}) only "
                              f"{best.contrast:.3f}x slower against the pair's first read than pairs in general "
-                             f"(z {best.z:.1f} on the odd multiples),"
+                             f"(z {best.z:.1f} on the odd multiples), "
                              f"under the {MIN_STRIPE_CONTRAST:.2f}x of a unit's queue: unsure")
     return StripeReading(None, None, [], table, np.zeros(0, dtype=int),
                          f"no increment up to {int(table.index.max())} chunks slows a pair down")
