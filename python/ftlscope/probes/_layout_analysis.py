@@ -400,6 +400,8 @@ class StripeReading:
 STRIPE_ALPHA = 0.01
 STRIPE_SPAN = 4.0
 MIN_STRIPE_CONTRAST = 1.05
+# A width whose multiples are surely slower but by less than MIN_STRIPE_CONTRAST is an answer at most this sure.
+FAINT_STRIPE_CONFIDENCE = 0.5
 CLIP_RATIO = 3.0
 OWN_SPREADS = 4.0  # a pair is held to this many robust spreads of its own increment's median
 OWN_FLOOR = 0.1
@@ -413,6 +415,7 @@ class StripeCandidate:
     contrast: float  # their mean over all pairs' mean
     explained: float  # pairs at its multiples x (their mean - the others' mean)^2: how much of the rise it explains
     error: float = 0.0  # the standard error of ``contrast``
+    slow: float = 0.0  # how surely its multiples are slow whatever the contrast (``sure`` before the floor)
 
 
 def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[StripeCandidate]:
@@ -425,11 +428,17 @@ def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[StripeCand
     if len(x) < 8:
         return []
     x = np.minimum(x, CLIP_RATIO * float(np.median(x)))
-    centre = float(np.mean(x))
-    spread = max(1.4826 * float(np.median(np.abs(x - np.median(x)))), 1e-3 * abs(centre), 1e-12)
     order = np.argsort(inc, kind="stable")
     keys, starts = np.unique(inc[order], return_index=True)
     groups = {k: _winsorised(g) for k, g in zip(keys.tolist(), np.split(x[order], starts[1:]), strict=True)}
+    # The centre from the same winsorised pairs as the widths' means: against the clipped pairs' mean, which keeps
+    # every stall and background operation the winsorising takes out of a width's pairs, a width was slower by
+    # half its true share (harsh noise, pm981-256g: stripe 4's pairs 1.036x the clipped mean, 1.075x the
+    # winsorised one, under MIN_STRIPE_CONTRAST at z 37; a width with one multiple won at 0.66).
+    x = np.concatenate([groups[k] for k in keys.tolist()])
+    inc = np.repeat(keys, [len(groups[k]) for k in keys.tolist()])
+    centre = float(np.mean(x))
+    spread = max(1.4826 * float(np.median(np.abs(x - np.median(x)))), 1e-3 * abs(centre), 1e-12)
     top = int(inc.max())
     widths = range(2, top + 1)
     threshold = float(norm.isf(STRIPE_ALPHA / max(len(widths), 1)))
@@ -442,17 +451,21 @@ def stripe_scores(increments: np.ndarray, values: np.ndarray) -> list[StripeCand
             continue
         odd_x = np.concatenate(odd)
         all_x = np.concatenate(odd + even)
-        z_odd = (float(np.mean(odd_x)) - centre) / (spread / np.sqrt(len(odd_x)))
-        z_all = (float(np.mean(all_x)) - centre) / (spread / np.sqrt(len(all_x)))
+        # The error of its own mean takes its own pairs' spread when that is wider: a width whose few multiples
+        # met a retried read or a stall is not "surely slower" than the stripe's thousand pairs, nor than pairs
+        # in general (harsh noise, pm981-256g: the one multiple of 3885 in the window, 1.88x at z 13 against all
+        # pairs' spread, 1.7 against its own).
+        own = float(np.std(odd_x, ddof=1)) if len(odd_x) > 1 else float("inf")
+        own_all = float(np.std(all_x, ddof=1)) if len(all_x) > 1 else float("inf")
+        z_odd = (float(np.mean(odd_x)) - centre) / (max(spread, own) / np.sqrt(len(odd_x)))
+        z_all = (float(np.mean(all_x)) - centre) / (max(spread, own_all) / np.sqrt(len(all_x)))
         contrast = float(np.mean(odd_x) / max(centre, 1e-12))
-        sure = min(_sureness(z_odd, threshold), _sureness(z_all, threshold)) if contrast >= MIN_STRIPE_CONTRAST else 0.0
+        slow = min(_sureness(z_odd, threshold), _sureness(z_all, threshold))
+        sure = slow if contrast >= MIN_STRIPE_CONTRAST else 0.0
         rest = count - len(all_x)
         rise = float(np.mean(all_x)) - (total - float(all_x.sum())) / rest if rest else 0.0
-        # The error of its own mean takes its own pairs' spread when that is wider: a width whose few multiples
-        # met a retried read or a stall is not "surely slower" than the stripe's thousand pairs.
-        own = float(np.std(odd_x, ddof=1)) if len(odd_x) > 1 else float("inf")
         out.append(StripeCandidate(width, sure, z_odd, contrast, len(all_x) * rise * abs(rise),
-                                   max(spread, own) / np.sqrt(len(odd_x)) / max(centre, 1e-12)))
+                                   max(spread, own) / np.sqrt(len(odd_x)) / max(centre, 1e-12), slow))
     return out
 
 
@@ -559,6 +572,26 @@ def stripe_from_pairs(increment, latency, first, *, min_count: int = 3,
         return StripeReading(1, float(confidence), others, table, table.index.to_numpy(),
                              f"every pair queues: the later read completes {pair_ratio:.2f}x after the earlier at "
                              f"every increment (one unit){aside}", confirmed=True)
+    faint = [c for c in scores if c.slow > 0.0 and c.explained > 0 and c.contrast > 1.0]
+    if faint:
+        # Multiples surely slower, by less than MIN_STRIPE_CONTRAST: on a drive without noise too small to be a
+        # unit's queue, on a noisy one what is left of it once both reads' noise is added (harsh noise,
+        # optane-like: stripe 8's pairs 1.022x at z 7.2, 6 us of a queued read under 10 us of host jitter). Said
+        # as an unsure answer, never above FAINT_STRIPE_CONFIDENCE, instead of no answer (or a width that one
+        # stalled increment made slow).
+        best = max(faint, key=lambda c: (c.explained, -c.width))
+        abnormal = inc[inc % best.width == 0]
+        confidence = FAINT_STRIPE_CONFIDENCE * best.slow * (best.contrast - 1.0) / (MIN_STRIPE_CONTRAST - 1.0)
+        others = [{"value": int(c.width), "confidence": round(FAINT_STRIPE_CONFIDENCE * c.slow * min(
+            c.explained / best.explained, 1.0) * (c.contrast - 1.0) / (MIN_STRIPE_CONTRAST - 1.0), 4)}
+                  for c in sorted(faint, key=lambda c: -c.explained)
+                  if c.width % best.width and best.width % c.width][:3]
+        return StripeReading(int(best.width), float(min(confidence, FAINT_STRIPE_CONFIDENCE)), others, table,
+                             abnormal,
+                             f"pairs at multiples of {best.width} chunks ({_listed(abnormal)}) only "
+                             f"{best.contrast:.3f}x slower against the pair's first read than pairs in general "
+                             f"(z {best.z:.1f} on the odd multiples), "
+                             f"under the {MIN_STRIPE_CONTRAST:.2f}x of a unit's queue: unsure")
     return StripeReading(None, None, [], table, np.zeros(0, dtype=int),
                          f"no increment up to {int(table.index.max())} chunks slows a pair down")
 
