@@ -221,6 +221,8 @@ pub struct Ftl {
     pub flush_pipelined: bool,
     /// `flush_pipelined` before the SLC cliff too, once the buffer has flushed whole since it was last empty.
     pub flush_pipelined_slc: bool,
+    /// `flush_pipelined` only while no host read is in progress: a mix keeps the whole-buffer flush.
+    pub flush_pipelined_writes_only: bool,
     pub write_map_lookup: bool,
     /// Programming an evicted changed translation page (a lone program); 0 = the L-page program time.
     pub map_program_latency: Nanos,

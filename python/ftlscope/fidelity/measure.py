@@ -10,7 +10,9 @@ once and then measured in the order the points are listed (the documents' own or
 of earlier ones, as on the real drives). A ``steady`` point whose params say ``"device": "own"`` (the "SSD
 Performance Report"'s cells, :func:`.published.report_params`, and the PM981's QD sweep) runs instead on a
 device of its own in one stated state: fresh, its span written once sequentially, then idle for :data:`SETTLE`
-(the fill's buffer flushed, its idle garbage collection and SLC folding done). Each such point then measures the
+(the fill's buffer flushed, its idle garbage collection and SLC folding done); a Report cell read after smaller
+random writes (``params["prior"]``, :func:`.published.report_prior_writes`) has its span rewritten by them first,
+before it idles. Each such point then measures the
 same drive whatever ran before it: on one shared device the 32 and 128 KiB mixes, which come after the random
 writes, moved by up to 50 % with the measuring order and the device's noise seed, and the PM981's sweep read the
 offsets in the order its 4 KiB mixes had written them. ``cliff`` and the random-fill shape check start from a
@@ -105,11 +107,14 @@ class Fidelity:
             self._filled[key] = device
         return self._filled[key]
 
-    def own(self, preset: str, span: int) -> SimDevice:
-        """A device of its own for one point: fresh, its first ``span`` bytes written sequentially, then idle
-        for :data:`SETTLE`."""
+    def own(self, preset: str, span: int, prior: str | None = None) -> SimDevice:
+        """A device of its own for one point: fresh, its first ``span`` bytes written sequentially (and then,
+        with ``prior``, rewritten in random writes of that size, every block once), then idle for
+        :data:`SETTLE`."""
         device = self._open(preset)
         fill(device, span, pattern="sequential")
+        if prior is not None:
+            fill(device, span, pattern="permutation", bs=prior)
         device.idle(SETTLE)
         return device
 
@@ -142,10 +147,10 @@ def error_pct(published: float, simulated: float) -> float:
     return (simulated - published) / published * 100.0
 
 
-def fill(device: SimDevice, span: int, *, pattern: str) -> None:
-    """Write the first ``span`` bytes once: ``sequential`` (1 MiB requests) or ``permutation`` (every 4 KiB
-    block once in a random order), as the documents' drives were prepared."""
-    bs, qd = ("1m", 8) if pattern == "sequential" else ("4k", 32)
+def fill(device: SimDevice, span: int, *, pattern: str, bs: str = "4k") -> None:
+    """Write the first ``span`` bytes once: ``sequential`` (1 MiB requests) or ``permutation`` (every ``bs``
+    block once in a random order, as fio's random map writes a span), as the documents' drives were prepared."""
+    bs, qd = ("1m", 8) if pattern == "sequential" else (bs, 32)
     ftlscope.run(device, ftlscope.from_flags(rw="write", bs=bs, qd=qd, pattern=pattern, size=str(span),
                                              total_bytes=str(span)), health_interval="1000s")
 
@@ -181,7 +186,7 @@ def steady(fid: Fidelity, preset: str, params: dict[str, Any]) -> dict[str, floa
     """A workload (``rw``, ``bs``, ``qd``, ``rwmixread``) over the preset's filled ``span``, after a warm-up: on
     the preset's shared filled device, or with ``"device": "own"`` on a device of its own (:meth:`Fidelity.own`)."""
     span = parse_size(params["span"])
-    device = fid.own(preset, span) if params.get("device") == OWN else fid.filled(preset, span)
+    device = fid.own(preset, span, params.get("prior")) if params.get("device") == OWN else fid.filled(preset, span)
     result = fid.run(device, **_flags(params), runtime=fid.settings.runtime, warmup=fid.settings.warmup)
     return _op_metrics(result)
 

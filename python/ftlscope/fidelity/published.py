@@ -41,6 +41,18 @@ Conditions the documents leave open, and the choice made (``params`` holds it, `
   documents' filled drives. Each Report cell runs on a device of its own, its span written sequentially and
   left idle 10 s before the cell (the Report ran each cell as its own fio job and does not say in what
   order or on what state; one stated state per cell keeps a cell from depending on the ones before it).
+  One thing the cells before it do change is where a read's data lies: a cell that reads requests larger than
+  the random writes that last rewrote the partition before it, in the order of the Report's tables (request
+  sizes in turn, each size's queue depths left to right, each depth's rows top to bottom), reads data scattered
+  over as many NAND pages as those writes were small. Its device has its span rewritten by such writes, every
+  block once in a random order, before it idles (``params["prior"]``, :func:`report_prior_writes`). In that
+  order this is the first 32 KiB cell, read only at QD 64, after nine 4 KiB cells that wrote ~700K
+  requests per second of their runs over the 262,144 4 KiB blocks: the one pure-read cell that moved less
+  than half of what the mixes at its size and depth moved (1091 MB/s against 2041 and 2287; 0.91-1.45 x at
+  every other size and depth) and fewer reads (33.3K/s) than the 7:3 mix beside it (48.9K/s, while it also
+  wrote 20.9K/s). The 128 KiB read at QD 64 comes after 32 KiB writes, whose pieces a 128 KiB read senses
+  as it senses sequential data (measured: 2787 against 2792 MB/s); every other cell comes after writes of
+  its own size.
 - Request size and depth of the thesis's "maximum" runs: 2028 blocks (~1 MiB, §3.2.1) for the Samsung; 64 x 512
   B = 32 KiB for the Kingston (§5.4); not given for the Gigabyte and the Optane (128 KiB assumed). The maximum
   queue depth is not given: 64, the deepest of §3.3.1.
@@ -256,6 +268,30 @@ _REPORT_TABLES = (
 _REPORT_LABELS = {"iops": "Throughput (Kilo IOPS)", "bw": "Throughput (MB/s)", "lat_mean": "Average Latency (ms)"}
 
 
+# The order the Report ran its cells in, read from its tables: the request sizes in turn (Tables 1-4, 5-8, 9-12),
+# within a size the queue depths left to right, within a depth the rows top to bottom. Only the 32 KiB read at
+# QD 64 depends on it (the module docstring): read after the partition's rewrite in 4 KiB pieces, the order of
+# the rows and depths within a size changes nothing else.
+_REPORT_ORDER = tuple((bs, qd, mix) for bs in ("4k", "32k", "128k") for qd in _REPORT_QDS for mix in _REPORT_MIXES)
+
+
+def report_prior_writes(bs: str, mix: str, qd: int) -> str | None:
+    """The request size of the random writes that last rewrote the partition before this cell, in the Report's
+    order (:data:`_REPORT_ORDER`), when this cell reads and those writes were smaller than its requests (each of
+    its reads then senses as many NAND pages as the pieces it covers); None otherwise."""
+    if _REPORT_MIXES[mix][0] == "randwrite":
+        return None
+    earlier = _REPORT_ORDER[:_REPORT_ORDER.index((bs, qd, mix))]
+    written = [b for b, _q, m in earlier if _REPORT_MIXES[m][0] != "randread"]
+    if not written or _request_kib(written[-1]) >= _request_kib(bs):
+        return None
+    return written[-1]
+
+
+def _request_kib(size: str) -> int:
+    return int(size.removesuffix("k"))
+
+
 def report_params(bs: str, mix: str, qd: int) -> dict[str, Any]:
     """The conditions of one Report point: random I/O over the 1GB partition (read as 1 GiB, filled first), each
     cell on a device of its own in one stated state (``"device": OWN``: the Report gives every cell its own
@@ -269,6 +305,10 @@ def report_params(bs: str, mix: str, qd: int) -> dict[str, Any]:
         # fio held fewer requests in flight than its nominal depth (its own numbers say how many, by Little's
         # law): the drive is measured at the depth it was given.
         params["in_flight"] = round(held * qd)
+    prior = report_prior_writes(bs, mix, qd)
+    if prior is not None:
+        # The span was last rewritten by random writes smaller than these reads (the module docstring).
+        params["prior"] = prior
     return params
 
 
@@ -308,9 +348,14 @@ for _table, _bs, _op, _stat, _unit, _rows in _REPORT_TABLES:
         for _qd, _text in zip(_REPORT_QDS, _cells, strict=True):
             _share = report_in_flight(_bs, _mix, _qd)
             _label = f"{'Read' if _op == 'read' else 'Write'} {_REPORT_LABELS[_stat]}"
-            _add("NV2", REPORT, f"Table {_table}", "steady", report_params(_bs, _mix, _qd), f"{_op}.{_stat}", _text,
+            _params = report_params(_bs, _mix, _qd)
+            _note = _report_note(_stat, _share, _qd)
+            if "prior" in _params:
+                _note += (f"; read after the span's rewrite in random {_params['prior'][:-1]} KiB writes (the cells "
+                          f"before it in the Report's tables' order)")
+            _add("NV2", REPORT, f"Table {_table}", "steady", _params, f"{_op}.{_stat}", _text,
                  _unit, f'Table {_table} ({_label} of {_bs[:-1]}KB Data Access Size), row "{_mix}", column '
-                        f'"{_qd}": "{_text}"', _report_note(_stat, _share, _qd),
+                        f'"{_qd}": "{_text}"', _note,
                  queue_not_full=_stat == "lat_mean" and _share < REPORT_FULL_QUEUE)
 
 
@@ -439,4 +484,4 @@ def by_drive(drive: str | None = None) -> tuple[list[Point], list[Shape]]:
 
 
 __all__ = ["DRIVES", "POINTS", "SHAPES", "SOURCES", "UNITS", "Drive", "Point", "Shape", "by_drive",
-           "report_params"]
+           "report_params", "report_prior_writes"]

@@ -703,8 +703,10 @@ impl SsdDevice {
         let new_pages = pages.clone().filter(|&lpn| self.ftl.lookup(lpn) != BUFFERED).count() as u64;
         let to_level2 = self.level2.is_some();
         let mut start = transferred.max(self.level1.as_ref().expect("buffered device").busy_until);
-        let pipelined =
-            self.cfg.ftl.flush_pipelined && !to_level2 && (self.ftl.slc_exhausted() || self.pipelines_in_slc(start));
+        let pipelined = self.cfg.ftl.flush_pipelined
+            && !to_level2
+            && !self.reads_in_progress_stop_pipelining(now)
+            && (self.ftl.slc_exhausted() || self.pipelines_in_slc(start));
         let level = self.level1.as_ref().expect("buffered device");
         if pipelined {
             start = self.make_room(new_pages, start);
@@ -738,6 +740,14 @@ impl SsdDevice {
         self.level1.as_mut().expect("buffered device").ios += 1;
         self.writes_busy_until = self.writes_busy_until.max(inserted);
         inserted
+    }
+
+    /// `ftl.flush_pipelined_writes_only`: a write that arrives while host reads are in progress does not pipeline
+    /// the flush. A stream of writes alone streams the buffer to NAND as each page's room comes back (the
+    /// "SSD Performance Report"'s writes alone move the same bytes at every depth); in a mix the reads suspend
+    /// those programs, and the buffer is drained between the writes instead (`drain_while_reading`).
+    fn reads_in_progress_stop_pipelining(&self, now: SimTime) -> bool {
+        self.cfg.ftl.flush_pipelined_writes_only && self.reads_busy_until > now
     }
 
     /// `ftl.flush_pipelined_slc`: before the SLC cliff, the flush is pipelined once the buffer has filled and
@@ -950,7 +960,8 @@ impl SsdDevice {
                 self.flush_all(admitted + self.cfg.controller.command_overhead)
             }
         };
-        if self.cfg.write_buffer.drain_while_reading && req.op == SimOp::Read {
+        let reads_tracked = self.cfg.write_buffer.drain_while_reading || self.cfg.ftl.flush_pipelined_writes_only;
+        if reads_tracked && req.op == SimOp::Read {
             self.reads_busy_until = self.reads_busy_until.max(done);
         }
         let Some(x) = &mut self.extras else {

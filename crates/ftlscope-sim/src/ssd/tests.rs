@@ -88,6 +88,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             gc_free_block_threshold: 0.05,
             flush_pipelined: false,
             flush_pipelined_slc: false,
+            flush_pipelined_writes_only: false,
             write_map_lookup: false,
             map_program_latency: Nanos(0),
             merge_partial_writes: false,
@@ -465,3 +466,6 @@ mod retry_tests;
 
 #[path = "hold_tests.rs"]
 mod hold_tests;
+
+#[path = "writes_only_tests.rs"]
+mod writes_only_tests;
