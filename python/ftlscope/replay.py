@@ -15,6 +15,7 @@ as a sync point (it waits for what came before; what follows waits for it).
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -393,8 +394,9 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
 def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
     a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory),
-    unless it is needed ``whole`` or the report needs it (its inter-arrival figure); ``--align-reads`` aligns each
-    batch as it is read. (A replay split over several queues streams too: see :mod:`.replay_split`.)"""
+    unless it is needed ``whole``; ``--align-reads`` aligns each batch as it is read, and ``--report`` reads the
+    trace's statistics in batches too. (A replay split over several queues streams too: see
+    :mod:`.replay_split`.)"""
     from .traces import read_trace, sniff
     from .traces.streamed import STREAMED_FORMATS
 
@@ -411,7 +413,7 @@ def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
-    if (parquet or fmt in STREAMED_FORMATS) and not (whole or args.report):
+    if (parquet or fmt in STREAMED_FORMATS) and not whole:
         return path, sort
     return read_trace(path, fmt, sort=sort), sort
 
@@ -625,23 +627,25 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
 
 
 def _write_plots(result, directory: str) -> str:
-    from .report.replay_page import SYNTHETIC_NOTE
-    from .run_plots import write_run_plots
+    from .report.replay_page import SYNTHETIC_NOTE, _window_ns
+    from .run_plots import HISTOGRAM_BINS, write_run_plots
+    from .trace_figures import gather, trace_source
 
     note = SYNTHETIC_NOTE if result.summary["replay"]["synthetic"] else ""
-    paths = write_run_plots(result, directory, note=note)
+    figures = gather(trace_source(result), list(result.ops), _window_ns(result), HISTOGRAM_BINS)
+    paths = write_run_plots(result, directory, note=note, figures=figures)
     return f"{directory}/ ({', '.join(p.name for p in paths)})"
 
 
-def _write_report(result, frame, target: str, directory: str, args: argparse.Namespace, sort: bool) -> str:
+def _write_report(result, target: str, directory: str, args: argparse.Namespace, sort: bool) -> str:
     from .report.replay_page import render_replay_report
-    from .traces.cli import info_stats
+    from .traces.cli import info_stats_and_gaps
 
     # The trace's statistics as `trace info` gives them for this file (a Parquet trace in batches), so the
     # page and `trace info` show the same numbers.
-    stats = info_stats(str(args.trace), args.format, sort)
+    stats, gaps = info_stats_and_gaps(str(args.trace), args.format, sort)
     try:
-        render_replay_report(result, frame, target, directory, stats=stats)
+        render_replay_report(result, target, directory, stats, gaps)
     except OSError as exc:
         raise RunError(f"--report: cannot write {directory} ({exc.strerror or exc}); give another directory "
                        "(the other outputs are written)") from None
@@ -658,9 +662,8 @@ def _beside_outputs(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .cli import _run_kwargs, console, end_of_run, err_console, print_shim, shim_settings, summary_tables
+    from .cli import _run_kwargs, err_console, shim_settings
     from .newt.align import alignment_for_replay
-    from .units import format_ns
 
     # The flags first: a wrong one is refused before the trace is read.
     replay_mode(parse_timing(args.timing), args.mode)
@@ -673,15 +676,45 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _check_outputs(args)
     align = alignment_for_replay(args, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
-    # The figures and the report need every request's latency: the trace is kept in memory for them.
-    result = replay(args.target, frame, sort=sort, fmt=args.format, timing=args.timing, mode=args.mode, qd=args.qd,
-                    reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,
-                    trace_name=str(args.trace),
-                    notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
-                    trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
-                    precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
-                    queues=args.queues, split_by=args.split_by, spill_dir=_beside_outputs(args), align_reads=align,
-                    **_run_kwargs(args))
+    # The figures and the report read every request's latency back from the replay's own trace, streamed to a
+    # file while it runs (--trace, else a temporary one beside the outputs): nothing is held per request.
+    scratch = _scratch_trace(args) if (args.plots or args.report) and not args.trace_out else None
+    try:
+        result = replay(args.target, frame, sort=sort, fmt=args.format, timing=args.timing, mode=args.mode,
+                        qd=args.qd, reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,
+                        trace_name=str(args.trace),
+                        notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
+                        trace_file=args.trace_out or (scratch / "replay.parquet" if scratch else None),
+                        progress=not args.quiet, precondition=not args.no_precondition, show_serial=args.show_serial,
+                        rate_limit_writes=shim, queues=args.queues, split_by=args.split_by,
+                        spill_dir=_beside_outputs(args), align_reads=align, **_run_kwargs(args))
+        return _finish_replay(args, result, sort)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scratch_trace(args: argparse.Namespace) -> Path:
+    """A temporary directory for the replay's own trace when only the figures need it: beside the outputs (a
+    place the user chose to write to; not a RAM-backed /tmp), else the system's."""
+    import tempfile
+
+    parent = _beside_outputs(args)
+    try:
+        if parent is not None:
+            parent.mkdir(parents=True, exist_ok=True)  # the outputs go there too
+        return Path(tempfile.mkdtemp(prefix=".ftlscope-replay-trace-", dir=parent))
+    except OSError as exc:
+        raise RunError(f"--report/--plots: cannot make a directory for the replay's trace in "
+                       f"{parent or tempfile.gettempdir()} ({exc.strerror or exc}); give outputs in a writable "
+                       "directory, or set TMPDIR") from None
+
+
+def _finish_replay(args: argparse.Namespace, result, sort: bool) -> int:
+    """The outputs and the printed tables of a finished replay."""
+    from .cli import console, end_of_run, err_console, print_shim, summary_tables
+    from .units import format_ns
+
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
@@ -691,7 +724,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     unsaved = None
     if args.report:
         try:
-            saved.append(_write_report(result, frame, args.target, args.report, args, sort))
+            saved.append(_write_report(result, args.target, args.report, args, sort))
         except RunError as exc:  # shown after the table, as run does: what was measured is printed either way
             unsaved = exc
     for table in summary_tables(result.summary, replay_title(result.summary, args.target), console.width):
