@@ -391,11 +391,11 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
             f"measured{_precondition_text(run_info)}")
 
 
-def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
+def _read(args: argparse.Namespace) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
-    a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory),
-    unless it is needed ``whole``; ``--align-reads`` aligns each batch as it is read, and ``--report`` reads the
-    trace's statistics in batches too. (A replay split over several queues streams too: see
+    a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory;
+    ``--align-reads`` aligns each batch as it is read, ``--report`` reads the trace's statistics in batches too,
+    and newt streams each of its two passes). (A replay split over several queues streams too: see
     :mod:`.replay_split`.)"""
     from .traces import read_trace, sniff
     from .traces.streamed import STREAMED_FORMATS
@@ -413,7 +413,7 @@ def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
-    if (parquet or fmt in STREAMED_FORMATS) and not whole:
+    if parquet or fmt in STREAMED_FORMATS:
         return path, sort
     return read_trace(path, fmt, sort=sort), sort
 
