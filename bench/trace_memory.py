@@ -5,19 +5,26 @@ end: ``ftlscope.run(..., trace=True)`` then ``save_trace``), and fio's latency l
 (``fio --write_lat_log`` on the null engine, which keeps every sample in memory until the end); then the peak
 of ``ftlscope replay`` of that trace, streamed in batches, beside a replay that reads the trace whole; and the
 same on several queues (``--queues Q``, round-robin: the trace split into a spill file per queue, then each queue
-streamed from its own), beside the whole read multi-queue replays made before.
+streamed from its own), beside the whole read multi-queue replays made before; then the commands that read the
+trace whole until issue 17's last step: ``replay --report DIR``, ``replay --align-reads 16k``, ``replay
+--align-reads auto --from-profile P`` (a profile whose P1 is 16 KiB and whose P6 penalises other sizes) and
+``ftlscope newt --align-reads 16k``, each as this tree runs it and, with ``--before PYTHONPATH``, as another tree
+(e.g. an export of the commit before) runs the same command line.
 
 Every figure is the peak RSS of one fresh process (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` in a wrapper that
 runs only it); "per request" is (peak - the no-trace run's peak) / requests. The workload: 4 KiB random reads
 at QD 32 over 1 GiB of the ``optane-like`` preset (filled first, as ``run`` does), fio the same shape.
 
     python bench/trace_memory.py [--counts 1000000,10000000] [--old-max 10000000] [--fio-max 10000000]
-                                 [--queues 2,4] [--skip-run-table]
+                                 [--queues 2,4] [--skip-run-table] [--commands report,align-size,align-auto,newt]
+                                 [--before PYTHONPATH] [--before-max 10000000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -64,11 +71,34 @@ def ftlscope_replay(trace: Path, queues: int = 1) -> list[str]:
             "--size", SIZE, "--quiet", "--queues", str(queues)]
 
 
-def peak_rss(argv: list[str]) -> tuple[int, float]:
-    """(peak RSS in bytes, wall seconds) of ``argv`` run in a fresh process."""
+def peak_rss(argv: list[str], pythonpath: str | None = None) -> tuple[int, float]:
+    """(peak RSS in bytes, wall seconds) of ``argv`` run in a fresh process (with ``pythonpath`` as PYTHONPATH:
+    another tree's ftlscope)."""
+    env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else None
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], check=True, capture_output=True, text=True,
+                         env=env)
     return int(out.stdout.strip()) * 1024, time.monotonic() - start
+
+
+# A profile directory holding only what --from-profile reads (P1: 16 KiB pages; P6: other sizes cost 200 µs).
+_PROFILE = {"run_id": "trace-memory-profile", "created_at": "2026-11-26T00:00:00Z", "suite": "quick",
+            "target": {"name": PRESET, "identity": PRESET}, "experiments": [],
+            "probes": {"properties": {"P1": {"value": 16384, "answer": "16 KiB"},
+                                      "P6": {"value": {"consistent": False, "penalised_sizes": []},
+                                             "answer": "inconsistent", "unaligned_penalty_us": 200.0}}}}
+COMMANDS = ("report", "align-size", "align-auto", "newt")
+
+
+def command_argv(command: str, trace: Path, scratch: Path) -> list[str]:
+    """The command line of one of :data:`COMMANDS` on ``trace`` (afap, QD 32, outputs in ``scratch``)."""
+    flags = ["--timing", "afap", "--qd", str(QD), "--size", SIZE, "--quiet"]
+    if command == "newt":
+        return [sys.executable, "-m", "ftlscope.cli", "newt", PRESET, str(trace), "--align-reads", "16k", *flags,
+                "--no-store", "--report", str(scratch / "newt")]
+    extra = {"report": ["--report", str(scratch / "report")], "align-size": ["--align-reads", "16k"],
+             "align-auto": ["--align-reads", "auto", "--from-profile", str(scratch / "profile")]}[command]
+    return [*ftlscope_replay(trace), *extra]
 
 
 def ftlscope_run(n: int, trace: Path | None) -> list[str]:
@@ -105,6 +135,14 @@ def main() -> None:
                         help="largest count to replay read whole (it needs ~300 B a request)")
     parser.add_argument("--skip-run-table", action="store_true",
                         help="measure only the replays (the trace is still written by one streamed run)")
+    parser.add_argument("--commands", default=",".join(COMMANDS),
+                        help=f"rows of the last table, comma-separated, of {', '.join(COMMANDS)} (empty: none)")
+    parser.add_argument("--before", metavar="PYTHONPATH",
+                        help="also run the last table's commands with this PYTHONPATH (another tree's ftlscope)")
+    parser.add_argument("--before-max", type=int, default=10_000_000,
+                        help="largest count to run the --before tree's commands at (they read the trace whole)")
+    parser.add_argument("--skip-replay-tables", action="store_true",
+                        help="leave out the plain replay tables (one queue and --queues): only the last table")
     args = parser.parse_args()
     counts = [int(float(c)) for c in args.counts.split(",")]
     queue_counts = [int(q) for q in args.queues.split(",") if q.strip()]
@@ -123,19 +161,42 @@ def main() -> None:
     for col in ("requests", "queues", "replay (streamed)", "streamed B/req", "read whole (before)", "whole B/req",
                 "streamed wall"):
         split.add_column(col, justify="right")
+    command_list = [c for c in args.commands.split(",") if c.strip()]
+    unknown = set(command_list) - set(COMMANDS)
+    if unknown:
+        parser.error(f"--commands: unknown {', '.join(sorted(unknown))}; use {', '.join(COMMANDS)}")
+    commands = Table(title=f"Peak RSS of the commands that read the trace whole before issue 17's last step (afap, "
+                          f"QD {QD}, {PRESET}): this tree (streamed), and the --before tree; B/req over the run "
+                          "without a trace")
+    for col in ("requests", "command", "streamed", "streamed B/req", "before", "before B/req", "streamed wall",
+                "before wall"):
+        commands.add_column(col, justify="right")
     console = Console(width=max(Console().width, 160))  # the table stays whole when the output is a file
     for n in counts:
         with tempfile.TemporaryDirectory(prefix="ftlscope-trace-memory-") as tmp:
             tmp = Path(tmp)
             base, _ = peak_rss(ftlscope_run(n, None))
             streamed, wall = peak_rss(ftlscope_run(n, tmp / "t.parquet"))
-            replayed, replay_wall = peak_rss(ftlscope_replay(tmp / "t.parquet"))
+            for command in command_list:
+                (tmp / "profile").mkdir(exist_ok=True)
+                (tmp / "profile" / "profile.json").write_text(json.dumps(_PROFILE))
+                argv = command_argv(command, tmp / "t.parquet", tmp)
+                now, now_wall = peak_rss(argv)
+                then = then_wall = None
+                if args.before and n <= args.before_max:
+                    then, then_wall = peak_rss(argv, args.before)
+                commands.add_row(f"{n:,}", command, mib(now), per_request(now, base, n), mib(then),
+                                 per_request(then, base, n), f"{now_wall:.0f} s",
+                                 "-" if then_wall is None else f"{then_wall:.0f} s")
+                console.print(f"[dim]{n:,} {command}: {mib(now)} ({now_wall:.0f} s), before {mib(then)}[/dim]")
+            replayed = replay_wall = whole = None
             whole_replay = [sys.executable, "-c", _WHOLE_REPLAY.format(preset=PRESET, size=SIZE, qd=QD),
                             str(tmp / "t.parquet")]
-            whole = None
-            if n <= args.whole_max:
-                whole, _ = peak_rss([*whole_replay, "1"])
-            for q in queue_counts:
+            if not args.skip_replay_tables:
+                replayed, replay_wall = peak_rss(ftlscope_replay(tmp / "t.parquet"))
+                if n <= args.whole_max:
+                    whole, _ = peak_rss([*whole_replay, "1"])
+            for q in (queue_counts if not args.skip_replay_tables else []):
                 q_streamed, q_wall = peak_rss(ftlscope_replay(tmp / "t.parquet", q))
                 q_whole = peak_rss([*whole_replay, str(q)])[0] if n <= args.whole_max else None
                 split.add_row(f"{n:,}", str(q), mib(q_streamed), per_request(q_streamed, base, n), mib(q_whole),
@@ -154,14 +215,18 @@ def main() -> None:
             fio_base, _ = peak_rss([a for a in fio_run(n, Path(".")) if not a.startswith("--write_lat_log")])
         table.add_row(f"{n:,}", mib(base), mib(streamed), per_request(streamed, base, n), mib(old),
                       per_request(old, base, n), mib(fio), per_request(fio, fio_base, n), f"{wall:.0f} s")
-        replays.add_row(f"{n:,}", mib(replayed), per_request(replayed, base, n), mib(whole),
-                        per_request(whole, base, n), f"{replay_wall:.0f} s")
+        if replayed is not None:
+            replays.add_row(f"{n:,}", mib(replayed), per_request(replayed, base, n), mib(whole),
+                            per_request(whole, base, n), f"{replay_wall:.0f} s")
         console.print(f"[dim]{n:,} requests measured[/dim]")
     if not args.skip_run_table:
         console.print(table)
-    console.print(replays)
-    if queue_counts:
-        console.print(split)
+    if not args.skip_replay_tables:
+        console.print(replays)
+        if queue_counts:
+            console.print(split)
+    if command_list:
+        console.print(commands)
 
 
 if __name__ == "__main__":

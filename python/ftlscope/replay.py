@@ -15,6 +15,7 @@ as a sync point (it waits for what came before; what follows waits for it).
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from .metrics import SYNTHETIC_TRACE
 from .traces.names import FORMATS
 
 if TYPE_CHECKING:
+    from .newt.align import Alignment
     from .newt.shim import ShimSettings
 
 MAX_QD = 65536
@@ -174,7 +176,8 @@ def _target_geometry(target: str, size: int | None, direct: bool, device: Any) -
 
 
 def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_size: int, alignment: int,
-             flag_target: str, queues: int = 1, split_by: str = ROUND_ROBIN) -> tuple[dict[str, Any], dict[str, Any]]:
+             flag_target: str, queues: int = 1, split_by: str = ROUND_ROBIN,
+             align: Alignment | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The trace's requests as the engine's columns, and what was done to them (left out, shifted, folded).
     Refuses (UsageError) requests beyond the target unless ``wrap``, and requests not aligned to the target.
     With ``queues`` > 1 the columns carry each request's queue (``queue``, u16) by ``split_by``
@@ -185,7 +188,8 @@ def requests(frame, *, reads_only: bool, offset_shift: int, wrap: bool, target_s
     columns, notes = batch_requests(frame["op"].cat.codes.to_numpy(), frame["offset_bytes"].to_numpy(),
                                     frame["size"].to_numpy(), frame["submit_ns"].to_numpy(), first_row=0,
                                     reads_only=reads_only, offset_shift=offset_shift, wrap=wrap,
-                                    target_size=target_size, alignment=alignment, flag_target=flag_target, key=key)
+                                    target_size=target_size, alignment=alignment, flag_target=flag_target, key=key,
+                                    align=align)
     notes = finish_notes(notes, flag_target)
     if queues > 1:
         queue = split_queues(columns.pop("key", None), notes["requests"], queues)
@@ -228,16 +232,23 @@ def split_queues(key, requests: int, queues: int):
 
 
 def batch_requests(op, offset, size, arrival, *, first_row: int, reads_only: bool, offset_shift: int, wrap: bool,
-                   target_size: int, alignment: int, flag_target: str,
-                   key=None) -> tuple[dict[str, Any], dict[str, Any]]:
+                   target_size: int, alignment: int, flag_target: str, key=None,
+                   align: Alignment | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """One batch of a trace (columns: op codes, offsets, sizes, arrival ns; its first request is number
     ``first_row + 1`` of the trace) as the engine's columns, and its notes (:func:`merge_notes` adds batches
     up; :func:`finish_notes` checks the sum). A ``key`` column (one value a row) comes back as ``columns["key"]``,
-    for the requests kept."""
+    for the requests kept. ``align`` (``--align-reads``) aligns the batch's reads first, before the shift and
+    the bounds check, as the whole trace was aligned before it was replayed; the notes' ``aligned`` says what
+    it did (:class:`ftlscope.newt.align.AlignStats`)."""
     import numpy as np
 
     from .workload import OPS
 
+    aligned = None
+    if align is not None:
+        from .newt.align import align_columns
+
+        offset, size, aligned = align_columns(op, offset, size, align, first_row)
     op = np.asarray(op).astype(np.uint8)
     offset = np.asarray(offset).astype(np.int64)
     size = np.asarray(size).astype(np.int64)
@@ -307,7 +318,7 @@ def batch_requests(op, offset, size, arrival, *, first_row: int, reads_only: boo
              "max_size": int(size.max()) if len(size) else 0,
              "extent": _extent(offset[ranged], size[ranged]) if ranged.any() else None,
              "arrivals": (int(arrival[0]), int(arrival[-1])) if len(arrival) else None,
-             "all_arrivals": all_arrivals}
+             "all_arrivals": all_arrivals, "aligned": aligned}
     return columns, notes
 
 
@@ -329,7 +340,8 @@ def merge_notes(total: dict[str, Any] | None, part: dict[str, Any]) -> dict[str,
             "requests": total["requests"] + part["requests"], "rows": total["rows"] + part["rows"], "ops": ops,
             "max_size": max(total["max_size"], part["max_size"]), "extent": joined(total["extent"], part["extent"]),
             "arrivals": joined(total["arrivals"], part["arrivals"]),
-            "all_arrivals": joined(total["all_arrivals"], part["all_arrivals"])}
+            "all_arrivals": joined(total["all_arrivals"], part["all_arrivals"]),
+            "aligned": part["aligned"].plus(total["aligned"]) if part["aligned"] is not None else total["aligned"]}
 
 
 def finish_notes(notes: dict[str, Any], flag_target: str) -> dict[str, Any]:
@@ -379,11 +391,12 @@ def replay_title(summary: dict[str, Any], target: str) -> str:
             f"measured{_precondition_text(run_info)}")
 
 
-def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
+def _read(args: argparse.Namespace) -> tuple[Any, bool]:
     """The trace as replay takes it, and whether it is sorted by arrival (asked, or a run trace). A Parquet trace,
-    a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory),
-    unless it is needed ``whole`` (newt's two passes), the report needs it (its inter-arrival figure) or
-    ``--align-reads`` changes it. (A replay split over several queues streams too: see :mod:`.replay_split`.)"""
+    a CSV trace, an fio iolog or blkparse output stays a path, replayed while it is read in batches (flat memory;
+    ``--align-reads`` aligns each batch as it is read, ``--report`` reads the trace's statistics in batches too,
+    and newt streams each of its two passes). (A replay split over several queues streams too: see
+    :mod:`.replay_split`.)"""
     from .traces import read_trace, sniff
     from .traces.streamed import STREAMED_FORMATS
 
@@ -400,7 +413,7 @@ def _read(args: argparse.Namespace, whole: bool = False) -> tuple[Any, bool]:
             names = []
         # ftlscope's own run traces are written in completion order: replay orders them by submission.
         sort = {"queue", "status"} <= set(names)
-    if (parquet or fmt in STREAMED_FORMATS) and not (whole or args.report or getattr(args, "align_reads", None)):
+    if parquet or fmt in STREAMED_FORMATS:
         return path, sort
     return read_trace(path, fmt, sort=sort), sort
 
@@ -424,7 +437,8 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
            reads_only: bool = False, offset_shift: int = 0, wrap: bool = False, data: str = "random",
            trace_name: str = "TRACE", notify: Any = None, sort: bool = False,
            rate_limit_writes: ShimSettings | None = None, fmt: str | None = None, queues: int = 1,
-           split_by: str = ROUND_ROBIN, spill_dir: str | Path | None = None, **run_kwargs: Any):
+           split_by: str = ROUND_ROBIN, spill_dir: str | Path | None = None, align_reads: Alignment | None = None,
+           **run_kwargs: Any):
     """Replay a trace on ``target`` (a path, ``sim:PRESET`` or a :class:`SimDevice`) and return run's
     :class:`RunResult`, with ``summary["replay"]`` and the issue lag in ``summary["run"]["issue_lag_ns"]``.
 
@@ -455,7 +469,7 @@ def replay(target: Any, frame, *, timing: str = "faithful", mode: str | None = N
         size = parse_size(size, "--size")
     target_size, alignment = _target_geometry(target, size, run_kwargs.get("direct", True), device)
     prepare = {"reads_only": reads_only, "offset_shift": offset_shift, "wrap": wrap, "target_size": target_size,
-               "alignment": alignment, "flag_target": trace_name}
+               "alignment": alignment, "flag_target": trace_name, "align": align_reads}
     streamed = spilled = None
     if isinstance(frame, (str, Path)):
         from .replay_split import NeedsWhole, spill_pass
@@ -516,6 +530,11 @@ def _replay_prepared(target: Any, columns: dict[str, Any] | None, notes: dict[st
             notify(f"left out {n:,} {what}")
     if notes["wrapped"] and notify:
         notify(f"folded {notes['wrapped']:,} requests beyond the target into it (--wrap)")
+    aligned = meta.get("aligned_reads")
+    if notes.get("aligned") is not None:
+        aligned = {**prepare["align"].to_json(), **notes["aligned"].to_json()}
+        if notify:
+            notify(f"--align-reads: {notes['aligned'].describe()}")
     # The replay's own trace says what was replayed: a synthetic trace's label and recipe carry over, so every
     # reader of the measured trace (trace info, a report) still calls it synthetic.
     labels = {**{k: v for k, v in meta.items() if k not in ("format", "converted_from")},
@@ -536,7 +555,7 @@ def _replay_prepared(target: Any, columns: dict[str, Any] | None, notes: dict[st
         "timing": timing, "mode": mode, "queue_depth": qd, "trace_requests": notes["rows"],
         "requests": notes["requests"], "left_out": notes["left_out"], "wrapped": notes["wrapped"],
         "offset_shift": offset_shift, "trace_span_ns": last - first, "streamed": streamed is not None,
-        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"), "aligned_reads": meta.get("aligned_reads"),
+        "issue_lag_ns": result.summary["run"].get("issue_lag_ns"), "aligned_reads": aligned,
         "queues": queues, "split_by": split_by if queues > 1 else None,
         "queue_requests": notes.get("queue_requests", [notes["requests"]]),
     }
@@ -608,23 +627,25 @@ def _run_streamed(target: Any, workload, engine_replay: dict[str, Any], labels: 
 
 
 def _write_plots(result, directory: str) -> str:
-    from .report.replay_page import SYNTHETIC_NOTE
-    from .run_plots import write_run_plots
+    from .report.replay_page import SYNTHETIC_NOTE, _window_ns
+    from .run_plots import HISTOGRAM_BINS, write_run_plots
+    from .trace_figures import gather, trace_source
 
     note = SYNTHETIC_NOTE if result.summary["replay"]["synthetic"] else ""
-    paths = write_run_plots(result, directory, note=note)
+    figures = gather(trace_source(result), list(result.ops), _window_ns(result), HISTOGRAM_BINS)
+    paths = write_run_plots(result, directory, note=note, figures=figures)
     return f"{directory}/ ({', '.join(p.name for p in paths)})"
 
 
-def _write_report(result, frame, target: str, directory: str, args: argparse.Namespace, sort: bool) -> str:
+def _write_report(result, target: str, directory: str, args: argparse.Namespace, sort: bool) -> str:
     from .report.replay_page import render_replay_report
-    from .traces.cli import info_stats
+    from .traces.cli import info_stats_and_gaps
 
     # The trace's statistics as `trace info` gives them for this file (a Parquet trace in batches), so the
     # page and `trace info` show the same numbers.
-    stats = info_stats(str(args.trace), args.format, sort)
+    stats, gaps = info_stats_and_gaps(str(args.trace), args.format, sort)
     try:
-        render_replay_report(result, frame, target, directory, stats=stats)
+        render_replay_report(result, target, directory, stats, gaps)
     except OSError as exc:
         raise RunError(f"--report: cannot write {directory} ({exc.strerror or exc}); give another directory "
                        "(the other outputs are written)") from None
@@ -641,9 +662,8 @@ def _beside_outputs(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .cli import _run_kwargs, console, end_of_run, err_console, print_shim, shim_settings, summary_tables
-    from .newt.align import align_for_replay
-    from .units import format_ns
+    from .cli import _run_kwargs, err_console, shim_settings
+    from .newt.align import alignment_for_replay
 
     # The flags first: a wrong one is refused before the trace is read.
     replay_mode(parse_timing(args.timing), args.mode)
@@ -654,16 +674,47 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shift = parse_shift(args.offset_shift)
     shim = shim_settings(args)
     _check_outputs(args)
+    align = alignment_for_replay(args, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
     frame, sort = _read(args)  # sort: as the trace was read, so the report's statistics read it the same way
-    frame = align_for_replay(args, frame, notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"))
-    # The figures and the report need every request's latency: the trace is kept in memory for them.
-    result = replay(args.target, frame, sort=sort, fmt=args.format, timing=args.timing, mode=args.mode, qd=args.qd,
-                    reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,
-                    trace_name=str(args.trace),
-                    notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
-                    trace=bool(args.plots or args.report), trace_file=args.trace_out, progress=not args.quiet,
-                    precondition=not args.no_precondition, show_serial=args.show_serial, rate_limit_writes=shim,
-                    queues=args.queues, split_by=args.split_by, spill_dir=_beside_outputs(args), **_run_kwargs(args))
+    # The figures and the report read every request's latency back from the replay's own trace, streamed to a
+    # file while it runs (--trace, else a temporary one beside the outputs): nothing is held per request.
+    scratch = _scratch_trace(args) if (args.plots or args.report) and not args.trace_out else None
+    try:
+        result = replay(args.target, frame, sort=sort, fmt=args.format, timing=args.timing, mode=args.mode,
+                        qd=args.qd, reads_only=args.reads_only, offset_shift=shift, wrap=args.wrap, data=args.data,
+                        trace_name=str(args.trace),
+                        notify=lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]"),
+                        trace_file=args.trace_out or (scratch / "replay.parquet" if scratch else None),
+                        progress=not args.quiet, precondition=not args.no_precondition, show_serial=args.show_serial,
+                        rate_limit_writes=shim, queues=args.queues, split_by=args.split_by,
+                        spill_dir=_beside_outputs(args), align_reads=align, **_run_kwargs(args))
+        return _finish_replay(args, result, sort)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scratch_trace(args: argparse.Namespace) -> Path:
+    """A temporary directory for the replay's own trace when only the figures need it: beside the outputs (a
+    place the user chose to write to; not a RAM-backed /tmp), else the system's."""
+    import tempfile
+
+    parent = _beside_outputs(args)
+    try:
+        if parent is not None:
+            parent.mkdir(parents=True, exist_ok=True)  # the outputs go there too
+        return Path(tempfile.mkdtemp(prefix=".ftlscope-replay-trace-", dir=parent))
+    except OSError as exc:
+        raise RunError(f"--report/--plots: cannot make a directory for the replay's trace in "
+                       f"{parent or tempfile.gettempdir()} ({exc.strerror or exc}); give outputs in a writable "
+                       "directory, or set TMPDIR") from None
+
+
+def _finish_replay(args: argparse.Namespace, result, sort: bool) -> int:
+    """The outputs and the printed tables of a finished replay."""
+    from .cli import console, end_of_run, err_console, print_shim, summary_tables
+    from .units import format_ns
+
     for notice in result.notices:
         err_console.print(f"[dim]ftlscope: {notice}[/dim]")
     from .cli_checks import save_run_outputs
@@ -673,7 +724,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     unsaved = None
     if args.report:
         try:
-            saved.append(_write_report(result, frame, args.target, args.report, args, sort))
+            saved.append(_write_report(result, args.target, args.report, args, sort))
         except RunError as exc:  # shown after the table, as run does: what was measured is printed either way
             unsaved = exc
     for table in summary_tables(result.summary, replay_title(result.summary, args.target), console.width):

@@ -6,19 +6,24 @@
 
 The histogram and CDF are drawn from the per-request trace (every measured request, warm-up left out); the
 markers are the summary's percentiles, so the figure and the table agree. The over-time figure reads the run's
-time windows.
+time windows. A trace streamed to a file (a replay's ``--plots`` and ``--report``) is read back in batches
+(:mod:`ftlscope.trace_figures`): the histogram's counts are exact, the CDF steps through 0.1 %-wide buckets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from . import plots
 from .results import RunResult
+
+if TYPE_CHECKING:
+    from .trace_figures import TraceFigures
 
 MARKED = ("p50", "p99", "p99.9")
 HISTOGRAM_BINS = 60
@@ -29,11 +34,22 @@ class LatencyFigureData:
     """What the latency figures of one operation show, in nanoseconds (kept for tests and callers)."""
 
     op: str
-    measured: int  # requests the summary counts; more than len(latencies_ns) when the trace hit its limit
-    latencies_ns: np.ndarray  # sorted
+    measured: int  # requests the summary counts; more than ``shown`` when the trace hit its limit
+    latencies_ns: np.ndarray  # sorted: every latency of a trace held in memory (empty for a streamed one)
     bin_edges_ns: np.ndarray
     counts: np.ndarray
     markers_ns: dict[str, float]
+    # The CDF's points: latency (ns) and the share of requests at or below it (%); every latency of a trace in
+    # memory, each 0.1 %-wide bucket's mean of a streamed one. ``shown``: the requests the figures hold.
+    cdf_ns: np.ndarray | None = None
+    cdf_pct: np.ndarray | None = None
+    shown: int = 0
+
+    def __post_init__(self) -> None:
+        if self.cdf_ns is None:
+            self.cdf_ns = self.latencies_ns
+            self.cdf_pct = np.arange(1, self.latencies_ns.size + 1) / max(self.latencies_ns.size, 1) * 100
+            self.shown = int(self.latencies_ns.size)
 
 
 def latency_data(result: RunResult, op: str) -> LatencyFigureData:
@@ -45,20 +61,32 @@ def latency_data(result: RunResult, op: str) -> LatencyFigureData:
     measured = int(result.summary[op]["ops"])
     if lat.size == 0:
         return LatencyFigureData(op, measured, lat, np.array([]), np.array([]), markers)
-    low, high = float(lat[0]), float(lat[-1])
-    if high <= low * 1.01:
-        # One latency only (a simulated drive can be that regular): a narrow band around it.
-        low, high = low / 1.1, high * 1.1
-    edges = np.geomspace(max(low, 1.0), high, HISTOGRAM_BINS + 1)
+    from .trace_figures import histogram_edges
+
+    edges = histogram_edges(int(lat[0]), int(lat[-1]), HISTOGRAM_BINS)
     counts, _ = np.histogram(lat, bins=edges)
     return LatencyFigureData(op, measured, lat, edges, counts, markers)
 
 
+def streamed_latency_data(figures: TraceFigures, result: RunResult, op: str) -> LatencyFigureData:
+    """:func:`latency_data` from a trace read back in batches (:func:`ftlscope.trace_figures.gather`)."""
+    markers = {k: float(result.summary[op]["lat_ns"][k]) for k in MARKED}
+    measured = int(result.summary[op]["ops"])
+    data = figures.latencies.get(op)
+    empty = np.array([], dtype=np.int64)
+    if data is None or data.low is None:
+        return LatencyFigureData(op, measured, empty, np.array([]), np.array([]), markers)
+    edges, counts = figures.histograms[op]
+    cdf_ns, cdf_pct = data.quantiles.cdf()
+    return LatencyFigureData(op, measured, empty, edges, counts, markers, cdf_ns=cdf_ns, cdf_pct=cdf_pct,
+                             shown=data.quantiles.n)
+
+
 def _requests(data: LatencyFigureData) -> str:
     """How many requests a figure shows; says so when the trace kept only the first of them."""
-    if data.latencies_ns.size < data.measured:
-        return f"the first {data.latencies_ns.size:,} of {data.measured:,} requests (trace limit)"
-    return f"{data.latencies_ns.size:,} requests"
+    if data.shown < data.measured:
+        return f"the first {data.shown:,} of {data.measured:,} requests (trace limit)"
+    return f"{data.shown:,} requests"
 
 
 def _unit(markers_ns: dict[str, float]) -> tuple[float, str]:
@@ -67,17 +95,19 @@ def _unit(markers_ns: dict[str, float]) -> tuple[float, str]:
     return (1e6, "ms") if markers_ns["p99.9"] >= 1e6 else (1e3, "µs")
 
 
-def write_run_plots(result: RunResult, directory: str | Path, *, note: str = "") -> list[Path]:
+def write_run_plots(result: RunResult, directory: str | Path, *, note: str = "",
+                    figures: TraceFigures | None = None) -> list[Path]:
     """Write the figures of every operation the run measured; returns their paths. ``note`` ends every title
-    (a replay of a synthetic trace says so on each figure)."""
+    (a replay of a synthetic trace says so on each figure). ``figures``: the trace read back in batches
+    (:func:`ftlscope.trace_figures.gather`), for a run whose trace was streamed to a file."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    if result.trace.empty:
+    if result.trace.empty and figures is None:
         raise ValueError("write_run_plots needs the run's trace: run it with trace=True")
     paths = []
     for op in result.ops:
-        data = latency_data(result, op)
-        if data.latencies_ns.size:
+        data = latency_data(result, op) if figures is None else streamed_latency_data(figures, result, op)
+        if data.shown:
             paths.append(_histogram(data, directory, note))
             paths.append(_cdf(data, directory, note))
         if not result.windows.empty:
@@ -119,8 +149,7 @@ def _cdf(data: LatencyFigureData, directory: Path, note: str = "") -> Path:
     scale, unit = _unit(data.markers_ns)
     fig, ax = plots.figure(f"{data.op}: latency CDF ({_requests(data)}){note}",
                            f"latency ({unit}, log scale)", "requests at or below (%)")
-    share = np.arange(1, data.latencies_ns.size + 1) / data.latencies_ns.size * 100
-    ax.step(data.latencies_ns / scale, share, where="post", linewidth=1.5)
+    ax.step(data.cdf_ns / scale, data.cdf_pct, where="post", linewidth=1.5)
     ax.set_xscale("log")
     plots.number_axis(ax, "x")
     ax.set_ylim(0, 100.5)

@@ -82,6 +82,13 @@ class AlignStats:
     def extra_bytes(self) -> int:
         return self.bytes_after - self.bytes_before
 
+    def plus(self, other: AlignStats | None) -> AlignStats:
+        """The stats of this batch and the next (``other``; None: none yet) together."""
+        if other is None:
+            return self
+        return AlignStats(self.reads + other.reads, self.changed + other.changed,
+                          self.bytes_before + other.bytes_before, self.bytes_after + other.bytes_after)
+
     @property
     def extra_pct(self) -> float:
         return 100.0 * self.extra_bytes / self.bytes_before if self.bytes_before else 0.0
@@ -110,14 +117,17 @@ def served_sizes(sizes: np.ndarray, alignment: Alignment) -> np.ndarray:
     return out
 
 
-def align_reads(frame: pd.DataFrame, alignment: Alignment) -> tuple[pd.DataFrame, AlignStats]:
-    """A copy of ``frame`` (ftlscope's trace table) whose reads have a size the drive serves without penalty;
-    every other request as it was. With ``whole_pages`` the reads' offsets move down to a page boundary and their
-    ends up, so each covers whole pages and still reads every byte it read before; without, offsets stay and
-    only sizes in a penalised range grow."""
-    reads = (frame["op"] == "read").to_numpy() & (frame["size"].to_numpy() > 0)
-    offset = frame["offset_bytes"].to_numpy().astype(np.int64)
-    size = frame["size"].to_numpy().astype(np.int64)
+def align_columns(op: np.ndarray, offset: np.ndarray, size: np.ndarray, alignment: Alignment,
+                  first_row: int = 0) -> tuple[np.ndarray, np.ndarray, AlignStats]:
+    """The transform on columns (op codes as :data:`ftlscope.workload.OPS` numbers them, offsets, sizes; a
+    batch of a streamed trace whose first request is number ``first_row + 1``, or a whole one): the new offsets
+    and sizes (int64) and what changed. Per request, so a trace aligned batch by batch is aligned exactly as it
+    is whole, and the batches' stats add up (:meth:`AlignStats.plus`) to the whole trace's."""
+    from ..workload import OPS
+
+    reads = (np.asarray(op) == OPS.index("read")) & (np.asarray(size) > 0)
+    offset = np.asarray(offset).astype(np.int64)
+    size = np.asarray(size).astype(np.int64)
     page = alignment.page_size
     if alignment.whole_pages:
         start = offset[reads] // page * page
@@ -127,16 +137,29 @@ def align_reads(frame: pd.DataFrame, alignment: Alignment) -> tuple[pd.DataFrame
     new_size = served_sizes(cover, alignment)
     if len(new_size) and int(new_size.max()) > U32_MAX:
         i = int(np.flatnonzero(reads)[int(np.argmax(new_size > U32_MAX))])
-        raise UsageError(f"--align-reads: request {i + 1} would grow to {int(new_size.max()):,} B, beyond the "
-                         f"largest request ({U32_MAX:,} B); split it or give a smaller page size")
-    out = frame.copy()
+        raise UsageError(f"--align-reads: request {first_row + i + 1} would grow to {int(new_size.max()):,} B, "
+                         f"beyond the largest request ({U32_MAX:,} B); split it or give a smaller page size")
     new_offset, grown = offset.copy(), size.copy()
     new_offset[reads], grown[reads] = start, new_size
-    out["offset_bytes"] = new_offset.astype(frame["offset_bytes"].dtype)
-    out["size"] = grown.astype(frame["size"].dtype)
     stats = AlignStats(reads=int(reads.sum()),
                        changed=int(((new_offset != offset) | (grown != size))[reads].sum()),
                        bytes_before=int(size[reads].sum()), bytes_after=int(new_size.sum()))
+    return new_offset, grown, stats
+
+
+def align_reads(frame: pd.DataFrame, alignment: Alignment) -> tuple[pd.DataFrame, AlignStats]:
+    """A copy of ``frame`` (ftlscope's trace table) whose reads have a size the drive serves without penalty;
+    every other request as it was. With ``whole_pages`` the reads' offsets move down to a page boundary and their
+    ends up, so each covers whole pages and still reads every byte it read before; without, offsets stay and
+    only sizes in a penalised range grow. (:func:`align_columns` on the frame's columns.)"""
+    from ..workload import OPS
+
+    op = frame["op"].astype(pd.CategoricalDtype(list(OPS))).cat.codes.to_numpy()
+    new_offset, grown, stats = align_columns(op, frame["offset_bytes"].to_numpy(), frame["size"].to_numpy(),
+                                             alignment)
+    out = frame.copy()
+    out["offset_bytes"] = new_offset.astype(frame["offset_bytes"].dtype)
+    out["size"] = grown.astype(frame["size"].dtype)
     out.attrs = {**frame.attrs, "ftlscope": {**frame.attrs.get("ftlscope", {}),
                                              "aligned_reads": {**alignment.to_json(), **stats.to_json()}}}
     return out, stats
@@ -167,18 +190,19 @@ def parse_align(text: str, params: NewtParams | None) -> Alignment:
     return Alignment(parse_size(text, "--align-reads", minimum=1, maximum=U32_MAX))
 
 
-def align_for_replay(args: Any, frame: pd.DataFrame, notify: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """``replay --align-reads``: the trace with its reads aligned as the flag asks (unchanged without it)."""
+def alignment_for_replay(args: Any, notify: Callable[[str], None] | None = None) -> Alignment | None:
+    """``replay --align-reads``: the alignment the flag asks for (None without it), the profile's warnings heard
+    by ``notify``. The replay aligns each batch of the trace as it reads it (:func:`align_columns`), so the trace
+    is never held whole for it; what it did is in the summary's ``replay.aligned_reads``."""
     text = getattr(args, "align_reads", None)
     if not text:
-        return frame
+        return None
     ref = getattr(args, "from_profile", None)
     params = NewtParams.from_profile(ref) if ref else None
-    aligned, stats = align_reads(frame, parse_align(text, params))
+    alignment = parse_align(text, params)
     if notify:
         from .premises import forced_warnings
 
         for warning in forced_warnings(text, None, params):
             notify(warning)
-        notify(f"--align-reads: {stats.describe()}")
-    return aligned
+    return alignment

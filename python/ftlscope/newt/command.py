@@ -167,13 +167,15 @@ def cmd_newt(args: argparse.Namespace) -> int:
         from ..store import RunStore
 
         RunStore(args.db)  # a store that cannot be used is refused before the device is touched
-    frame, _ = _read(args, whole=True)
+    # A Parquet or text trace stays a path: each pass streams it, as replay does (its reads aligned batch by batch).
+    frame, sort = _read(args)
     started = time.monotonic()
     notify = lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]")  # noqa: E731
     for note in plan.notes:
         notify(note)
     outcome = measure(args.target, frame, plan, settle_s=settle_s, progress=not args.quiet, notify=notify,
                       timing=args.timing, mode=args.mode, qd=args.qd, wrap=args.wrap, trace_name=str(args.trace),
+                      fmt=args.format, sort=sort,
                       show_serial=args.show_serial, **_run_kwargs(args))
     doc = newt_document(outcome, target=args.target, trace=str(args.trace), options=_options(args))
     shim_line = describe_shim(outcome.after.summary.get(WRITE_SHIM))

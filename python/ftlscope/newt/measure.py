@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 from ..results import RunResult
 from ..sim import SimDevice
 from ..workload import Workload
-from .align import Alignment, AlignStats, align_reads
+from .align import Alignment, AlignStats, align_columns
 from .latency import GAIN_OPS, gain_pct, gains
 
 __all__ = ["Outcome", "Plan", "gain_pct", "gains", "held", "measure", "throughput"]
@@ -61,20 +62,41 @@ class Outcome:
     precondition: dict[str, Any]
 
 
-def extent(frames: list[pd.DataFrame]) -> tuple[int, int]:
-    """The byte range every frame's reads and writes touch together, widened to 4 KiB boundaries."""
-    start, end = None, 0
-    for frame in frames:
-        ranged = (frame["op"] != "flush").to_numpy() & (frame["size"].to_numpy() > 0)
-        if not ranged.any():
-            continue
-        offset = frame["offset_bytes"].to_numpy()[ranged].astype(np.int64)
-        stop = offset + frame["size"].to_numpy()[ranged].astype(np.int64)
-        start = int(offset.min()) if start is None else min(start, int(offset.min()))
-        end = max(end, int(stop.max()))
+def trace_extent(trace: pd.DataFrame | str | Path, alignment: Alignment | None, *, fmt: str | None = None,
+                 sort: bool = False) -> tuple[tuple[int, int], bool]:
+    """The byte range the trace's reads and writes touch, as it is and with its reads aligned by ``alignment``
+    together (widened to 4 KiB boundaries: what both passes' preconditioning writes), and whether it has reads.
+    ``trace`` is a trace table, or the path of a trace read here in batches (``fmt``, sniffed when None; ``sort``
+    as the replay orders it), so the trace is never held whole for it. Raises
+    :class:`ftlscope.traces.window.Unsorted` when ``sort`` cannot be done in batches."""
+    from ..replay import STREAM_BATCH_ROWS
+    from ..workload import OPS
+
+    if isinstance(trace, pd.DataFrame):
+        codes = trace["op"].astype(pd.CategoricalDtype(list(OPS))).cat.codes.to_numpy()
+        batches = [(codes, trace["offset_bytes"].to_numpy(), trace["size"].to_numpy())]
+    else:
+        from ..traces import sniff
+        from ..traces.batched import trace_batches
+
+        batches = trace_batches(trace, fmt or sniff(Path(trace)), sort=sort, extra=(), batch_rows=STREAM_BATCH_ROWS)
+    start, end, reads, row = None, 0, False, 0
+    for op, offset, size, *_ in batches:
+        op, offset, size = np.asarray(op), np.asarray(offset).astype(np.int64), np.asarray(size).astype(np.int64)
+        reads = reads or bool((op == OPS.index("read")).any())
+        versions = [(offset, size)]
+        if alignment is not None:
+            versions.append(align_columns(op, offset, size, alignment, row)[:2])
+        row += len(op)
+        for off, length in versions:
+            ranged = (op != OPS.index("flush")) & (length > 0)
+            if ranged.any():
+                low, high = int(off[ranged].min()), int((off[ranged] + length[ranged]).max())
+                start = low if start is None else min(start, low)
+                end = max(end, high)
     if start is None:
-        return 0, 0
-    return start // 4096 * 4096, -(-end // 4096) * 4096
+        return (0, 0), reads
+    return (start // 4096 * 4096, -(-end // 4096) * 4096), reads
 
 
 def _fill_sim(device: SimDevice, span: tuple[int, int], progress: bool) -> dict[str, Any]:
@@ -105,27 +127,41 @@ def _fill_real(target: str, span: tuple[int, int], settle_s: float, run_kwargs: 
             "device_ns": result.summary["run"]["measured_ns"], "settle_ns": int(settle_s * 1e9)}
 
 
-def measure(target: str, frame: pd.DataFrame, plan: Plan, *, settle_s: float = 5.0, progress: bool = False,
-            notify: Any = None, **replay_kwargs: Any) -> Outcome:
+def measure(target: str, frame: pd.DataFrame | str | Path, plan: Plan, *, settle_s: float = 5.0,
+            progress: bool = False, notify: Any = None, **replay_kwargs: Any) -> Outcome:
     """Replay ``frame`` on ``target`` twice, from the same starting state: as it is, then with ``plan``'s
-    optimizations. ``replay_kwargs`` go to both :func:`ftlscope.replay.replay` calls (timing, qd, engine,
-    destructive, ...); ``settle_s`` is the pause after a real target's preconditioning."""
+    optimizations. ``frame`` is a trace table or the path of a trace file: a file is streamed as ``replay``
+    streams it (checked in a pass, then fed in batches; its reads aligned batch by batch in the second replay),
+    so neither pass holds the input trace whole. ``replay_kwargs`` go to both :func:`ftlscope.replay.replay`
+    calls (timing, qd, engine, destructive, fmt, sort, ...); ``settle_s`` is the pause after a real target's
+    preconditioning."""
     from ..replay import replay
+    from ..traces import read_trace, sniff
+    from ..traces.streamed import STREAMED_FORMATS
+    from ..traces.window import Unsorted
 
-    after_frame, stats = (align_reads(frame, plan.alignment) if plan.alignment is not None else (frame, None))
-    span = extent([frame, after_frame])
-    has_reads = bool((frame["op"] == "read").any())
+    fmt, sort = replay_kwargs.get("fmt"), replay_kwargs.get("sort", False)
+    if not isinstance(frame, pd.DataFrame) and (fmt or sniff(Path(frame))) not in ("parquet", *STREAMED_FORMATS):
+        frame = read_trace(frame, fmt, sort=sort)  # a format read only whole
+    try:
+        span, has_reads = trace_extent(frame, plan.alignment, fmt=fmt, sort=sort)
+    except Unsorted:  # too disordered for the sort window: read whole and sorted, as replay would
+        frame = read_trace(frame, fmt, sort=True)
+        span, has_reads = trace_extent(frame, plan.alignment)
     simulated = target.startswith("sim:")
     results = []
     condition: dict[str, Any] = {"kind": "none", "reason": "the trace reads nothing"}
-    for replayed, extra in ((frame, {}), (after_frame, _shim_kwargs(plan))):
+    for extra in ({}, {**_shim_kwargs(plan), "align_reads": plan.alignment}):
         place: str | SimDevice = SimDevice.open(target) if simulated else target
         if has_reads and span[1] > span[0]:
             condition = _fill_sim(place, span, progress) if isinstance(place, SimDevice) else \
                 _fill_real(target, span, settle_s, replay_kwargs, progress)
-        result = replay(place, replayed, trace=True, progress=progress, notify=notify, **replay_kwargs, **extra)
+        result = replay(place, frame, trace=True, progress=progress, notify=notify, **replay_kwargs, **extra)
         result.summary["run"]["precondition"] = condition
         results.append(result)
+    aligned = results[1].summary["replay"].get("aligned_reads")
+    stats = None if aligned is None else AlignStats(aligned["reads"], aligned["changed"], aligned["bytes_before"],
+                                                    aligned["bytes_after"])
     return Outcome(results[0], results[1], plan, stats, condition)
 
 

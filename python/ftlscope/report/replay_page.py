@@ -7,6 +7,10 @@ operation (the summary's percentiles, CDF and histogram), IOPS and latency over 
 lag (its percentiles from the summary, the shares issued late, its CDF and its course over the replay), and the
 trace's own statistics (the rows ``ftlscope trace info`` prints, a size histogram and the inter-arrival CDF).
 A synthetic trace is labelled so in the title, in every section heading that describes it and on every figure.
+
+Nothing here holds the trace whole: the replay's own trace is read back in batches (:mod:`ftlscope.trace_figures`:
+counts, shares and maxima exact, CDFs and per-window lag percentiles within 0.1 %), and the replayed trace's
+statistics and inter-arrival times come from ``trace info``'s batched reader.
 """
 
 from __future__ import annotations
@@ -14,40 +18,41 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .. import plots
 from ..results import RunResult
+from ..trace_figures import LATE_NS, LagFigures, TraceFigures, gather, trace_source
+from ..traces.batched import Quantiles
 from ..units import format_ns, format_size
 from .render import embed_figure, write_pages
 
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99.9")
-# "Issued late by more than": 10 µs is beyond any timer's slack, 1 ms is a visible distortion of the workload.
-LATE_NS = (10_000, 100_000, 1_000_000, 10_000_000)
 SYNTHETIC_NOTE = " — synthetic trace"
 DEFAULT_WINDOW_NS = 100_000_000
 
 
-def render_replay_report(result: RunResult, frame: pd.DataFrame, target: str, out: str | Path,
-                         stats: dict[str, Any] | None = None) -> list[Path]:
-    """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``out`` for a replay's ``result`` (run with
-    its trace kept) of ``frame``, the trace as read; ``stats``: its statistics as ``trace info`` gives them
-    (default: computed from ``frame``). Returns the paths written."""
-    from ..run_plots import write_run_plots
-    from ..traces.stats import trace_stats
+def render_replay_report(result: RunResult, target: str, out: str | Path, stats: dict[str, Any],
+                         gaps: Quantiles) -> list[Path]:
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``out`` for a replay's ``result`` (its
+    trace streamed to a file, or kept in memory); ``stats``: the replayed trace's statistics as ``trace info``
+    gives them, ``gaps`` its inter-arrival times in buckets (:func:`ftlscope.traces.cli.info_stats_and_gaps`).
+    Returns the paths written."""
+    from ..run_plots import HISTOGRAM_BINS, write_run_plots
 
     out = Path(out)
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     replay = result.summary["replay"]
     note = SYNTHETIC_NOTE if replay["synthetic"] else ""
-    stats = stats if stats is not None else trace_stats(frame)
+    source = trace_source(result)
+    figures = gather(source, list(result.ops), _window_ns(result), HISTOGRAM_BINS)
     # A replay stopped before any request completed has no trace to draw from; the page says what it has.
-    run_figures = [] if result.trace.empty else write_run_plots(result, figures_dir, note=note)
-    lag = issue_lag(result)
-    lag_figures = [f for f in (_lag_cdf(result, figures_dir, note), _lag_over_time(result, figures_dir, note)) if f]
-    trace_figures = [_size_histogram(stats, figures_dir, note), *_interarrival(frame, stats, figures_dir, note)]
+    run_figures = [] if figures.rows == 0 else write_run_plots(result, figures_dir, note=note, figures=figures)
+    lag = issue_lag(result, figures)
+    lag_figures = [f for f in (_lag_cdf(figures.lag, figures_dir, note), _lag_over_time(figures.lag, figures_dir,
+                                                                                         note)) if f]
+    trace_figures = [_size_histogram(stats, figures_dir, note), *_interarrival(gaps, stats, figures_dir, note)]
 
     def shown(paths: list[Path]) -> list[dict[str, Any]]:
         return [{**embed_figure(p, out), "caption": _caption(p, replay["synthetic"])} for p in paths]
@@ -123,30 +128,23 @@ def latency_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def issue_lag(result: RunResult) -> dict[str, Any]:
-    """The summary's issue-lag percentiles, and from the trace the shares of requests issued late by more than
-    each of :data:`LATE_NS`."""
+def issue_lag(result: RunResult, figures: TraceFigures) -> dict[str, Any]:
+    """The summary's issue-lag percentiles, and from the trace (read back in batches) the shares of requests
+    issued late by more than each of :data:`LATE_NS`."""
     summary_lag = result.summary["run"].get("issue_lag_ns") or {}
-    lags = _lags(result)
-    n = len(lags)
+    lag = figures.lag or LagFigures()
+    n = lag.requests
     return {
         "percentiles": [{"name": p, "text": format_ns(summary_lag[p]), "ns": summary_lag[p]}
                         for p in (*PERCENTILES, "max") if p in summary_lag],
         "requests": f"{n:,}",
-        # The trace keeps at most its limit of requests; the summary counted every one.
+        # A trace kept in memory keeps at most its limit of requests; the summary counted every one.
         "limited": f"the first {n:,} of {result.summary['replay']['requests']:,} requests (trace limit)"
         if n < result.summary["replay"]["requests"] else "",
-        "on_time": f"{(lags == 0).sum() / n:.2%}" if n else "",
-        "late": [{"over": format_ns(t), "share": f"{(lags > t).sum() / n:.2%}", "count": f"{int((lags > t).sum()):,}"}
+        "on_time": f"{lag.on_time / n:.2%}" if n else "",
+        "late": [{"over": format_ns(t), "share": f"{lag.late[t] / n:.2%}", "count": f"{lag.late[t]:,}"}
                  for t in LATE_NS] if n else [],
     }
-
-
-def _lags(result: RunResult) -> np.ndarray:
-    trace = result.trace
-    if trace.empty or "issue_lag_ns" not in trace:
-        return np.array([], dtype=np.int64)
-    return trace["issue_lag_ns"].to_numpy(dtype=np.int64)
 
 
 def _caption(path: Path, synthetic: bool) -> str:
@@ -159,20 +157,20 @@ def _caption(path: Path, synthetic: bool) -> str:
     return own + (" (synthetic trace)" if synthetic else "")
 
 
-def _lag_cdf(result: RunResult, directory: Path, note: str) -> Path | None:
+def _lag_cdf(lag: LagFigures | None, directory: Path, note: str) -> Path | None:
     """The CDF of the lags above 0 on a log axis (0 has no place on one; the share on time is the curve's
-    start, and the caption states it). None when every request was on time: there is no curve to draw."""
-    lags = np.sort(_lags(result))
-    late = lags[lags > 0]
-    if late.size == 0:
+    start, and the caption states it), stepping through 0.1 %-wide buckets. None when every request was on time:
+    there is no curve to draw."""
+    if lag is None or lag.requests == 0 or lag.on_time == lag.requests:
         return None
-    share = (np.arange(1, lags.size + 1) / lags.size * 100)[lags > 0]
-    fig, ax = plots.figure(f"Issue lag: CDF ({lags.size:,} requests){note}", "issue lag (log scale)",
+    values, share = lag.quantiles.cdf()
+    late = values > 0
+    fig, ax = plots.figure(f"Issue lag: CDF ({lag.requests:,} requests){note}", "issue lag (log scale)",
                            "requests issued at most this late (%)")
-    ax.step(late, share, where="post", linewidth=1.5)
+    ax.step(values[late], share[late], where="post", linewidth=1.5)
     plots.duration_axis(ax, "x")
     ax.set_ylim(0, 100.5)
-    on_time = (lags == 0).sum() / lags.size
+    on_time = lag.on_time / lag.requests
     caption = (f"Issue lag (submission time minus due time): share of requests issued at most this late; "
                f"{on_time:.1%} were issued exactly on time (lag 0, not on the log axis)")
     return plots.save(fig, directory, "issue-lag-cdf", caption)
@@ -187,24 +185,14 @@ def _window_ns(result: RunResult) -> int:
 
 def lag_over_time(result: RunResult) -> pd.DataFrame:
     """Per time window of the run (the windows table's, by submission time: the trace's times count from the
-    same start): requests, p50/p99/max lag (ns) and the share (%) issued late by more than 1 ms."""
-    trace = result.trace
-    if trace.empty or "issue_lag_ns" not in trace:
-        return pd.DataFrame()
-    submit = trace["submit_ns"].to_numpy(dtype=np.int64)
-    window = _window_ns(result)
-    frame = pd.DataFrame({"window": submit // window,
-                          "lag": trace["issue_lag_ns"].to_numpy(dtype=np.float64)})
-    grouped = frame.groupby("window")["lag"]
-    table = pd.DataFrame({"requests": grouped.size(), "p50": grouped.quantile(0.5), "p99": grouped.quantile(0.99),
-                          "max": grouped.max(), "late_1ms_pct": grouped.apply(lambda v: (v > 1e6).mean() * 100)})
-    table.index = table.index * window / 1e9
-    table.index.name = "start_s"
-    return table
+    same start): requests, p50/p99/max lag (ns) and the share (%) issued late by more than 1 ms; the trace read
+    back in batches (:func:`ftlscope.trace_figures.gather`)."""
+    lag = gather(trace_source(result), [], _window_ns(result), 1).lag
+    return pd.DataFrame() if lag is None else lag.over_time
 
 
-def _lag_over_time(result: RunResult, directory: Path, note: str) -> Path | None:
-    data = lag_over_time(result)
+def _lag_over_time(lag: LagFigures | None, directory: Path, note: str) -> Path | None:
+    data = pd.DataFrame() if lag is None else lag.over_time
     if data.empty or not (data["max"] > 0).any():
         return None  # every request on time: a flat line on 0 says no more than the sentence the page shows
     fig, (top, bottom) = plots.panels(f"Issue lag over time ({len(data):,} windows){note}", 2, 1, size=(7.5, 6.0),
@@ -239,26 +227,27 @@ def _size_histogram(stats: dict[str, Any], directory: Path, note: str) -> Path:
     return plots.save(fig, directory, "trace-size-histogram", caption)
 
 
-def _interarrival(frame: pd.DataFrame, stats: dict[str, Any], directory: Path, note: str) -> list[Path]:
-    """The CDF of the trace's inter-arrival times (positive gaps on a log axis; the caption gives the share of
-    requests arriving together, gap 0), with the statistics' p50 and p99 marked."""
+def _interarrival(gaps: Quantiles, stats: dict[str, Any], directory: Path, note: str) -> list[Path]:
+    """The CDF of the trace's inter-arrival times (positive gaps on a log axis, stepping through 0.1 %-wide
+    buckets; the caption gives the share of requests arriving together, gap 0), with the statistics' p50 and p99
+    marked."""
     ia = stats["interarrival_ns"]
-    values = np.sort(np.diff(frame["submit_ns"].to_numpy(dtype=np.int64)).astype(np.float64))
-    if not ia["n"] or values.size == 0:
+    n = gaps.n
+    if not ia["n"] or n == 0:
         return []
-    positive = values[values > 0]
-    if positive.size == 0:
+    values, share = gaps.cdf()
+    positive = values > 0
+    if not positive.any():
         return []
-    share = (np.arange(1, values.size + 1) / values.size * 100)[values > 0]
-    fig, ax = plots.figure(f"Trace inter-arrival times ({values.size:,} gaps){note}",
+    fig, ax = plots.figure(f"Trace inter-arrival times ({n:,} gaps){note}",
                            "time between arrivals (log scale)", "gaps at most this long (%)")
-    ax.step(positive, share, where="post", linewidth=1.5)
-    for n, key in enumerate(("p50", "p99")):
+    ax.step(values[positive], share[positive], where="post", linewidth=1.5)
+    for k, key in enumerate(("p50", "p99")):
         if ia[key] > 0:
-            ax.axvline(ia[key], linestyle="--", linewidth=0.9, color=f"C{n + 1}", label=f"{key} {format_ns(ia[key])}")
+            ax.axvline(ia[key], linestyle="--", linewidth=0.9, color=f"C{k + 1}", label=f"{key} {format_ns(ia[key])}")
     plots.duration_axis(ax, "x")
     ax.set_ylim(0, 100.5)
-    zero = (values == 0).sum() / values.size
+    zero = gaps.counts[0] / n if len(gaps.counts) else 0.0
     caption = (f"The trace's inter-arrival times (gap between consecutive requests' arrivals); {zero:.1%} of the "
                "gaps are 0 (requests arriving together, not on the log axis)")
     return [plots.save(fig, directory, "trace-interarrival-cdf", caption)]

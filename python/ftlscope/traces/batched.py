@@ -40,6 +40,7 @@ BATCH_ROWS = 1 << 18
 # Blocks expanded at once for the working set (a 1 MiB request is 256 of them): bounds that step's memory.
 _BLOCKS_PER_STEP = 1 << 23
 _MANTISSA_BITS = 10  # histogram buckets per power of two: 2**10, so a bucket is at most 0.1 % wide
+BUCKETS = 1 << 17  # more than any non-negative int64 value's bucket index
 
 
 class _Moments:
@@ -60,9 +61,32 @@ class _Moments:
         self.n = total
 
 
-class _Quantiles:
-    """Non-negative values in log-linear buckets: the float64's exponent and top mantissa bits. Each bucket keeps
-    its count and sum, so a percentile is its bucket's mean value (the value itself when the bucket holds one)."""
+def bucket_index(values: np.ndarray) -> np.ndarray:
+    """Each non-negative value's log-linear bucket: the float64's exponent and top :data:`_MANTISSA_BITS` mantissa
+    bits. Bucket 0 holds values below 1 (0 ns); above, the exponent without its bias, so ns up to 2**63 need
+    64 Ki buckets (below :data:`BUCKETS`) whatever the count."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(values >= 1, (values.view(np.int64) >> (52 - _MANTISSA_BITS)) - (1023 << _MANTISSA_BITS) + 1, 0)
+
+
+def bucketed_percentile(counts: np.ndarray, sums: np.ndarray, q: float, n: int) -> float:
+    """numpy's default (linear) percentile ``q`` of ``n`` values kept as buckets in ascending order (``counts``
+    and ``sums`` per bucket; empty buckets allowed): each value taken as its bucket's mean."""
+    position = q / 100 * (n - 1)
+    low, frac = int(np.floor(position)), position - np.floor(position)
+    cumulative = np.cumsum(counts)
+
+    def value(rank: int) -> float:
+        b = int(np.searchsorted(cumulative, rank, side="right"))
+        return float(sums[b] / counts[b])
+
+    a = value(low)
+    return a if frac == 0 else a + (value(min(low + 1, n - 1)) - a) * frac
+
+
+class Quantiles:
+    """Non-negative values in log-linear buckets (:func:`bucket_index`). Each bucket keeps its count and sum, so a
+    percentile is its bucket's mean value (the value itself when the bucket holds one), within 0.1 % of it."""
 
     def __init__(self) -> None:
         self.counts = np.zeros(0, dtype=np.int64)
@@ -72,10 +96,7 @@ class _Quantiles:
         if len(values) == 0:
             return
         values = values.astype(np.float64)
-        # Bucket 0 holds values below 1 (0 ns); above, the exponent without its bias, so ns up to 2**63 need
-        # 64 Ki buckets (1 MiB) whatever the count.
-        bucket = np.where(values >= 1, (values.view(np.int64) >> (52 - _MANTISSA_BITS)) - (1023 << _MANTISSA_BITS) + 1,
-                          0)
+        bucket = bucket_index(values)
         size = int(bucket.max()) + 1
         if size > len(self.counts):
             self.counts = np.pad(self.counts, (0, size - len(self.counts)))
@@ -83,23 +104,27 @@ class _Quantiles:
         self.counts[:size] += np.bincount(bucket, minlength=size)
         self.sums[:size] += np.bincount(bucket, weights=values, minlength=size)
 
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
     def percentile(self, q: float, n: int) -> float:
         """numpy's default (linear) percentile over the bucketed values."""
-        position = q / 100 * (n - 1)
-        low, frac = int(np.floor(position)), position - np.floor(position)
-        cumulative = np.cumsum(self.counts)
+        return bucketed_percentile(self.counts, self.sums, q, n)
 
-        def value(rank: int) -> float:
-            b = int(np.searchsorted(cumulative, rank, side="right"))
-            return float(self.sums[b] / self.counts[b])
-
-        a = value(low)
-        return a if frac == 0 else a + (value(min(low + 1, n - 1)) - a) * frac
+    def cdf(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each non-empty bucket's mean value, the share of values at or below its bucket in %): the points a
+        CDF figure steps through, each within 0.1 % of the values it stands for."""
+        held = np.flatnonzero(self.counts)
+        if not len(held):
+            return np.zeros(0), np.zeros(0)
+        counts = self.counts[held]
+        return self.sums[held] / counts, np.cumsum(counts) / counts.sum() * 100
 
 
 class _Distribution:
     def __init__(self) -> None:
-        self.moments, self.quantiles = _Moments(), _Quantiles()
+        self.moments, self.quantiles = _Moments(), Quantiles()
 
     def add(self, values: np.ndarray) -> None:
         values = values.astype(np.float64)
@@ -396,11 +421,7 @@ def check_forward(path: Path, submit: np.ndarray, last_submit: int | None, first
 def parquet_trace_stats(path: str | Path, *, sort: bool = False, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
     """``trace_stats(read_trace(path, "parquet", sort=sort))``, read in batches of ``batch_rows`` requests.
     Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole then)."""
-    pf, _, meta = parquet_meta(path)
-    stats = _Stats(latency="complete_ns" in pf.schema_arrow.names)
-    for cols in parquet_batches(path, sort=sort, batch_rows=batch_rows):
-        stats.add(*cols)
-    return stats.result(meta)
+    return batched_stats_and_gaps(path, "parquet", sort=sort, batch_rows=batch_rows)[0]
 
 
 def trace_batches(path: str | Path, fmt: str, *, sort: bool = False, batch_rows: int = BATCH_ROWS,
@@ -428,12 +449,23 @@ def batched_trace_stats(path: str | Path, fmt: str, *, sort: bool = False,
     """``trace_stats(read_trace(path, fmt, sort=sort))`` read in batches (see the module's docstring for what is
     exact). Raises :class:`Unsorted` when ``sort`` cannot be done in its sliding window (read the trace whole
     then)."""
+    return batched_stats_and_gaps(path, fmt, sort=sort, batch_rows=batch_rows)[0]
+
+
+def batched_stats_and_gaps(path: str | Path, fmt: str, *, sort: bool = False,
+                           batch_rows: int = BATCH_ROWS) -> tuple[dict[str, Any], Quantiles]:
+    """:func:`batched_trace_stats`, and the inter-arrival times it read in their buckets (the replay report's
+    inter-arrival CDF, drawn without holding the trace)."""
     if fmt == "parquet":
-        return parquet_trace_stats(path, sort=sort, batch_rows=batch_rows)
+        pf, _, meta = parquet_meta(path)
+        stats = _Stats(latency="complete_ns" in pf.schema_arrow.names)
+        for cols in parquet_batches(path, sort=sort, batch_rows=batch_rows):
+            stats.add(*cols)
+        return stats.result(meta), stats.interarrival.quantiles
     stats = _Stats(latency=fmt in ("msr", "blkparse"))  # the text formats that record completions
     for cols in trace_batches(path, fmt, sort=sort, batch_rows=batch_rows):
         stats.add(*cols)
     result = stats.result(trace_meta(path, fmt))
     if fmt == "blkparse" and not result["latency_ns"]["n"]:
         del result["latency_ns"]  # no C event at all: the whole read has no latency column
-    return result
+    return result, stats.interarrival.quantiles

@@ -66,7 +66,15 @@ def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
     """The statistics ``trace info`` prints (and the replay report shows). A Parquet trace is read in record
     batches, text traces (CSV, fio iolog, blkparse) in batches of text (flat memory); a trace too out of order
     for the sliding sort window whole."""
-    from .batched import batched_trace_stats
+    return info_stats_and_gaps(path, fmt, sort)[0]
+
+
+def info_stats_and_gaps(path: str, fmt: str | None, sort: bool) -> tuple[dict[str, Any], Any]:
+    """:func:`info_stats`, and the trace's inter-arrival times in log-linear buckets
+    (:class:`ftlscope.traces.batched.Quantiles`: what the replay report draws their CDF from)."""
+    import numpy as np
+
+    from .batched import Quantiles, batched_stats_and_gaps
     from .readers import read_trace, sniff
     from .schema import TraceError
     from .stats import trace_stats
@@ -78,10 +86,13 @@ def info_stats(path: str, fmt: str | None, sort: bool) -> dict[str, Any]:
     fmt = fmt or sniff(Path(path))
     if fmt == "parquet" or fmt in STREAMED_FORMATS:
         try:
-            return batched_trace_stats(path, fmt, sort=sort)
+            return batched_stats_and_gaps(path, fmt, sort=sort)
         except Unsorted:
             pass
-    return trace_stats(read_trace(path, fmt, sort=sort))
+    frame = read_trace(path, fmt, sort=sort)
+    gaps = Quantiles()
+    gaps.add(np.diff(frame["submit_ns"].to_numpy(dtype=np.int64)).astype(np.float64))
+    return trace_stats(frame), gaps
 
 
 def _bytes(n: float) -> str:
