@@ -20,7 +20,6 @@ requests around any request more than 5 ms late), and "late > 20 us" and "p99 re
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -99,14 +98,9 @@ def main() -> None:
             raise SystemExit(f"lag_ab.py: --builds {name}={directory}: no ftlscope package there; give a directory "
                              "holding one")
     sys.path.insert(0, str(Path(__file__).parent))
-    from replay_speed import file_target, zram_target
+    from replay_speed import lag_target
 
-    if args.zram:
-        target = zram_target(args.zram)
-    elif args.device:
-        target = contextlib.nullcontext((args.device, True))
-    else:
-        target = file_target(args.dir)
+    target, _ = lag_target(args)
     rows = []
     with target as (path, direct):
         for rnd in range(1, args.rounds + 1):

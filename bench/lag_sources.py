@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_speed import LAG_SPAN, file_target, reads, zram_target  # noqa: E402
+from replay_speed import LAG_SPAN, lag_target, reads  # noqa: E402
 
 from ftlscope.replay import replay  # noqa: E402
 
@@ -238,12 +238,7 @@ def main() -> None:
     console = Console(width=160)
     console.print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
                   f"on {os.cpu_count()} CPUs")
-    if args.zram:
-        target = zram_target(args.zram)
-    elif args.device:
-        target = contextlib.nullcontext((args.device, True))
-    else:
-        target = file_target(args.dir)
+    target, _ = lag_target(args)
     n = int(args.rate * args.seconds)
     gap = 1_000_000_000 // args.rate
     with target as (path, direct), tracing("ftlscope_lag_sources", args.buffer_kb) as inst:

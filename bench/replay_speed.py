@@ -112,6 +112,16 @@ LAG_SPAN = 256 << 20
 ZRAM_CONTROL = Path("/sys/class/zram-control")
 
 
+def lag_target(args: argparse.Namespace) -> tuple[contextlib.AbstractContextManager[tuple[str, bool]], str]:
+    """The lag benches' target from ``--zram``, ``--device`` or ``--dir`` (the path and whether it takes O_DIRECT,
+    as a context that cleans up), and how to name it."""
+    if args.zram:
+        return zram_target(args.zram), f"a zram device of {args.zram} made for the bench"
+    if args.device:
+        return contextlib.nullcontext((args.device, True)), args.device
+    return file_target(args.dir), f"a file in {args.dir}"
+
+
 @contextlib.contextmanager
 def file_target(directory: str) -> Iterator[tuple[str, bool]]:
     """A 256 MiB file in ``directory`` and whether it takes O_DIRECT; removed afterwards."""
@@ -211,12 +221,7 @@ def main() -> None:
                           f"{r['virtual_s']:.2f}")
         console.print(table)
 
-    if args.zram:
-        target, where = zram_target(args.zram), f"a zram device of {args.zram} made for the bench"
-    elif args.device:
-        target, where = contextlib.nullcontext((args.device, True)), args.device
-    else:
-        target, where = file_target(args.dir), f"a file in {args.dir}"
+    target, where = lag_target(args)
     engines = (args.engines or ("auto,psync-pool,uring" if not (args.zram or args.device)
                                 else "psync,psync-pool,uring")).split(",")
     with target as (path, direct):
