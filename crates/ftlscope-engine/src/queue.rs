@@ -512,48 +512,36 @@ impl<'a> QueueLoop<'a> {
             match op {
                 // Nothing held crosses a flush: it all goes first.
                 Op::Flush if shim.flush(now) => return Step::Again,
-                Op::Write => match shim.admit(size, now) {
-                    Admit::Now => {}
-                    Admit::AfterHeld => {
-                        // It goes after everything held: in the shim's queue behind them if there is room, so
-                        // the reads after it in the trace need not wait for the backlog to be issued.
-                        let held = Held {
-                            op,
-                            size,
-                            offset: planned.offset,
-                            arrival_ns: now,
-                            release_ns: now,
-                            due_ns: scheduled_ns,
-                        };
-                        if shim.queue_behind(held, now) {
+                Op::Write => {
+                    let held = Held {
+                        op,
+                        size,
+                        offset: planned.offset,
+                        arrival_ns: now,
+                        release_ns: now,
+                        due_ns: scheduled_ns,
+                    };
+                    match shim.admit(size, now) {
+                        Admit::Now => {}
+                        admitted => {
+                            if let Admit::Hold(release_ns) = admitted {
+                                shim.hold(Held { release_ns, ..held }, now);
+                            } else if !shim.queue_behind(held, now) {
+                                // It goes after everything held (`Admit::AfterHeld`), in the shim's queue behind
+                                // them so the reads after it in the trace need not wait for the backlog to be
+                                // issued; with no room there it waits for them to go, and with no slot for them
+                                // (capped) for a write to complete.
+                                return if capped { Step::Blocked } else { Step::Again };
+                            }
                             if self.ctx.replay.is_some() {
+                                // Handed to the shim is issued, for the trace's timing (closed mode counts from it).
                                 self.replay_last = Some((now, due_ns));
                             }
                             self.advance_planned(backend);
-                        } else if capped {
-                            // No room behind them and no slot for them: wait for a write to complete.
-                            return Step::Blocked;
+                            return Step::Again;
                         }
-                        return Step::Again;
                     }
-                    Admit::Hold(release_ns) => {
-                        let held = Held {
-                            op,
-                            size,
-                            offset: planned.offset,
-                            arrival_ns: now,
-                            release_ns,
-                            due_ns: scheduled_ns,
-                        };
-                        shim.hold(held, now);
-                        if self.ctx.replay.is_some() {
-                            // Handed to the shim is issued, for the trace's timing (closed mode counts from it).
-                            self.replay_last = Some((now, due_ns));
-                        }
-                        self.advance_planned(backend);
-                        return Step::Again;
-                    }
-                },
+                }
                 _ => {}
             }
         }
