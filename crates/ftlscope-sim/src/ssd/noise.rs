@@ -384,6 +384,13 @@ impl Extras {
 mod factors_ahead_tests {
     use super::*;
 
+    /// The sample mean and standard deviation (n - 1) of `xs`.
+    fn mean_and_sd(xs: &[f64]) -> (f64, f64) {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        (mean, (xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)).sqrt())
+    }
+
     /// A bound on `exp_close`'s relative difference from the true exponential (a few units in the last place,
     /// 2.2e-16 each; the bound leaves a factor of ten).
     const EXP_CLOSE_ERROR: f64 = 1e-14;
@@ -419,13 +426,11 @@ mod factors_ahead_tests {
         for cv in [0.05, 0.1, 0.3, 1.0] {
             let mut timing = NandTiming::new(21, cv);
             let times: Vec<f64> = (0..N).map(|_| timing.apply(Nanos(1_000_000)).0 as f64 / 1e6).collect();
-            let mean = times.iter().sum::<f64>() / N as f64;
-            let sd = (times.iter().map(|t| (t - mean) * (t - mean)).sum::<f64>() / (N - 1) as f64).sqrt();
+            let (mean, sd) = mean_and_sd(&times);
             assert!((mean - 1.0).abs() < 0.005, "cv {cv}: mean factor {mean}");
             assert!((sd / mean / cv - 1.0).abs() < 0.02, "cv {cv}: measured cv {}", sd / mean);
             let logs: Vec<f64> = times.iter().map(|t| t.ln()).collect();
-            let log_mean = logs.iter().sum::<f64>() / N as f64;
-            let log_sd = (logs.iter().map(|l| (l - log_mean) * (l - log_mean)).sum::<f64>() / (N - 1) as f64).sqrt();
+            let (log_mean, log_sd) = mean_and_sd(&logs);
             // Standard errors sigma / sqrt(n) and sigma / sqrt(2n): 5 of them allowed.
             assert!((log_mean - timing.mu).abs() < 5.0 * timing.sigma / 1e3, "cv {cv}: log mean {log_mean}");
             assert!((log_sd / timing.sigma - 1.0).abs() < 5.0 / (2.0 * N as f64).sqrt(), "cv {cv}: log sd {log_sd}");
@@ -461,8 +466,7 @@ mod factors_ahead_tests {
         let mut jitter = ExpDelay::new(4, "host-jitter", Nanos(3_000)).expect("a positive mean");
         let n = 1_000_000;
         let xs: Vec<f64> = (0..n).map(|_| jitter.draw().0 as f64).collect();
-        let mean = xs.iter().sum::<f64>() / n as f64;
-        let sd = (xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64).sqrt();
+        let (mean, sd) = mean_and_sd(&xs);
         assert!((mean / 3_000.0 - 1.0).abs() < 0.01, "mean {mean}");
         assert!((sd / mean - 1.0).abs() < 0.01, "cv {}", sd / mean);
         let above = xs.iter().filter(|&&x| x > 3_000.0).count() as f64 / n as f64;
