@@ -42,22 +42,7 @@ fn whole_page_programs_write_the_mapping_pages_of_a_physical_page_at_once() {
 
 /// Sequential 128 KiB writes at QD 8 over 32 MiB into a 4 MiB buffer and a 64 MiB SLC cache: each latency.
 fn write_latencies(pipelined_slc: bool) -> Vec<u64> {
-    let mut cfg = small_config();
-    cfg.device.capacity = 128 * MIB;
-    cfg.write_buffer.capacity = 4 * MIB;
-    cfg.slc_cache.capacity = 64 * MIB;
-    cfg.ftl.flush_pipelined = true;
-    cfg.ftl.flush_pipelined_slc = pipelined_slc;
-    let mut dev = SsdDevice::new(cfg);
-    let mut slots = [SimTime::ZERO; 8];
-    let mut lat = Vec::new();
-    for i in 0..256u64 {
-        let now = slots[(i % 8) as usize];
-        let done = dev.submit(now, &req(SimOp::Write, i * 128 * KIB, 128 * KIB));
-        lat.push((done - now).0);
-        slots[(i % 8) as usize] = done;
-    }
-    lat
+    qd8_sequential_writes(&mut SsdDevice::new(pipelined_flush_config(pipelined_slc)), SimTime::ZERO, None)
 }
 
 #[test]

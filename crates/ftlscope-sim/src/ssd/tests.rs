@@ -138,6 +138,37 @@ fn qd1(dev: &mut SsdDevice, start: SimTime, reqs: impl IntoIterator<Item = SimRe
     (lat, now)
 }
 
+/// The device of the pipelined-flush tests (stream_program_tests.rs, writes_only_tests.rs): 128 MiB, a 4 MiB
+/// buffer and a 64 MiB SLC cache, `flush_pipelined` on, `flush_pipelined_slc` as given.
+fn pipelined_flush_config(pipelined_slc: bool) -> DeviceConfig {
+    let mut cfg = small_config();
+    cfg.device.capacity = 128 * MIB;
+    cfg.write_buffer.capacity = 4 * MIB;
+    cfg.slc_cache.capacity = 64 * MIB;
+    cfg.ftl.flush_pipelined = true;
+    cfg.ftl.flush_pipelined_slc = pipelined_slc;
+    cfg
+}
+
+/// Sequential 128 KiB writes at QD 8 over 32 MiB from `start`; with `read_from`, a 4 KiB read there (cycling
+/// over 4 MiB) is submitted beside each write and must still be in progress when the write arrives. Each
+/// write's latency.
+fn qd8_sequential_writes(dev: &mut SsdDevice, start: SimTime, read_from: Option<u64>) -> Vec<u64> {
+    let mut slots = [start; 8];
+    let mut lat = Vec::new();
+    for i in 0..256u64 {
+        let now = slots[(i % 8) as usize];
+        if let Some(base) = read_from {
+            let read = dev.submit(now, &req(SimOp::Read, base + (i % 1024) * 4 * KIB, 4 * KIB));
+            assert!(read > now, "the read is in progress when the write arrives");
+        }
+        let done = dev.submit(now, &req(SimOp::Write, i * 128 * KIB, 128 * KIB));
+        lat.push((done - now).0);
+        slots[(i % 8) as usize] = done;
+    }
+    lat
+}
+
 fn fill_sequentially(dev: &mut SsdDevice) -> SimTime {
     let cap = dev.capacity_bytes();
     let (_, t) = qd1(dev, SimTime::ZERO, (0..cap / (128 * KIB)).map(|i| req(SimOp::Write, i * 128 * KIB, 128 * KIB)));

@@ -9,31 +9,14 @@ use super::*;
 /// the cliff; with `reads`, a 4 KiB read of data written before the stream is submitted beside each write.
 /// Returns each write's latency.
 fn write_latencies(writes_only: bool, pipelined_slc: bool, reads: bool) -> Vec<u64> {
-    let mut cfg = small_config();
-    cfg.device.capacity = 128 * MIB;
-    cfg.write_buffer.capacity = 4 * MIB;
-    cfg.slc_cache.capacity = 64 * MIB;
-    cfg.ftl.flush_pipelined = true;
-    cfg.ftl.flush_pipelined_slc = pipelined_slc;
+    let mut cfg = pipelined_flush_config(pipelined_slc);
     cfg.ftl.flush_pipelined_writes_only = writes_only;
     let mut dev = SsdDevice::new(cfg);
     // 4 MiB at 64 MiB to read from, on NAND before the stream starts.
     let (_, t) =
         qd1(&mut dev, SimTime::ZERO, (0..32u64).map(|i| req(SimOp::Write, 64 * MIB + i * 128 * KIB, 128 * KIB)));
     let start = dev.submit(t, &req(SimOp::Flush, 0, 0));
-    let mut slots = [start; 8];
-    let mut lat = Vec::new();
-    for i in 0..256u64 {
-        let now = slots[(i % 8) as usize];
-        if reads {
-            let read = dev.submit(now, &req(SimOp::Read, 64 * MIB + (i % 1024) * 4 * KIB, 4 * KIB));
-            assert!(read > now, "the read is in progress when the write arrives");
-        }
-        let done = dev.submit(now, &req(SimOp::Write, i * 128 * KIB, 128 * KIB));
-        lat.push((done - now).0);
-        slots[(i % 8) as usize] = done;
-    }
-    lat
+    qd8_sequential_writes(&mut dev, start, reads.then_some(64 * MIB))
 }
 
 #[test]
