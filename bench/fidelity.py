@@ -8,20 +8,24 @@ checks (saturation queue depth, the U-shaped mix curve, read/write order in mixe
 the write cliff position) as pass/fail with the numbers. Everything runs on the simulator's virtual clock.
 
     python bench/fidelity.py [--drive NV2] [--quick] [--points-only | --shapes-only] [--csv points.csv]
-                             [--device PM981=my-pm981.toml]
+                             [--device PM981=my-pm981.toml] [--noise-seed N]
 
 The whole bench takes about two minutes of wall time on a quiet machine (each "SSD Performance Report" cell
 fills a drive of its own; the NV2 alone ~120 s, ~40 s of it the whole random fill of a 1/64 copy of the preset);
 --quick shortens the measuring runs and fills a 1/256 copy (the other fills and the write-cliff runs stay as
 they are). --device measures a drive on a device file instead of its
-preset, to calibrate a preset without rebuilding the simulator.
+preset, to calibrate a preset without rebuilding the simulator. --noise-seed sets every measured device's
+``device.seed`` (the seed its ``[noise]`` draws derive from; default: the preset's own), to see how much a
+point moves with the noise draw alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 import time
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
@@ -29,7 +33,6 @@ from rich.table import Table
 
 from ftlscope.errors import FtlscopeError
 from ftlscope.fidelity import measure, published
-from ftlscope.sim import SimDevice
 
 console = Console(width=240)
 
@@ -108,6 +111,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter measuring runs (less precise)")
     parser.add_argument("--device", action="append", default=[], metavar="DRIVE=FILE.toml",
                         help="measure DRIVE on this device file instead of its preset (repeatable)")
+    parser.add_argument("--noise-seed", type=int, metavar="N",
+                        help="measure every drive with device.seed = N (its noise draws; default: the preset's)")
     parser.add_argument("--csv", help="also write every point (with its quote and note) to this CSV file")
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--points-only", action="store_true", help="skip the shape checks")
@@ -121,20 +126,24 @@ def main() -> None:
             parser.error(f"--device: give DRIVE=FILE.toml with DRIVE one of {', '.join(published.DRIVES)} "
                          f"(got {item!r})")
         files[published.DRIVES[drive].preset] = path
+    if args.noise_seed is not None and not 0 <= args.noise_seed < 2**63:
+        parser.error(f"--noise-seed: give a seed from 0 to 2^63 - 1 (got {args.noise_seed})")
     settings = measure.Settings.quick() if args.quick else measure.Settings()
-    fid = measure.Fidelity(settings, device_opener=lambda preset: SimDevice.open(files.get(preset, preset)))
+    scratch = tempfile.TemporaryDirectory(prefix="fidelity-")
+    fid = measure.Fidelity(settings, device_opener=measure.seeded_opener(files, args.noise_seed, Path(scratch.name)))
     points, shapes = published.by_drive(args.drive)
     started = time.perf_counter()
     try:
         for preset in {p.preset for p in points} | {s.preset for s in shapes}:
-            SimDevice.open(files.get(preset, preset))  # a bad device file fails here, before any measuring
+            fid.fresh(preset)  # a bad device file fails here, before any measuring
     except FtlscopeError as exc:
         parser.error(str(exc))
     if not args.shapes_only:
         points_table(fid, points, args.csv)
     if not args.points_only:
         shapes_table(fid, shapes)
-    console.print(f"settings: {fid.settings}; wall time {time.perf_counter() - started:.0f} s")
+    seed = "" if args.noise_seed is None else f"; device.seed = {args.noise_seed}"
+    console.print(f"settings: {fid.settings}{seed}; wall time {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from collections import defaultdict
 
 import pytest
@@ -181,3 +182,20 @@ def test_saturation_shape_on_one_die(tmp_path):
 def test_summary_counts_a_missing_value_as_worst():
     assert measure.summarise([10.0, -30.0, 5.0]) == (10.0, 30.0)
     assert measure.summarise([10.0, 20.0, math.nan])[1] == math.inf
+
+
+def test_seeded_opener_changes_only_the_noise_draws(tmp_path):
+    # bench/fidelity.py --noise-seed: the same drive with another device.seed gives other [noise] draws; without a
+    # seed the device file is opened as it is, so the default table does not change.
+    path = small_ssd(tmp_path, "noisy", **TINY, noise={"latency_cv": 0.3}).spec
+    params = {"rw": "randread", "bs": "4k", "qd": 4, "span": "16MiB"}
+
+    def mean_latency(seed):
+        opener = measure.seeded_opener({"noisy": path}, seed, tmp_path)
+        assert (seed is None) == (opener("noisy").spec == path)
+        assert tomllib.loads(opener("noisy").config_toml)["device"]["seed"] == (1 if seed is None else seed)
+        return measure.Fidelity(SETTINGS, device_opener=opener).metrics("noisy", "steady", params)["read.lat_mean"]
+
+    default, one, seven = mean_latency(None), mean_latency(1), mean_latency(7)
+    assert default == one  # the device file's own seed is 1
+    assert seven != one and seven == pytest.approx(one, rel=0.05)  # another draw of the same 100 us reads

@@ -142,6 +142,22 @@ class Fidelity:
         return SHAPES[shape.kind](self, shape)
 
 
+def seeded_opener(files: dict[str, str], seed: int | None, scratch: Path) -> Callable[[str], SimDevice]:
+    """Opens a preset, or the device file ``files`` gives for it; with ``seed``, a copy of its configuration
+    (written under ``scratch``) whose ``device.seed`` is ``seed``: the same drive with other ``[noise]`` draws,
+    to see how much a point moves with the draw alone. Without ``seed`` the device is opened as it is."""
+    def open_device(preset: str) -> SimDevice:
+        spec = files.get(preset, preset)
+        if seed is None:
+            return SimDevice.open(spec)
+        cfg = tomllib.loads(SimDevice.open(spec).config_toml)
+        cfg["device"]["seed"] = seed
+        path = scratch / f"{Path(preset).stem}-seed-{seed}.toml"
+        path.write_text(tomli_w.dumps(cfg))
+        return SimDevice.open(str(path))
+    return open_device
+
+
 def error_pct(published: float, simulated: float) -> float:
     """Signed relative error in percent (NaN when nothing was measured)."""
     return (simulated - published) / published * 100.0
