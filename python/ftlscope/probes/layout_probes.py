@@ -521,13 +521,19 @@ def run_stripe_width(ctx: Context, known: dict[str, Answer], directory: Path) ->
 
     answer = until_stable(measure, lambda raw: stripe_answer(analyse_stripe(raw), raw),
                           min_rounds=2, max_rounds=4, tolerance=0.02)
+    no_surer_than_chunk(answer, known)
+    answer.figures.append(stripe_figure(answer, directory, chunk))
+    return answer
+
+
+def no_surer_than_chunk(answer: Answer, known: dict[str, Answer]) -> Answer:
+    """P4's confidence capped at P3's: the stripe is counted in P3's chunks, and a wrong chunk makes it a wrong
+    count however clear its pairs (harsh noise, consumer-tlc-hmb: P3 "4 KiB" at 0.49 for 16 KiB chunks, P4 64
+    for 16 at 0.83)."""
     chunk_confidence = known["P3"].confidence if "P3" in known else None
     if chunk_confidence is not None and answer.confidence is not None and answer.confidence > chunk_confidence:
-        # The stripe is counted in P3's chunks: a wrong chunk makes it a wrong count however clear its pairs
-        # (harsh noise, consumer-tlc-hmb: P3 "4 KiB" at 0.49 for 16 KiB chunks, P4 64 for 16 at 0.83).
         answer.confidence = chunk_confidence
         answer.evidence += f"; no surer than the chunk it is counted in (P3, {chunk_confidence:.2f})"
-    answer.figures.append(stripe_figure(answer, directory, chunk))
     return answer
 
 
