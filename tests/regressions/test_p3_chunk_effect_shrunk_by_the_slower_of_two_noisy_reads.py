@@ -65,14 +65,21 @@ def test_one_page_chunks_at_low_noise_stay_sure():
     assert answer.value == PAGE and answer.confidence >= 0.9
 
 
-def test_read_spread_is_the_noise_of_a_position_not_its_page_type():
-    # Positions alternate between 40 and 90 us (page types) and each read varies by 20 %: the spread is the 20 %.
+def test_read_spread_is_the_noise_not_the_page_types():
+    # Pages alternate between 40 and 90 us (page types) and every read varies by 20 %: the spread is the 20 %,
+    # the page types cancel out of the ratios; without noise it is 0.
     rng = np.random.default_rng(3)
     pages, rounds = 512, 6
-    kind = np.where(np.arange(pages) % 2 == 0, 40e3, 90e3)
-    table = pd.concat([pd.DataFrame({"round": r, "page_index": np.arange(pages),
-                                     "first_alone_ns": kind * rng.lognormal(0.0, 0.2, pages)})
-                       for r in range(rounds)], ignore_index=True)
-    assert abs(p3.read_spread(table) - 0.2) < 0.02
-    assert p3.read_spread(table[table["round"] == 0]) == 0.0
+    kind = np.where(np.arange(pages + 1) % 2 == 0, 40e3, 90e3)
+
+    def table(cv: float) -> pd.DataFrame:
+        def read(k: np.ndarray) -> np.ndarray:
+            return k * rng.lognormal(0.0, cv, len(k))
+        return pd.concat([pd.DataFrame({
+            "round": r, "base": PAGE, "page_index": np.arange(pages), "position": np.arange(pages) * PAGE,
+            "two_page_ns": read(np.maximum(kind[:-1], kind[1:]) + 10e3), "first_alone_ns": read(kind[:-1]),
+            "second_alone_ns": read(kind[1:])}) for r in range(rounds)], ignore_index=True)
+
+    assert abs(p3.read_spread(table(0.2), PAGE) - 0.2) < 0.03
+    assert p3.read_spread(table(0.0), PAGE) == 0.0
     assert p3.expected_effect(0.0) == p3.CHUNK_EFFECT and p3.expected_effect(1.0) == 0.0

@@ -123,19 +123,19 @@ def _pages(table: pd.DataFrame, page: int) -> np.ndarray:
     return (base + table["position"].to_numpy(np.int64)) // page
 
 
-def read_spread(table: pd.DataFrame) -> float:
-    """The relative spread (standard deviation of log latency) of a one-page read from the noise alone: the
-    differences of the same sweep position read alone in consecutive rounds (its page type and place stay, the
-    noise draws change), median absolute deviation, / sqrt(2) for a difference of two reads. 0 with one round."""
-    if "round" not in table or table["round"].nunique() < 2:
+def read_spread(table: pd.DataFrame, page: int) -> float:
+    """The relative spread (standard deviation of log latency) of a read from the noise alone, from the ratios
+    of the pairs of level 0 (no boundary of two pages between them): low and high pages cancel out of a ratio (a
+    noise-free drive's spread is ~0.03 or 0), while its three reads each bring their noise, the two-page read's
+    whole and the two pages alone's halved by their sum, so a ratio spreads sqrt(1.5) times one read. Median
+    absolute deviation (a stall or a retry is no spread). Per position across rounds would mix page types: the
+    rounds' regions place a position on other page types (kelpie-n1.6t-s at medium noise: 0.42 for 0.12)."""
+    ratio = table["two_page_ns"].to_numpy(float) / np.clip(
+        table["first_alone_ns"].to_numpy(float) + table["second_alone_ns"].to_numpy(float), 1.0, None)
+    logs = np.log(np.clip(ratio, 1e-9, None))[bl.boundary_levels(_pages(table, page), _top(page)) == 0]
+    if len(logs) < 2:
         return 0.0
-    wide = table.pivot_table(index="page_index", columns="round", values="first_alone_ns", aggfunc="first")
-    logs = np.log(wide.clip(lower=1).to_numpy(float))
-    diffs = np.diff(logs, axis=1).ravel()
-    diffs = diffs[np.isfinite(diffs)]
-    if len(diffs) == 0:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / np.sqrt(2.0))
+    return float(1.4826 * np.median(np.abs(logs - np.median(logs))) / np.sqrt(1.5))
 
 
 def expected_effect(spread: float) -> float:
@@ -200,7 +200,7 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
     tests = level_tests(table, page)
     listed = bl.listed(tests, format_size)
     value, confidence, alternatives = bl.decide(tests, MIN_SEPARATION, 0.0)
-    spread = read_spread(table)
+    spread = read_spread(table, page)
     effect = expected_effect(spread)
     seen, one_page = one_page_confidence(tests, effect)
     if value is None or one_page > confidence:
