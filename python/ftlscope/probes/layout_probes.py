@@ -259,12 +259,20 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
         # "MLC L" at 0.98). The cell count is then unsure.
         confidence = min(confidence, UNUSED_LEVEL_CONFIDENCE)
         evidence += f"; the write order uses {len(used)} of the {len(letters)} levels, so the cell type is unsure"
+        fewer = la.cell_name(max(len(used), 1))
     elif pattern and not repeats:
         # The levels fall on places of the write order that follow no cycle or composite pattern: page types
         # repeat with every block, reads that met a retry or background work land anywhere (harsh noise on
         # kelpie-t64g-s, SLC: "MLC 5L 1H 20L 1H 10L ..." at 0.985). The cell count is then unsure.
         confidence = min(confidence, UNUSED_LEVEL_CONFIDENCE)
         evidence += "; the levels follow no repeating write order, so the cell type is unsure"
+        fewer = la.cell_name(max(len(letters) - 1, 1))
+    else:
+        fewer = best.cell
+    if fewer != best.cell:
+        # A level may be no page type: the cell without it is listed beside the answer (the levels the write order
+        # takes; one fewer where it repeats none).
+        alternatives[fewer] = max(alternatives.get(fewer, 0.0), confidence)
     return Answer(
         {"cell": best.cell, "pattern": pattern},
         confidence,
