@@ -194,15 +194,31 @@ def periodic_cycle(seq, *, match: float = 0.97, max_period: int | None = None) -
     return None
 
 
+# A cycle stands for a write order when it puts each page type at this share of its places at least.
+TYPE_RECALL = 0.5
+
+
 def render_pattern(seq, letters: str, page_size: int) -> str:
     """The L/M/H pattern of a unit's write-order sequence in device-model.md's notation: a composite pattern
     whose blocks open with a run of one type ("128KiB:L, 2M 2H"), or a short repeating one ("1L 1H", "4L 2H",
     "1L 1M 1H"), or a longer one; a sequence with no repetition is written out (its first 16 runs)."""
     s = np.asarray(seq)
     s = s[: len(s) - int(np.argmax(s[::-1] >= 0))] if (s >= 0).any() else s[:0]
+    if not (s >= 0).any():
+        return ""
+    found = repeating_pattern(s, letters, page_size)
+    return found if found is not None else " ".join(runs(s, letters).split()[:16])
+
+
+def repeating_pattern(seq, letters: str, page_size: int) -> str | None:
+    """:func:`render_pattern` where the sequence repeats (one type, a composite pattern or a cycle), None where
+    it would be written out: page types repeat with a unit's write order, reads that met a retry or background
+    work do not."""
+    s = np.asarray(seq)
+    s = s[: len(s) - int(np.argmax(s[::-1] >= 0))] if (s >= 0).any() else s[:0]
     known = s[s >= 0]
     if len(known) == 0:
-        return ""
+        return None
     if len(np.unique(known)) == 1:
         return letters[int(known[0])]
     short = 16
@@ -213,9 +229,18 @@ def render_pattern(seq, letters: str, page_size: int) -> str:
     # whole sequence, then at its first block's worth.
     for part, limit in ((s, short), (s[: 2 * MIN_BLOCK_PAGES], short), (s, None)):
         cycle = periodic_cycle(part, max_period=limit)
-        if cycle is not None:
+        if cycle is not None and _explains_every_type(part, cycle):
             return runs(cycle, letters)
-    return " ".join(runs(s, letters).split()[:16])
+    return None
+
+
+def _explains_every_type(seq: np.ndarray, cycle: np.ndarray) -> bool:
+    """Whether the cycle puts each page type of the sequence at most of the places that have it. The cycle's
+    match counts every place, so a rare level is "matched" by a cycle without it: 3 % retried reads on an SLC
+    drive, a level of their own, matched a cycle of 786 places that put one of them once."""
+    expected = np.resize(cycle, len(seq))
+    known = seq >= 0
+    return all(np.mean(expected[known & (seq == c)] == c) >= TYPE_RECALL for c in np.unique(seq[known]))
 
 
 # A block holds at least this many pages: an opening run that comes back sooner is part of a short pattern.

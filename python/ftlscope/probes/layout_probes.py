@@ -239,7 +239,7 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
     best = readings[0]
     letters = la.level_letters(len(best.centres))
     table = last.assign(level=best.codes, type=[letters[c] if c >= 0 else "?" for c in best.codes])
-    pattern, pattern_from, head = _pattern(table, page, geometry, geometry_source, letters)
+    pattern, pattern_from, head, repeats = _pattern(table, page, geometry, geometry_source, letters)
     levels = ", ".join(f"{letters[i]} {c:.1f} us ({np.mean(best.codes == i):.0%})" for i, c in enumerate(best.centres))
     outliers = int(np.sum(best.codes < 0))
     reads = int(last["reads"].sum())
@@ -259,6 +259,20 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
         # "MLC L" at 0.98). The cell count is then unsure.
         confidence = min(confidence, UNUSED_LEVEL_CONFIDENCE)
         evidence += f"; the write order uses {len(used)} of the {len(letters)} levels, so the cell type is unsure"
+        fewer = la.cell_name(max(len(used), 1))
+    elif pattern and not repeats:
+        # The levels fall on places of the write order that follow no cycle or composite pattern: page types
+        # repeat with every block, reads that met a retry or background work land anywhere (harsh noise on
+        # kelpie-t64g-s, SLC: "MLC 5L 1H 20L 1H 10L ..." at 0.985). The cell count is then unsure.
+        confidence = min(confidence, UNUSED_LEVEL_CONFIDENCE)
+        evidence += "; the levels follow no repeating write order, so the cell type is unsure"
+        fewer = la.cell_name(max(len(letters) - 1, 1))
+    else:
+        fewer = best.cell
+    if fewer != best.cell:
+        # A level may be no page type: the cell without it is listed beside the answer (the levels the write order
+        # takes; one fewer where it repeats none).
+        alternatives[fewer] = max(alternatives.get(fewer, 0.0), confidence)
     return Answer(
         {"cell": best.cell, "pattern": pattern},
         confidence,
@@ -295,12 +309,13 @@ def _median_per_place(pages: np.ndarray, latency_us: np.ndarray, chunk_pages: in
 
 
 def _pattern(table: pd.DataFrame, page: int, geometry: tuple[int, int] | None, source: str,
-             letters: str) -> tuple[str, str, str]:
-    """(pattern, where its chunk and stripe came from, the first places of a unit's write order)."""
+             letters: str) -> tuple[str, str, str, bool]:
+    """(pattern, where its chunk and stripe came from, the first places of a unit's write order, whether the
+    write order repeats it)."""
     pages = table["page"].to_numpy(np.int64)
     codes = table["level"].to_numpy()
     if len(letters) == 1:
-        return "L", "a single page type", ""
+        return "L", "a single page type", "", True
     if geometry is None:
         # The contiguous run of pages from LBA 0 (the first scan) places rows; later scans extend it.
         top = int(pages.max()) + 1 if len(pages) else 0
@@ -312,14 +327,16 @@ def _pattern(table: pd.DataFrame, page: int, geometry: tuple[int, int] | None, s
             if cycle is not None:
                 # Every page of the sequence repeats the same short pattern: so does every unit.
                 return (la.runs(cycle, letters), "the logical page sequence repeats it (chunk and stripe unknown)",
-                        "")
-            return "", "unknown until P3 (chunk) and P4 (stripe) are known", ""
+                        "", True)
+            return "", "unknown until P3 (chunk) and P4 (stripe) are known", "", True
         source = "chunk and stripe estimated from the page sequence"
     chunk_pages, stripe = geometry
     sequence = la.unit_sequence(pages, codes, chunk_pages, stripe)
-    pattern = la.render_pattern(sequence, letters, page)
+    repeating = la.repeating_pattern(sequence, letters, page)
+    pattern = repeating if repeating is not None else la.render_pattern(sequence, letters, page)
     head = "".join(letters[c] if c >= 0 else "?" for c in sequence[:WRITE_ORDER_SHOWN])
-    return pattern, f"{source}: chunk {format_size(chunk_pages * page)}, stripe {stripe}", head
+    return (pattern, f"{source}: chunk {format_size(chunk_pages * page)}, stripe {stripe}", head,
+            repeating is not None or not pattern)
 
 
 def page_type_figure(answer: Answer, directory: Path) -> Path:
@@ -521,7 +538,19 @@ def run_stripe_width(ctx: Context, known: dict[str, Answer], directory: Path) ->
 
     answer = until_stable(measure, lambda raw: stripe_answer(analyse_stripe(raw), raw),
                           min_rounds=2, max_rounds=4, tolerance=0.02)
+    no_surer_than_chunk(answer, known)
     answer.figures.append(stripe_figure(answer, directory, chunk))
+    return answer
+
+
+def no_surer_than_chunk(answer: Answer, known: dict[str, Answer]) -> Answer:
+    """P4's confidence capped at P3's: the stripe is counted in P3's chunks, and a wrong chunk makes it a wrong
+    count however clear its pairs (harsh noise, consumer-tlc-hmb: P3 "4 KiB" at 0.49 for 16 KiB chunks, P4 64
+    for 16 at 0.83)."""
+    chunk_confidence = known["P3"].confidence if "P3" in known else None
+    if chunk_confidence is not None and answer.confidence is not None and answer.confidence > chunk_confidence:
+        answer.confidence = chunk_confidence
+        answer.evidence += f"; no surer than the chunk it is counted in (P3, {chunk_confidence:.2f})"
     return answer
 
 

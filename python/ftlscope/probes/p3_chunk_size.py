@@ -43,9 +43,15 @@ ROUND_STRIDE = 16 * MiB
 # A boundary level "costs less" only when its median ratio is at least this much lower (serial ~0.9-1, parallel
 # ~0.5-0.7; pages of one 16 KiB NAND page share a sense, so inside such a chunk the ratio is ~0.58, across 0.5).
 MIN_SEPARATION = 0.03
-# The smallest chunk effect expected (one sense shared by the pages of a NAND page: 0.58 against 0.50); a
-# round that could not show it leaves "one page" unsure, and the rounds go on.
+# The smallest chunk effect expected on a noise-free drive (one sense shared by the pages of a NAND page: 0.58
+# against 0.50); a round that could not show it leaves "one page" unsure, and the rounds go on. On a noisy drive
+# it shrinks (:func:`expected_effect`).
 CHUNK_EFFECT = 0.08
+# The expected slower of two reads whose times spread with standard deviation s is s / sqrt(pi) above their mean
+# (two independent normal draws): the parallel read across a chunk boundary waits for the slower of its pages.
+SLOWER_OF_TWO = 1.0 / np.sqrt(np.pi)
+# The confidence of "one page" when the noise would have hidden a chunk: as likely as not.
+CANNOT_TELL = 0.5
 # The largest chunk looked for: a quarter of a sweep (four boundaries a round).
 MAX_CHUNK = SWEEP // 4
 # Three rounds at least (a read buffer's pages, a disturbed round); more while a boundary level is unclear.
@@ -117,19 +123,46 @@ def _pages(table: pd.DataFrame, page: int) -> np.ndarray:
     return (base + table["position"].to_numpy(np.int64)) // page
 
 
-def one_page_confidence(tests: list[bl.LevelTest]) -> tuple[float, float]:
+def read_spread(table: pd.DataFrame, page: int) -> float:
+    """The relative spread (standard deviation of log latency) of a read from the noise alone, from the ratios
+    of the pairs of level 0 (no boundary of two pages between them): low and high pages cancel out of a ratio (a
+    noise-free drive's spread is ~0.03 or 0), while its three reads each bring their noise, the two-page read's
+    whole and the two pages alone's halved by their sum, so a ratio spreads sqrt(1.5) times one read. Median
+    absolute deviation (a stall or a retry is no spread). Per position across rounds would mix page types: the
+    rounds' regions place a position on other page types (kelpie-n1.6t-s at medium noise: 0.42 for 0.12)."""
+    ratio = table["two_page_ns"].to_numpy(float) / np.clip(
+        table["first_alone_ns"].to_numpy(float) + table["second_alone_ns"].to_numpy(float), 1.0, None)
+    logs = np.log(np.clip(ratio, 1e-9, None))[bl.boundary_levels(_pages(table, page), _top(page)) == 0]
+    if len(logs) < 2:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(logs - np.median(logs))) / np.sqrt(1.5))
+
+
+def expected_effect(spread: float) -> float:
+    """The chunk effect a noisy drive leaves: across a boundary the two-page read waits for the slower of two
+    pages read in parallel (about half of their time alone), which the noise makes ``SLOWER_OF_TWO * spread`` of a
+    page read dearer, while inside a chunk one unit reads both. Harsh noise on consumer-tlc-hmb (16 KiB chunks,
+    one sense for the pages of a NAND page): a spread of 0.22 leaves 0.08 - 0.06 = 0.02, and the trimmed means
+    differed by 0.015 or less, under ``MIN_SEPARATION``."""
+    return float(max(CHUNK_EFFECT - 0.5 * SLOWER_OF_TWO * spread, 0.0))
+
+
+def one_page_confidence(tests: list[bl.LevelTest], effect: float = CHUNK_EFFECT) -> tuple[float, float]:
     """(power, confidence) of "one page": as sure as the levels are alike, and as the noise would have let a
-    chunk boundary show (:func:`._boundary_levels.power`)."""
-    seen = bl.power(tests, CHUNK_EFFECT)
+    chunk boundary of ``effect`` (:func:`expected_effect`) show (:func:`._boundary_levels.power`)."""
+    seen = bl.power(tests, effect)
     # Levels pooled from each size up that lean the same way below the 2 standard errors of "differs" are a chunk
     # effect the noise has shrunk as likely as chance (harsh noise on a drive whose pages of one NAND page share a
     # sense: -2.1, -2.1, -1.7 read "one page" at 0.99): 1 from 1 standard error down.
     lean = min((1.0 - float(np.clip((abs(t.z) - 1.0) / (bl.Z_SURE - 1.0), 0.0, 1.0)) for t in tests
                 if t.pooled), default=1.0)
-    return seen, (min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * seen if tests else 0.0)
+    # A sweep that could not have shown a chunk says nothing either way: "one page" keeps even odds
+    # (``CANNOT_TELL``), with the chunk sizes it leaves open as alternatives, rather than fall towards 0 under a
+    # chunk that leans by chance (harsh noise on kelpie-n1.6t-s, one-page chunks: 512 KiB at 0.08).
+    return seen, (min(bl.none_differs(tests, MIN_SEPARATION, 0.0), lean) * max(seen, CANNOT_TELL) if tests else 0.0)
 
 
-def hidden_chunks(tests: list[bl.LevelTest], doubt: float) -> list[dict]:
+def hidden_chunks(tests: list[bl.LevelTest], doubt: float, effect: float = CHUNK_EFFECT) -> list[dict]:
     """The chunk sizes an unsure "one page" leaves open (the paper's Table 3 lists every candidate), most
     likely first: a size whose boundaries lean cheaper alone and pooled with the larger ones (from 1 standard
     error, as the lean that makes "one page" unsure), or whose level alone was too noisy to show a chunk
@@ -146,11 +179,12 @@ def hidden_chunks(tests: list[bl.LevelTest], doubt: float) -> list[dict]:
     out = []
     for i, t in enumerate(single):
         leaning = min(lean(t), lean(pooled.get(t.size, t)))
-        unseen = 1.0 - float(np.clip(CHUNK_EFFECT / (bl.Z_SURE * t.error), 0.0, 1.0)) if t.error > 0 else 0.0
+        unseen = 1.0 - float(np.clip(effect / (bl.Z_SURE * t.error), 0.0, 1.0)) if t.error > 0 else 0.0
         below = min((1.0 - lean(u) for u in single[:i]), default=1.0)
         score = min(max(leaning, unseen) * below, doubt)
         if score > 0.0:
-            out.append({"value": int(t.size), "confidence": round(score, 4)})
+            # Rounded down: an alternative at the answer's own confidence must not list above it.
+            out.append({"value": int(t.size), "confidence": float(np.floor(score * 1e4) / 1e4)})
     return sorted(out, key=lambda a: (-a["confidence"], a["value"]))
 
 
@@ -166,7 +200,9 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
     tests = level_tests(table, page)
     listed = bl.listed(tests, format_size)
     value, confidence, alternatives = bl.decide(tests, MIN_SEPARATION, 0.0)
-    seen, one_page = one_page_confidence(tests)
+    spread = read_spread(table, page)
+    effect = expected_effect(spread)
+    seen, one_page = one_page_confidence(tests, effect)
     if value is None or one_page > confidence:
         # No boundary level stands apart (or one stands apart less surely than none does: harsh noise on
         # kelpie-n1.6t-s, 4 KiB chunks, leaned 512 KiB's 48 reads at z -2.3 and read "512 KiB" at 0.08 where
@@ -174,15 +210,18 @@ def analyse(raw: pd.DataFrame, page: int) -> Answer:
         level = float(np.median(table["ratio"])) if len(table) else float("nan")
         kind = "two units read them in parallel" if level < 0.8 else "one unit reads both"
         weaker = [] if value is None else [{"value": int(value), "confidence": round(confidence, 4)}]
-        hidden = [a for a in hidden_chunks(tests, min(1.0 - one_page, one_page)) if a["value"] != value]
+        hidden = [a for a in hidden_chunks(tests, min(1.0 - one_page, one_page), effect) if a["value"] != value]
         alternatives = sorted(weaker + hidden, key=lambda a: (-a["confidence"], a["value"]))
         confidence = one_page
         return Answer(page, confidence,
                       f"{rounds} rounds: no boundary of two pages makes a two-page read cheaper against its pages "
                       f"read alone than another (median ratio {level:.2f}: {kind}; by boundary: {listed}); a chunk "
                       f"is one page{caveat}" + (f"; a chunk boundary would have shown with confidence {seen:.2f} "
-                                                 "at this noise" if seen < 1 else ""),
-                      alternatives=alternatives, extra={"power": round(seen, 4)}, raw=table)
+                                                 f"at this noise (reads alone spread {spread:.2f}, so a chunk would "
+                                                 f"make a two-page read {effect:.3f} cheaper)" if seen < 1 else ""),
+                      alternatives=alternatives,
+                      extra={"power": round(seen, 4), "read_spread": round(spread, 4), "effect": round(effect, 4)},
+                      raw=table)
     table["abnormal"] = bl.boundary_levels(_pages(table, page), _top(page)) >= int(
         np.log2(value // page))
     low, high = table.loc[table["abnormal"], "ratio"], table.loc[~table["abnormal"], "ratio"]
