@@ -4,10 +4,11 @@ requests/s"; bench/replay_speed.py measures the lag, this says what the queue's 
 
 One faithful (open-loop) replay of evenly spaced random 4 KiB reads, as bench/replay_speed.py's lag table runs it,
 with the kernel's tracepoints recorded meanwhile in a tracefs instance of its own (so another user of ftrace is not
-disturbed), on the engine's clock (``trace_clock`` mono_raw: the engine stamps on CLOCK_MONOTONIC_RAW). The k-th
-pread64 the queue thread enters is the k-th request it submitted, which puts the replay's per-request trace on the
-tracepoints' time line. For every request later than ``--threshold-us``, its late interval (from when it was due to
-when it was submitted) is split into what the queue's CPU did then:
+disturbed), on the engine's clock (``trace_clock`` mono_raw: the engine stamps on CLOCK_MONOTONIC_RAW). With
+psync the k-th pread64 the queue thread enters is the k-th request it submitted, which puts the replay's per-request
+trace on the tracepoints' time line; with psync-pool and io_uring (no pread in the queue thread) the two share the
+clock, to the engine's calibration error (printed). For every request later than ``--threshold-us``, its late
+interval (from when it was due to when it was submitted) is split into what the queue's CPU did then:
 
 - ``off CPU``: the queue thread was switched out (the table names what ran instead),
 - ``hardirq`` / ``softirq``: interrupt handlers (the local timer, IPIs, devices) and softirqs on its CPU,
@@ -17,6 +18,8 @@ when it was submitted) is split into what the queue's CPU did then:
   (steal time, invisible to the guest's tracepoints; /proc/stat's steal over the run is printed beside it).
 
 Page faults of the queue thread inside a late interval are counted (a fault in the hot loop would show there).
+Over the whole run it also prints how often the queue thread was switched out and for what (its own psync-pool
+workers woken on its CPU count there), and on which CPUs the workers (``ftlscope-io*``) were woken.
 
     sudo python bench/lag_sources.py --zram 1GiB [--rate 50000] [--seconds 3] [--engine psync] [--no-pin]
 
@@ -47,8 +50,8 @@ from replay_speed import LAG_SPAN, lag_target, reads  # noqa: E402
 from ftlscope.replay import replay  # noqa: E402
 
 TRACEFS = Path("/sys/kernel/tracing")
-EVENTS = ("sched/sched_switch", "irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry",
-          "irq/softirq_exit", "irq_vectors/local_timer_entry", "irq_vectors/local_timer_exit",
+EVENTS = ("sched/sched_switch", "sched/sched_wakeup", "irq/irq_handler_entry", "irq/irq_handler_exit",
+          "irq/softirq_entry", "irq/softirq_exit", "irq_vectors/local_timer_entry", "irq_vectors/local_timer_exit",
           "irq_vectors/reschedule_entry", "irq_vectors/reschedule_exit", "irq_vectors/call_function_entry",
           "irq_vectors/call_function_exit", "irq_vectors/call_function_single_entry",
           "irq_vectors/call_function_single_exit", "irq_vectors/irq_work_entry", "irq_vectors/irq_work_exit",
@@ -218,6 +221,30 @@ def off_cpu_intervals(switches, pid: int) -> tuple[np.ndarray, list[tuple[float,
     return np.array(out).reshape(-1, 2), [tuple(r) for r in ran if r[1] is not None]
 
 
+def switched_out(switches, pid: int, ours: set[int]) -> dict[str, list[float]]:
+    """Each time the queue thread was switched out over the whole run, in us, by what ran first instead (digits at
+    the end of a name folded, this process's threads marked)."""
+    off, ran = off_cpu_intervals(switches, pid)
+    first: dict[float, tuple[str, int]] = {}
+    for start, _, comm, nxt in ran:
+        first.setdefault(start, (comm, nxt))
+    spans: dict[str, list[float]] = defaultdict(list)
+    for start, end in off:
+        comm, nxt = first.get(start, ("?", -1))
+        spans[re.sub(r"\d+$", "N", comm) + (" (this process)" if nxt in ours else "")].append((end - start) * 1e6)
+    return dict(spans)
+
+
+def print_switched_out(console: Console, spans: dict[str, list[float]]) -> None:
+    table = Table(title="The queue thread switched out over the run, by what ran first instead", title_justify="left")
+    for col in ("ran instead", "times", "total ms", "p50 us", "p99 us", "max us"):
+        table.add_column(col, justify="right")
+    for name, us in sorted(spans.items(), key=lambda kv: -sum(kv[1]))[:10]:
+        table.add_row(name, f"{len(us):,}", f"{sum(us) / 1e3:,.2f}", f"{np.percentile(us, 50):,.1f}",
+                      f"{np.percentile(us, 99):,.1f}", f"{max(us):,.1f}")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=int, default=50_000, help="requests per second (default 50,000)")
@@ -267,14 +294,29 @@ def main() -> None:
     total = sum(jiffies.values()) or 1
     console.print("CPU time over the run (both CPUs, /proc/stat): "
                   + ", ".join(f"{k} {100 * v / total:.1f} %" for k, v in jiffies.items() if v))
-    if len(enters) != len(trace) or len(pids) != 1:
+    in_queue = result.summary["env"]["engine"]["backend"] == "psync"
+    if (in_queue and len(enters) != len(trace)) or len(pids) != 1:
         console.print(f"[red]cannot line up the trace: {len(enters)} preads for {len(trace)} requests, queue "
                       f"threads {pids} (the tracefs buffer too small? try --buffer-kb)")
         return
     pid = pids.pop()
-    offset = float(np.median(enters - submit_ns / 1e9))
-    spread = np.percentile(np.abs(enters - submit_ns / 1e9 - offset), 99) * 1e9
-    console.print(f"the requests' submission stamps lie {spread:.0f} ns (p99) from their pread64 entry, aligned")
+    if in_queue:
+        offset = float(np.median(enters - submit_ns / 1e9))
+        spread = np.percentile(np.abs(enters - submit_ns / 1e9 - offset), 99) * 1e9
+        console.print(f"the requests' submission stamps lie {spread:.0f} ns (p99) from their pread64 entry, aligned")
+    else:
+        # The engine's TSC clock is calibrated on CLOCK_MONOTONIC_RAW, the tracepoints' clock here; the trace's
+        # stamps count from the run's start.
+        run = next(v for v in result.summary.values() if isinstance(v, dict) and "t0_monotonic_raw_ns" in v)
+        offset = run["t0_monotonic_raw_ns"] / 1e9
+        check = (result.summary["env"]["engine"].get("clock") or {}).get("check_error_ns")
+        console.print(f"the requests' stamps put on the tracepoints' clock as they are (calibration error {check} ns)")
+        if len(enters) == 0:
+            enters = submit_ns[:1] / 1e9
+    print_switched_out(console, switched_out(switches, pid, own_threads(text, roots)))
+    woken = Counter(int(cpu) for cpu in re.findall(r"sched_wakeup: comm=ftlscope-io\d+ .*?target_cpu=(\d+)", text))
+    if woken:
+        console.print("psync-pool workers woken on CPU: " + ", ".join(f"{c}: {n:,}" for c, n in sorted(woken.items())))
     late = np.flatnonzero(lag_ns > args.threshold_us * 1e3)
     submit = submit_ns[late] / 1e9 + offset
     due = submit - lag_ns[late] / 1e9

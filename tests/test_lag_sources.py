@@ -76,3 +76,20 @@ def test_tracefs_lines_become_interrupts_switches_and_preads(lag_sources):
     assert [(round(e - s, 9), what) for s, e, what in softs[1]] == [(0.000007, "RCU")]
     enters, exits = lag_sources.parse_syscalls(text)
     assert enters.tolist() == [100.00005] and exits.tolist() == [100.000055]
+
+
+def test_the_queue_threads_switch_outs_are_counted_by_what_ran_first_instead(lag_sources):
+    q = 100
+    switches = [  # (t, cpu, prev_pid, next_pid, next_comm)
+        (1.0, 1, q, 201, "ftlscope-io3"),  # its own worker (pid 201) preempts it for 4 us
+        (1.000004, 1, 201, q, "ftlscope-q0"),
+        (2.0, 1, q, 7, "python"),  # another session's process, then a kworker, for 300 us in all
+        (2.0001, 1, 7, 6, "kworker/1:2"),
+        (2.0003, 1, 6, q, "ftlscope-q0"),
+        (3.0, 1, q, 202, "ftlscope-io17"),
+        (3.000002, 1, 202, q, "ftlscope-q0"),
+    ]
+    spans = lag_sources.switched_out(switches, q, ours={q, 201, 202})
+    assert sorted(spans) == ["ftlscope-ioN (this process)", "python"]
+    assert np.allclose(spans["ftlscope-ioN (this process)"], [4.0, 2.0], atol=1e-3)
+    assert np.allclose(spans["python"], [300.0], atol=1e-3)

@@ -3,7 +3,7 @@
 //! health sampler (seed 000 §3.1's three-thread design).
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -246,6 +246,8 @@ struct WorkerOutput {
 pub struct Run {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<WorkerOutput>>,
+    /// Counts `workers` as they end (see [`Ended`]).
+    ended: Arc<Ended>,
     aggregator: JoinHandle<AggregateResult>,
     health: Option<HealthSampler>,
     health_unavailable: Option<String>,
@@ -256,6 +258,46 @@ pub struct Run {
     started: Instant,
     t0: u64,
     trace_chunks: Option<TraceChunks>,
+}
+
+/// How many of a run's worker threads (queues, or the simulator's) have ended, so that a caller can wait for the
+/// end without polling: a thread that wakes every few ms to look may be put on a queue's CPU, and there it preempts
+/// a queue that spins for its next due time (measured with bench/lag_sources.py: the replay's Python thread, woken
+/// 200 times a second by a 5 ms poll, switched the queue out ~190 times a second, up to 300 us at a time).
+#[derive(Default)]
+pub struct Ended {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Ended {
+    /// Counts its thread as ended when dropped (also when the thread panics).
+    fn guard(self: &Arc<Ended>) -> EndGuard {
+        EndGuard(Arc::clone(self))
+    }
+
+    /// Wait until `threads` have ended or `timeout` has passed (None: no limit); true when they have.
+    pub fn wait(&self, threads: usize, timeout: Option<Duration>) -> bool {
+        let count = self.count.lock().expect("ended lock");
+        match timeout {
+            None => *self.changed.wait_while(count, |n| *n < threads).expect("ended lock") >= threads,
+            Some(timeout) => {
+                let (count, _) = self.changed.wait_timeout_while(count, timeout, |n| *n < threads).expect("ended lock");
+                *count >= threads
+            }
+        }
+    }
+}
+
+struct EndGuard(Arc<Ended>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        // A poisoned lock only means another worker panicked: still count this one.
+        let mut count = self.0.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count += 1;
+        self.0.changed.notify_all();
+    }
 }
 
 /// What `start_aggregator` starts: one record ring per queue, the thread, and the streamed trace's chunks.
@@ -416,6 +458,7 @@ impl Run {
         let barrier = Arc::new(Barrier::new(queues as usize + 1));
         let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Option<uring::UringSetup>, String>>();
         let mut workers = Vec::new();
+        let ended = Arc::new(Ended::default());
         for (ctx, producer) in
             queue_contexts(&workload, info.size_bytes, &shared, &options, lanes, &replay, t0).into_iter().zip(producers)
         {
@@ -431,12 +474,16 @@ impl Run {
             };
             let barrier = Arc::clone(&barrier);
             let setup_tx = setup_tx.clone();
+            let end = ended.guard();
             let handle = std::thread::Builder::new()
                 .name(format!("ftlscope-q{q}"))
-                .spawn(move || WorkerOutput {
-                    reports: vec![queue_thread(ctx, real, producer, barrier, setup_tx)],
-                    health: None,
-                    virtual_ns: None,
+                .spawn(move || {
+                    let _end = end;
+                    WorkerOutput {
+                        reports: vec![queue_thread(ctx, real, producer, barrier, setup_tx)],
+                        health: None,
+                        virtual_ns: None,
+                    }
                 })
                 .expect("spawn queue thread");
             workers.push(handle);
@@ -485,6 +532,7 @@ impl Run {
         Ok(Run {
             shared,
             workers,
+            ended,
             aggregator,
             health,
             health_unavailable,
@@ -534,9 +582,12 @@ impl Run {
         let contexts = queue_contexts(&workload, info.size_bytes, &shared, &options, 1, &replay, t0);
         let worker_shared = Arc::clone(&shared);
         let health_interval = options.health_interval_ns;
+        let ended = Arc::new(Ended::default());
+        let end = ended.guard();
         let worker = std::thread::Builder::new()
             .name("ftlscope-sim".into())
             .spawn(move || {
+                let _end = end;
                 let mut target = target.lock().expect("simulated device lock");
                 let outcome = drive(&mut target, &contexts, producers, &worker_shared, health_interval);
                 WorkerOutput {
@@ -559,6 +610,7 @@ impl Run {
         Ok(Run {
             shared,
             workers: vec![worker],
+            ended,
             aggregator,
             health: None,
             health_unavailable: None,
@@ -594,6 +646,16 @@ impl Run {
 
     pub fn is_finished(&self) -> bool {
         self.workers.iter().all(|h| h.is_finished())
+    }
+
+    /// What to wait on for the end of the run's workers without holding the run (`Ended::wait` with
+    /// [`Run::worker_count`]).
+    pub fn ended(&self) -> Arc<Ended> {
+        Arc::clone(&self.ended)
+    }
+
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
     }
 
     pub fn env(&self) -> &EngineEnv {
@@ -769,6 +831,47 @@ fn aggregate(mut consumers: Vec<rtrb::Consumer<Record>>, mut agg: Aggregator) ->
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_for_the_end_returns_when_the_last_worker_ends_and_not_before() {
+        let ended = Arc::new(Ended::default());
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let quick = {
+            let end = ended.guard();
+            std::thread::spawn(move || drop(end))
+        };
+        let slow = {
+            let end = ended.guard();
+            std::thread::spawn(move || {
+                let _end = end;
+                go_rx.recv().unwrap();
+            })
+        };
+        quick.join().unwrap();
+        // One of two has ended: a bounded wait times out and says so.
+        let t = Instant::now();
+        assert!(!ended.wait(2, Some(Duration::from_millis(30))));
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        assert!(ended.wait(1, Some(Duration::ZERO)), "one has ended");
+        // The unbounded wait returns once the second ends.
+        let waiter = {
+            let ended = Arc::clone(&ended);
+            std::thread::spawn(move || ended.wait(2, None))
+        };
+        go_tx.send(()).unwrap();
+        assert!(waiter.join().unwrap());
+        slow.join().unwrap();
+        // A worker that panics still counts as ended.
+        let panicked = {
+            let end = ended.guard();
+            std::thread::spawn(move || {
+                let _end = end;
+                panic!("a worker's panic");
+            })
+        };
+        assert!(panicked.join().is_err());
+        assert!(ended.wait(3, Some(Duration::from_secs(10))));
+    }
 
     /// Minor page faults of the calling thread so far.
     pub(crate) fn minor_faults() -> i64 {

@@ -7,7 +7,7 @@ mod attach;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ftlscope_engine::engine::{EngineError, Run, RunOptions, RunResult};
 use ftlscope_engine::health::open_health_source;
@@ -558,20 +558,15 @@ impl RunHandle {
     /// Wait up to `timeout` seconds (None = until the end); True when the run has ended.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> bool {
-        let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
-        py.allow_threads(|| loop {
-            let finished = match self.run.lock().expect("run lock").as_ref() {
-                Some(run) => run.is_finished(),
-                None => true,
-            };
-            if finished {
-                return true;
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        })
+        // Blocks on the run's end signal rather than polling (a poll's wake-ups may land on a queue's CPU and
+        // preempt it: engine::Ended), and outside the run's lock, so `progress` and `stop` still answer meanwhile.
+        let Some((ended, threads)) =
+            self.run.lock().expect("run lock").as_ref().map(|run| (run.ended(), run.worker_count()))
+        else {
+            return true;
+        };
+        let timeout = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        py.allow_threads(|| ended.wait(threads, timeout))
     }
 
     /// Join the run (waiting for it) and return {"summary": json, "windows": json rows, "trace": columns}.
