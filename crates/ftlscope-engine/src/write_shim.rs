@@ -80,6 +80,12 @@
 //!    before; so is kelpie-t200g-m once its reads under holding are fast again (the cloud trace's later,
 //!    long holds at x1: 144 against 167 us, read p99 -97 %).
 //!
+//!    The mean write delay is bounded only if asked ([`WriteShimSettings::bound_mean_delay`],
+//!    `--bound-mean-delay`): a delay budget in which each write earns one monitored period, which the delays
+//!    issued and planned never pass ([`WriteShim::within_budget`]). Off by default: kelpie-t200g-m's read gain on
+//!    the synthetic cloud trace at x1 (p90 -85 %) comes from holds that take the mean to 107 ms; bounded, 47 ms
+//!    and p90 -16 %.
+//!
 //! Limits (the paper's durability limit, §5.2): a flush is never delayed and nothing held crosses it: everything
 //! held goes to the drive, in order, before the flush does (and the model's buffer is empty after it). The held
 //! bytes are bounded (`max_held_bytes`): a write that would pass the bound goes without delay, after everything
@@ -1162,7 +1168,7 @@ mod tests {
     #[test]
     fn the_delay_budget_keeps_the_mean_write_delay_within_the_period() {
         // 40 MB of 64 KiB writes at 200 MB/s against 57.5 MB/s and an 11.5 MB buffer: paced, the burst takes about
-        // 0.7 s to enter and its writes wait 250 ms on average, past the 100 ms period. With the budget the shim
+        // 0.7 s to enter and its writes wait more than 150 ms on average, past the 100 ms period. With the budget the shim
         // lets the backlog go (at twice the pace it came) once holding on would take the mean past the period.
         let run = |bound: bool| {
             let mut s = shim(57.5e6, 256 << 20);
