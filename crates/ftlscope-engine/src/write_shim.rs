@@ -1190,6 +1190,29 @@ mod tests {
     }
 
     #[test]
+    fn a_held_write_waits_on_for_room_only_within_the_budget() {
+        // One write through the shim (a budget of one period, 100 ms), held 90 ms. When its time comes the drive
+        // has been busy (no idle time: the model has not drained) and the model has no room: it would wait on
+        // about 270 ms more. Without the budget it does; with it, the wait would pass the budget and it goes.
+        let at_release = |bound: bool| {
+            let mut s = shim(57.5e6, 256 << 20);
+            s.bound_mean_delay = bound;
+            s.busy(0);
+            s.set_level(0.85 * s.buffer, 0);
+            s.report.writes = 1;
+            s.hold(Held { op: Op::Write, size: 64 * KIB, offset: 0, arrival_ns: 0, release_ns: 90 * MS, due_ns: 0 }, 0);
+            assert_eq!(s.planned_ns, 90 * MS);
+            (s.pop_due(90 * MS), s.next_release(), s.planned_ns)
+        };
+        let (popped, next, planned) = at_release(false);
+        assert!(popped.is_none() && next.unwrap() > 300 * MS, "{next:?}");
+        assert_eq!(planned, next.unwrap(), "the longer wait is committed");
+        let (popped, _, planned) = at_release(true);
+        assert_eq!(popped.map(|h| h.arrival_ns), Some(0));
+        assert_eq!(planned, 0, "nothing held, nothing planned");
+    }
+
+    #[test]
     fn a_forced_speed_far_above_the_writes_holds_nothing() {
         // A steady 57.5 MB/s of 64 KiB writes (kelpie-n2t-i's flush speed) with the shim forced at ten times
         // that: the urgency stays near 0.1, under the paper's 0.5, and no write waits.
