@@ -213,7 +213,7 @@ def test_rate_limit_auto_needs_a_flush_speed_or_allow_noop(tmp_path, capsys):
     assert all(value == 0 for value in doc["gain_pct"]["read"].values())
 
 
-def test_newt_with_the_shim_reports_the_bytes_held_over_time(tmp_path):
+def test_newt_with_the_shim_reports_the_bytes_held_over_time(tmp_path, capsys):
     trace = write_parquet(_bursty(), tmp_path / "t.parquet")
     out = tmp_path / "n.json"
     assert main(["newt", "sim:kelpie-n2t-i", str(trace), "--rate-limit-writes", "57.5MB/s", "--quiet", "--no-store",
@@ -225,6 +225,10 @@ def test_newt_with_the_shim_reports_the_bytes_held_over_time(tmp_path):
     assert "write_shim" in doc["after"] and "write_shim" not in doc["before"]
     assert (tmp_path / "page" / "figures" / "held-bytes-over-time.png").is_file()
     assert "Writes held back" in (tmp_path / "page" / "report.html").read_text()
+    # What the holds cost the writes, from arrival, in times and not only a percentage.
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"what the shim cost the writes: write latency from {doc['latency_from']}: mean " in err
+    assert " p99 " in err and " -> " in err
 
 
 def test_a_forced_shim_on_a_drive_without_its_premise_is_warned_about(tmp_path, capsys):

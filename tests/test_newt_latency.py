@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ftlscope.newt.latency import arrival_latencies, gains, statistics
+from ftlscope.newt.latency import arrival_latencies, gains, statistics, write_cost
 from ftlscope.newt.measure import Plan, measure
 
 
@@ -56,3 +56,16 @@ def test_a_closed_loop_replay_has_no_arrival_times_and_is_measured_from_submissi
     assert doc["latency_from"] == "submission" and doc["arrival"] is None
     assert "closed-loop" in doc["latency_from_why"] and "afap" in doc["latency_from_why"]
     assert doc["gain_pct"] == doc["gain_pct_device"]
+
+
+def test_the_write_cost_is_said_from_arrival_with_times_and_change():
+    # A forced shim on a drive that needs none: writes from tens of microseconds to milliseconds. The line gives
+    # both times and the change, by the measure the gain is on.
+    lat = lambda mean, p99: {"lat_ns": {"mean": mean, "p99": p99}}  # noqa: E731
+    doc = {"latency_from": "arrival", "arrival": {"before": {"write": lat(20_000, 40_000)},
+                                                  "after": {"write": lat(9_000_000, 120_000_000)}}}
+    line = write_cost(doc)
+    assert line == ("write latency from arrival: mean 20.0 µs -> 9.00 ms (+44,900 %), "
+                    "p99 40.0 µs -> 120.00 ms (+299,900 %)")
+    assert write_cost({"latency_from": "submission", "before": {"read": lat(1, 1)}, "after": {"read": lat(1, 1)}}) \
+        is None  # no writes

@@ -3,6 +3,7 @@ simulated drives: virtual time, fixed seeds, so every figure below is exact and 
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -15,7 +16,7 @@ from ftlscope.cli import main
 from ftlscope.errors import UsageError
 from ftlscope.metrics import HELD_BYTES
 from ftlscope.newt import NewtParams
-from ftlscope.newt.shim import ShimSettings, parse_speed
+from ftlscope.newt.shim import ShimSettings, parse_speed, with_mean_delay_bound
 from ftlscope.replay import replay
 from ftlscope.sim import SimDevice
 from ftlscope.traces import write_parquet
@@ -230,7 +231,7 @@ def test_settings_resolve():
                                                                    64 * MIB)
     assert s.engine_options() == {"flush_speed_bps": s.flush_speed_bps, "period_ns": 50_000_000,
                                   "max_held_bytes": 64 * MIB, "buffer_bytes": int(11.5 * MIB),
-                                  "write_through": False}
+                                  "write_through": False, "bound_mean_delay": False}
     assert ShimSettings.resolve(None, params) is None
     # A forced speed takes from a profile only whether the drive has a write buffer at all.
     assert not ShimSettings.resolve("57.5MB/s", params).write_through
@@ -238,6 +239,10 @@ def test_settings_resolve():
     assert forced.active and forced.write_through and forced.engine_options()["write_through"]
     assert "run2: no write buffer" in forced.source
     assert parse_speed("57.5MB/s") == 57_500_000 and parse_speed("1GiB") == 1 << 30
+    # --bound-mean-delay reaches the engine's settings (and nothing without a shim).
+    flags = argparse.Namespace(bound_mean_delay=True)
+    assert with_mean_delay_bound(s, flags).engine_options()["bound_mean_delay"] is True
+    assert with_mean_delay_bound(None, flags) is None
     noop = ShimSettings.resolve("auto", NewtParams(buffer_bytes=0, flush_window_s=0.0), allow_noop=True)
     assert not noop.active and noop.engine_options() is None
     with pytest.raises(UsageError, match="write-through"):

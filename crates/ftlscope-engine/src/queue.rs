@@ -1405,6 +1405,7 @@ mod tests {
             buffer_bytes,
             target_fill: 0.5,
             write_through: false,
+            bound_mean_delay: false,
         });
         ctx
     }

@@ -126,6 +126,7 @@ fn a_replay_does_not_allocate_in_the_loop_either() {
         buffer_bytes: 4096,
         target_fill: 0.5,
         write_through: false,
+        bound_mean_delay: false,
     };
     for (timing, mode, write_shim) in [
         (Timing::Scaled(4.0), Mode::Open, None),

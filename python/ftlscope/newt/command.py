@@ -56,7 +56,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     from .align import alignment_from_params, parse_align
     from .measure import Plan
     from .params import NewtParams
-    from .shim import ShimSettings, noop_notice
+    from .shim import ShimSettings, noop_notice, with_mean_delay_bound
 
     params = NewtParams.from_profile(args.from_profile, _store(args)) if args.from_profile else None
     explicit = bool(args.align_reads or args.rate_limit_writes)
@@ -73,7 +73,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
             plan.notes.append("reads not aligned: the profile finds no read-size penalty (P6)" if params.page_size
                               else "reads not aligned: the profile has no page size (P1)")
     if args.rate_limit_writes:
-        shim = ShimSettings.resolve(args.rate_limit_writes, params, args.period, args.max_held, args.allow_noop)
+        shim = with_mean_delay_bound(
+            ShimSettings.resolve(args.rate_limit_writes, params, args.period, args.max_held, args.allow_noop), args)
         if shim is not None and shim.active:
             plan.shim = shim
         elif shim is not None:
@@ -156,6 +157,7 @@ def cmd_newt(args: argparse.Namespace) -> int:
     from ..replay import _read, parse_timing, replay_mode
     from ..sim import SimDevice
     from ..units import parse_duration_ns
+    from .latency import write_cost
     from .measure import measure
     from .shim import describe as describe_shim
 
@@ -181,6 +183,9 @@ def cmd_newt(args: argparse.Namespace) -> int:
     shim_line = describe_shim(outcome.after.summary.get(WRITE_SHIM))
     if shim_line:
         notify(shim_line)
+        cost = write_cost(doc)
+        if cost:
+            notify(f"what the shim cost the writes: {cost}")
     identity = describe_target(SimDevice.open(args.target) if args.target.startswith("sim:") else args.target,
                                show_serial=args.show_serial)
     run_id = _run_id(identity.get("identity") or args.target)

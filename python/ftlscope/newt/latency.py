@@ -108,3 +108,26 @@ def headline(doc: dict[str, Any], when: str) -> dict[str, Any]:
     (``before`` or ``after``): from arrival when it has them, else the pass's run summary (from submission)."""
     arrival = doc.get("arrival")
     return arrival[when] if arrival else doc[when]
+
+
+def write_cost(doc: dict[str, Any]) -> str | None:
+    """What the optimizations cost the writes, in words, by the measure ``gain_pct`` is on (from arrival in an
+    open-loop replay: what an application behind the shim waits, its holds included): the mean and p99 write
+    latency before and after, and their change. None when the trace has no writes. A shim forced on a drive
+    that needs none (a speed far below what the drive drains) makes writes wait where they did not: a user must see
+    that cost beside the read gain, not only a percentage of a few tens of microseconds."""
+    from ..units import format_ns
+
+    before, after = (headline(doc, when).get("write") for when in ("before", "after"))
+    if not before or not after or not before.get("lat_ns") or not after.get("lat_ns"):
+        return None
+    parts = []
+    for key in ("mean", "p99"):
+        b, a = before["lat_ns"].get(key), after["lat_ns"].get(key)
+        if b is None or a is None:
+            continue
+        change = f" ({(a / b - 1) * 100:+,.0f} %)" if b else ""
+        parts.append(f"{key} {format_ns(b)} -> {format_ns(a)}{change}")
+    if not parts:
+        return None
+    return f"write latency from {doc['latency_from']}: " + ", ".join(parts)

@@ -203,6 +203,8 @@ def held(summary: dict[str, Any]) -> dict[str, Any] | None:
         "write_delay_max_us": delay["max"] / 1e3 if delay.get("max") is not None else None,
         # Writes let in unheld because they outran the flush speed for good (holding could not help).
         "overloaded_writes": shim.get("overloaded_writes") or 0,
+        # Times the mean-delay budget (--bound-mean-delay) let go what was held.
+        "budget_releases": shim.get("budget_releases") or 0,
         "sustained_urgency_max": shim.get("sustained_urgency_max"),
         # Reads while writes were held against reads with nothing held (geometric means), and the back-offs.
         "read_geomean_held_us": _us(shim.get("read_geomean_held_ns")),

@@ -8,7 +8,7 @@ a user gives (``--rate-limit-writes auto|SPEED``, ``--period``, ``--max-held``, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import UsageError
@@ -29,7 +29,8 @@ class ShimSettings:
     when not known (a speed given on the command line: the engine takes 200 ms of the flush speed);
     ``write_through``: a speed forced on a drive whose profile found no write buffer (P8 none): no full-buffer
     flush can come, so the shim holds nothing and only measures (it holds a write only when its model of the
-    buffer says a flush is imminent)."""
+    buffer says a flush is imminent); ``bound_mean_delay``: keep the mean write delay within the period (a delay
+    budget: ``--bound-mean-delay``)."""
 
     flush_speed_bps: float | None
     period_ns: int = 100_000_000
@@ -38,6 +39,7 @@ class ShimSettings:
     noop_reason: str | None = None
     buffer_bytes: int | None = None
     write_through: bool = False
+    bound_mean_delay: bool = False
 
     @property
     def active(self) -> bool:
@@ -82,12 +84,13 @@ class ShimSettings:
             return None
         return {"flush_speed_bps": float(self.flush_speed_bps), "period_ns": int(self.period_ns),
                 "max_held_bytes": int(self.max_held_bytes), "buffer_bytes": int(self.buffer_bytes or 0),
-                "write_through": bool(self.write_through)}
+                "write_through": bool(self.write_through), "bound_mean_delay": bool(self.bound_mean_delay)}
 
     def to_json(self) -> dict[str, Any]:
         return {"active": self.active, "flush_speed_bps": self.flush_speed_bps, "period_ns": self.period_ns,
                 "max_held_bytes": self.max_held_bytes, "buffer_bytes": self.buffer_bytes,
-                "write_through": self.write_through, "source": self.source,
+                "write_through": self.write_through, "bound_mean_delay": self.bound_mean_delay,
+                "source": self.source,
                 "noop_reason": self.noop_reason}
 
 
@@ -120,6 +123,9 @@ def add_flags(p: Any) -> None:
     g.add_argument("--max-held", default=DEFAULT_MAX_HELD,
                    help=f"the most bytes held back at once (default {DEFAULT_MAX_HELD}); at the bound, writes go "
                         "without delay")
+    g.add_argument("--bound-mean-delay", action="store_true",
+                   help="keep the mean write delay (over every write) within --period: past that budget the shim "
+                        "lets what it holds go; costs read gain where long holds are what pays (see docs/newt.md)")
     g.add_argument("--from-profile", metavar="RUN",
                    help="take the drive's properties from this stored profile (a run id, a prefix, latest, or a "
                         "profile directory)")
@@ -136,7 +142,15 @@ def settings_from_args(args: Any) -> ShimSettings | None:
     if spec is None:
         return None
     params = NewtParams.from_profile(args.from_profile) if args.from_profile else None
-    return ShimSettings.resolve(spec, params, args.period, args.max_held, args.allow_noop)
+    return with_mean_delay_bound(ShimSettings.resolve(spec, params, args.period, args.max_held, args.allow_noop),
+                                 args)
+
+
+def with_mean_delay_bound(settings: ShimSettings | None, args: Any) -> ShimSettings | None:
+    """``settings`` with ``--bound-mean-delay`` applied when the flag is given."""
+    if settings is None or not getattr(args, "bound_mean_delay", False):
+        return settings
+    return replace(settings, bound_mean_delay=True)
 
 
 def noop_notice(settings: ShimSettings | None) -> str | None:
