@@ -9,7 +9,7 @@ queue and the next ones wait at the host). The table varies the drive's idle flu
 seed to show how much that outcome moves; per window and seed, the change in read latency with alignment
 (negative: lower) from arrival and at the device, and the reads that waited at the host before -> after.
 
-    python bench/newt_align_idle.py [--windows 1ms,3ms,30ms] [--seeds 1]
+    python bench/newt_align_idle.py [--windows 1ms,3ms,30ms] [--seeds 1] [--soft-flush]
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def main() -> None:
     parser.add_argument("--windows", default="1ms,3ms,30ms", help="idle flush windows to try (kelpie-n1t-i: 3ms)")
     parser.add_argument("--seeds", default="1", help="trace seeds (comma-separated)")
     parser.add_argument("--duration", default="10s")
+    parser.add_argument("--soft-flush", action="store_true",
+                        help="the idle drain programs a page only when its unit is free (soft_flush = true)")
     args = parser.parse_args()
     case = Case("align", "kelpie-n1t-i", "db", 1.0, True)
     plan = plan_of(case)
@@ -50,7 +52,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="newt-align-idle-") as scratch:
         for window in args.windows.split(","):
             device = Path(scratch) / f"n1t-idle-{window}.toml"
-            device.write_text(preset.replace('idle_flush_window = "3ms"', f'idle_flush_window = "{window}"', 1))
+            text = preset.replace('idle_flush_window = "3ms"', f'idle_flush_window = "{window}"', 1)
+            if args.soft_flush:
+                text = text.replace("soft_flush = false", "soft_flush = true", 1)
+            device.write_text(text)
             for seed in (int(s) for s in args.seeds.split(",")):
                 frame = synth("db", parse_duration_ns(args.duration, "--duration"), seed=seed, bursts=None)
                 outcome = measure(f"sim:{device}", frame, plan, timing="faithful", wrap=True)
