@@ -1474,6 +1474,40 @@ mod tests {
     }
 
     #[test]
+    fn released_writes_keep_a_quarter_of_the_queue_for_reads() {
+        // No slot is kept under a depth of 4 (one kept would be a third of the queue or more); from 4 on, a quarter.
+        let limits: Vec<u32> = [1, 2, 3, 4, 8, 32, 33].iter().map(|&d| release_limit(d)).collect();
+        assert_eq!(limits, [1, 2, 3, 3, 6, 24, 25]);
+        // The burst on a drive slow enough (10 ms a request) that the held writes, let in at least 0.5 ms apart,
+        // would pile up some twenty deep if nothing capped them: at QD 8 at most 6 writes are ever in flight
+        // once the shim releases, and the cap is reached.
+        let (arrivals, ops) = burst_then_reads();
+        let ctx = shim_context(8, &arrivals, &ops, 4e6);
+        let (report, records) = drive(&ctx, &mut ScriptedBackend::new(10_000_000));
+        assert_eq!(records.len(), 300);
+        let writes: Vec<&Record> = records.iter().filter(|r| r.op == Op::Write as u8).collect();
+        let mut offsets: Vec<u64> = writes.iter().map(|r| r.offset).collect();
+        offsets.sort_unstable();
+        // The trace writes in offset order, and the shim holds the last ones (the burst's tail).
+        let shim = report.write_shim.expect("the shim's report");
+        assert_eq!((shim.writes, shim.dropped_at_end), (100, 0));
+        let held = shim.delayed_writes as usize;
+        assert!(held > 20, "{held} held");
+        let first_held = offsets[100 - held];
+        let in_flight_at = |t: u64| writes.iter().filter(|w| w.submit_ns <= t && t < w.complete_ns).count();
+        let at_release: Vec<usize> =
+            writes.iter().filter(|w| w.offset >= first_held).map(|w| in_flight_at(w.submit_ns)).collect();
+        assert_eq!(at_release.len(), held);
+        assert_eq!(*at_release.iter().max().unwrap(), release_limit(8) as usize, "{at_release:?}");
+        // The slots kept for reads were used: reads went in while the held writes were being let in.
+        let (first, last) = (
+            writes.iter().filter(|w| w.offset >= first_held).map(|w| w.submit_ns).min().unwrap(),
+            writes.iter().map(|w| w.submit_ns).max().unwrap(),
+        );
+        assert!(records.iter().any(|r| r.op == Op::Read as u8 && (first..last).contains(&r.submit_ns)));
+    }
+
+    #[test]
     fn a_shim_whose_urgency_stays_low_changes_nothing() {
         let (arrivals, ops) = burst_then_reads();
         let plain = replay_context(64, &arrivals, &ops, Timing::Faithful, Mode::Open);
