@@ -53,7 +53,6 @@ narrower than the chips (chips per channel is rounded up from the stripe).
 from __future__ import annotations
 
 import re
-from math import gcd
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +120,6 @@ NOISY_ROW_CHUNKS = 1024
 NOISY_MIN_ROWS = 8
 NOISY_BATCHES = 256
 NOISY_ROUND_PAIRS = 8192
-NOISY_WIDE_ISSUE = 4
 NOISY_MIN_ROUNDS = 2
 NOISY_MAX_ROUNDS = 8
 # Where the spread can hide a bus wait (:func:`._p5_analysis.spread_hides_bus`: harsh noise) a bus drops the close
@@ -554,20 +552,60 @@ def read_size(ctx: Context, end: int, page: int) -> int:
     return page if lone(sector, 2) >= SLOW_SECTOR * lone(page, 3) else sector
 
 
+def batch_order(stripe: int, rows: int, distance: int, batch: int, batches: int) -> list[list[int]]:
+    """The chunks (counted from the first of ``rows`` stripe rows) each of at most ``batches`` batches reads:
+    ``batch`` reads ``distance`` units apart, the last two (the pair) in one stripe row. Consecutive batches touch
+    disjoint units: on a drive whose die holds its register after a read (``register_hold``) a unit read by the
+    batch before delays the pair as a shared bus would. A strided walk read units 0 and S/2 in every batch at
+    distance S/2 (and met the batch before at S/3): an eight-die PM981 read "4 ch x 2". Start units rotate over
+    those whose pair stays in its row; where none is free of the last batch's units (distance S - 1: one start
+    only), a filler batch whose pair crosses a row reads other units in between (its pair is left out). Each
+    chunk is read once; the order ends early when no fresh chunks are left."""
+    chunks = rows * stripe
+    starts = [u for u in range(stripe) if u + distance < stripe]
+    others = [u for u in range(stripe) if u not in starts]
+    used: set[int] = set()
+    order: list[list[int]] = []
+    last: set[int] = set()
+    turn = 0
+    while len(order) < batches:
+        found = None
+        for pool in (starts, others):
+            for t in range(len(pool)):
+                u = pool[(turn + t) % len(pool)]
+                units = {(u + (i - batch + 2) * distance) % stripe for i in range(batch)}
+                if units & last:
+                    continue
+                for r in range(rows):
+                    row = (len(order) + r) % rows
+                    reads = [(row * stripe + u + (i - batch + 2) * distance) % chunks for i in range(batch)]
+                    if len(set(reads)) == batch and not used & set(reads):
+                        found = reads, units, (turn + t + 1) % len(pool) if pool is starts else turn
+                        break
+                if found:
+                    break
+            if found:
+                break
+        if found is None:
+            break
+        reads, last, turn = found
+        used.update(reads)
+        order.append(reads)
+    return order
+
+
 def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
                  batch: int, label: str, size: int | None = None, batches: int = BATCHES_PER_DISTANCE) -> pd.DataFrame:
-    """Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart: a
-    strided walk of ``k * distance`` chunks over ``rows`` stripe rows. One row per pair of interest inside
-    one stripe row (two units, the same place in their write order): the first two reads of a batch (of
-    three: the second and third, the first starting late)."""
-    chunks = rows * stripe
-    period = chunks // gcd(distance, chunks)  # the walk visits this many chunks before it repeats
-    batches = min(batches, period // batch)
-    if batches < 1:
+    """Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart over
+    ``rows`` stripe rows, in :func:`batch_order` (no unit read by two consecutive batches). One row per pair of
+    interest inside one stripe row (two units, the same place in their write order): the last two reads of a
+    batch (of three: the second and third, the first starting late)."""
+    order = batch_order(stripe, rows, distance, batch, batches)
+    if not order:
         return pd.DataFrame()
-    wl = _reads(start=rows_start, length=chunks * chunk, size=size or sector_read(ctx), ops=batches * batch,
-                batch=batch,
-                pattern={"kind": "strided", "stride": distance * chunk})
+    wl = _reads(start=rows_start, length=rows * stripe * chunk, size=size or sector_read(ctx),
+                ops=len(order) * batch, batch=batch,
+                pattern={"kind": "offsets", "offsets": [c * chunk for reads in order for c in reads]})
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
     submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
@@ -575,12 +613,13 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     starts = np.flatnonzero(np.r_[True, np.diff(submit) != 0])
     for b, s in enumerate(starts):
         e = starts[b + 1] if b + 1 < len(starts) else len(submit)
-        # Submission order inside the batch: the walk's k-th read is at chunk k * distance (mod the rows).
-        expected = [((b * batch + i) * distance) % chunks for i in range(batch)]
+        if b >= len(order):
+            break
+        expected = order[b]
         done = {int(c): int(t_) for c, t_ in zip(index[s:e], complete[s:e], strict=True)}
         if e - s != batch or len(done) != batch or any(c not in done for c in expected):
             continue
-        a, c = (expected[0], expected[1]) if batch == 2 else (expected[1], expected[2])
+        a, c = expected[-2], expected[-1]
         if a // stripe != c // stripe:
             continue  # the pair spans two stripe rows: other places in the write order, other page types
         out.append({"distance_run": distance, "unit_a": a % stripe, "unit_b": c % stripe,
@@ -724,16 +763,15 @@ def noisy_pair_answer(raw: pd.DataFrame, stripe: int, page: int = 4096) -> Answe
 
 
 def noisy_run_plan(distance: int, stripe: int, pairs: int, rows_total: int) -> tuple[int, int]:
-    """(stripe rows, pairs issued) of one run of pairs ``distance`` units apart that keeps about ``pairs`` inside
-    one stripe row. A pair starting at unit u stays in its row when u + distance < stripe: a share (stripe -
-    distance) / stripe of them, so more are issued (at most NOISY_WIDE_ISSUE times ``pairs``). The strided walk
-    repeats after rows x stripe / gcd(distance, rows x stripe) chunks, so the run spans enough rows for two chunks
-    a pair (kelpie-a960g-ps: 16 pairs a round at 32 units apart over 16 rows of 64 units, the one distance its 32
+    """(stripe rows, batches issued) of one run of pairs ``distance`` units apart that keeps about ``pairs`` inside
+    one stripe row. :func:`batch_order` keeps every batch's pair in its row but one batch of two at distance
+    stripe - 1 (a filler between two reads of the only start), and reads each chunk once: a row holds about
+    min(stripe - distance, stripe / 2) pairs of fresh chunks, so the run spans enough rows for them
+    (kelpie-a960g-ps: 16 pairs a round at 32 units apart over 16 rows of 64 units, the one distance its 32
     channels share)."""
-    issued = min(-(-pairs * stripe // max(stripe - distance, 1)), NOISY_WIDE_ISSUE * pairs)
-    rows = min(max(NOISY_MIN_ROWS, -(-NOISY_ROW_CHUNKS // stripe)), rows_total)
-    while rows < rows_total and rows * stripe // gcd(distance, rows * stripe) < 2 * issued:
-        rows += 1
+    issued = pairs * (2 if stripe - distance < 2 else 1)
+    per_row = max(1, min(stripe - distance, stripe // 2))
+    rows = min(max(NOISY_MIN_ROWS, -(-NOISY_ROW_CHUNKS // stripe), -(-pairs // per_row) + 1), rows_total)
     return rows, issued
 
 
