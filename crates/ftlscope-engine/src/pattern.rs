@@ -87,6 +87,9 @@ enum Walk {
     Strided {
         stride: u64,
     },
+    Offsets {
+        offsets: Vec<u64>,
+    },
     HotSet {
         hot_first_slot: u64,
         hot_slots: u64,
@@ -152,6 +155,7 @@ impl OffsetGenerator {
                 Walk::PermutedWindows { window, order: (0..window).collect() }
             }
             Pattern::Strided { stride } => Walk::Strided { stride: *stride },
+            Pattern::Offsets { offsets } => Walk::Offsets { offsets: offsets.clone() },
             Pattern::HotSet { hot_start, hot_length, hot_share } => Walk::HotSet {
                 hot_first_slot: hot_start / grain,
                 hot_slots: (hot_length / grain).max(1),
@@ -209,6 +213,7 @@ impl OffsetGenerator {
                 let pos = (k.wrapping_mul(*stride)) % self.length;
                 pos / self.grain
             }
+            Walk::Offsets { offsets } => (offsets[(k % offsets.len() as u64) as usize] % self.length) / self.grain,
             Walk::HotSet { hot_first_slot, hot_slots, share } => {
                 let cold_slots = self.slots.saturating_sub(*hot_slots);
                 if cold_slots == 0 || self.rng.random::<f64>() < *share {
@@ -318,6 +323,14 @@ mod tests {
         let mut g = OffsetGenerator::new(&w, 8 * 4096, 0);
         let blocks: Vec<u64> = (0..4).map(|_| g.next_offset(4096) / 4096).collect();
         assert_eq!(blocks, vec![0, 3, 6, 1]);
+    }
+
+    #[test]
+    fn offsets_replay_the_list_in_order() {
+        let w = workload(Pattern::Offsets { offsets: vec![5 * 4096, 0, 2 * 4096] }, 1);
+        let mut g = OffsetGenerator::new(&w, 8 * 4096, 0);
+        let blocks: Vec<u64> = (0..5).map(|_| g.next_offset(4096) / 4096).collect();
+        assert_eq!(blocks, vec![5, 0, 2, 5, 0]);
     }
 
     #[test]

@@ -106,6 +106,9 @@ pub enum Pattern {
     PermutedWindows { window: u32 },
     /// Offsets `k * stride` (modulo the range length) for k = 0, 1, 2, ...
     Strided { stride: u64 },
+    /// The given byte offsets (relative to the range start) in this order, again from the first after the
+    /// last: a probe that needs an order no walk gives (P5's batches that never reread a unit one batch later).
+    Offsets { offsets: Vec<u64> },
     /// `hot_share` of the requests fall uniformly in `[hot_start, hot_start + hot_length)` (relative to the
     /// range start), the rest uniformly in the remainder of the range.
     HotSet { hot_start: u64, hot_length: u64, hot_share: f64 },
@@ -393,6 +396,12 @@ impl Workload {
             }
             Pattern::Strided { stride } if *stride == 0 || (alignment > 1 && !stride.is_multiple_of(alignment)) => {
                 return Err(invalid("pattern.stride", "must be a non-zero multiple of the block size"));
+            }
+            Pattern::Offsets { offsets } if offsets.is_empty() => {
+                return Err(invalid("pattern.offsets", "must list at least one offset"));
+            }
+            Pattern::Offsets { offsets } if offsets.iter().any(|o| alignment > 1 && !o.is_multiple_of(alignment)) => {
+                return Err(invalid("pattern.offsets", "every offset must be a multiple of the block size"));
             }
             Pattern::HotSet { hot_start, hot_length, hot_share } => {
                 if !(0.0..=1.0).contains(hot_share) {
