@@ -163,6 +163,9 @@ def measure(target: str, frame: pd.DataFrame | str | Path, plan: Plan, *, settle
         kept = {"trace_file": trace_file} if trace_file is not None else {"trace": True}
         result = replay(place, frame, progress=progress, notify=notify, **kept, **replay_kwargs, **extra)
         result.summary["run"]["precondition"] = condition
+        # Nothing reads a pass's simulated drive back (newt verifies nothing): let it go before the next pass
+        # builds its own, so the two drives' state is never held at once.
+        result.sim_device = place = None
         results.append(result)
     aligned = results[1].summary["replay"].get("aligned_reads")
     stats = None if aligned is None else AlignStats(aligned["reads"], aligned["changed"], aligned["bytes_before"],
