@@ -44,6 +44,8 @@ def test_the_gain_from_the_streamed_traces_is_the_in_memory_one_within_the_toler
     flat = measure(SIM, path, plan, traces=(tmp_path / "before.parquet", tmp_path / "after.parquet"), **kwargs)
     # Nothing per request held in memory by the streamed passes: their traces are the files.
     assert flat.before.trace.empty and flat.after.trace.empty
+    # Each pass's simulated drive is let go once it is done: the two drives' state is never held at once.
+    assert flat.before.sim_device is None and flat.after.sim_device is None
     assert (tmp_path / "before.parquet").is_file() and (tmp_path / "after.parquet").is_file()
     want, got = gains(whole.before, whole.after), gains(flat.before, flat.after)
     assert got["latency_from"] == want["latency_from"] == "arrival"
