@@ -8,6 +8,7 @@ it."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +44,10 @@ def add_newt_parser(sub: Any) -> None:
                                     "arrival in an open-loop replay: latency_from says) and gain_pct_device here")
     out.add_argument("--report", metavar="DIR",
                      help=f"write the run's files and report page here (default {DEFAULT_OUT}/RUN_ID)")
+    out.add_argument("--traces", metavar="DIR",
+                     help="keep each pass's per-request trace here (before.parquet, after.parquet; as 'replay "
+                          "--trace' writes it); without it they go to a temporary directory beside the report, "
+                          "removed after")
     _add_db_flag(p)
     out.add_argument("--no-store", action="store_true", help="do not add the run to the store")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -147,19 +152,16 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_file(args.json, "--json")
     if args.report:
         check_output_dir(args.report, "--report")
+    if args.traces:
+        check_output_dir(args.traces, "--traces")
 
 
 def cmd_newt(args: argparse.Namespace) -> int:
-    from ..cli import _run_kwargs, console, err_console
-    from ..jsonable import write_json
-    from ..metrics import WRITE_SHIM
-    from ..profile.target import describe_target
+    from ..cli import _run_kwargs, err_console
     from ..replay import _read, parse_timing, replay_mode
-    from ..sim import SimDevice
     from ..units import parse_duration_ns
     from .latency import write_cost
     from .measure import measure
-    from .shim import describe as describe_shim
 
     replay_mode(parse_timing(args.timing), args.mode)
     settle_s = parse_duration_ns(args.settle, "--settle") / 1e9
@@ -175,10 +177,47 @@ def cmd_newt(args: argparse.Namespace) -> int:
     notify = lambda text: err_console.print(f"[dim]ftlscope: {text}[/dim]")  # noqa: E731
     for note in plan.notes:
         notify(note)
-    outcome = measure(args.target, frame, plan, settle_s=settle_s, progress=not args.quiet, notify=notify,
-                      timing=args.timing, mode=args.mode, qd=args.qd, wrap=args.wrap, trace_name=str(args.trace),
-                      fmt=args.format, sort=sort,
-                      show_serial=args.show_serial, **_run_kwargs(args))
+    # Each pass streams its own per-request trace to a file while it runs; the gain and the figures are read
+    # back from those files in batches, so no pass holds a record per request (issue 17).
+    traces_dir = Path(args.traces) if args.traces else _scratch_dir(args)
+    try:
+        traces_dir.mkdir(parents=True, exist_ok=True)
+        outcome = measure(args.target, frame, plan, settle_s=settle_s, progress=not args.quiet, notify=notify,
+                          timing=args.timing, mode=args.mode, qd=args.qd, wrap=args.wrap, trace_name=str(args.trace),
+                          fmt=args.format, sort=sort, traces=(traces_dir / "before.parquet",
+                                                              traces_dir / "after.parquet"),
+                          show_serial=args.show_serial, **_run_kwargs(args))
+        return _finish(args, outcome, frame, notify, started)
+    finally:
+        if not args.traces:
+            shutil.rmtree(traces_dir, ignore_errors=True)
+
+
+def _scratch_dir(args: argparse.Namespace) -> Path:
+    """A temporary directory for the passes' traces: beside the report (a place the user chose to write to, so
+    likely to have room, and not a RAM-backed /tmp)."""
+    import tempfile
+
+    from ..errors import RunError
+
+    parent = Path(args.report).absolute().parent if args.report else Path(DEFAULT_OUT).absolute()
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".ftlscope-newt-traces-", dir=parent))
+    except OSError as exc:
+        raise RunError(f"newt: cannot make a directory for the passes' traces in {parent} ({exc.strerror or exc}); "
+                       "give --report or --traces in a writable directory") from None
+
+
+def _finish(args: argparse.Namespace, outcome: Any, frame: Any, notify: Any, started: float) -> int:
+    """The document, the files, the printed table and the store record of a measured newt run."""
+    from ..cli import console, err_console
+    from ..jsonable import write_json
+    from ..metrics import WRITE_SHIM
+    from ..profile.target import describe_target
+    from ..sim import SimDevice
+    from .shim import describe as describe_shim
+
     doc = newt_document(outcome, target=args.target, trace=str(args.trace), options=_options(args))
     shim_line = describe_shim(outcome.after.summary.get(WRITE_SHIM))
     if shim_line:

@@ -61,14 +61,51 @@ def statistics(values: np.ndarray) -> dict[str, float]:
     return out
 
 
-def arrival_summary(trace: pd.DataFrame, dropped: int = 0) -> dict[str, Any] | None:
+def arrival_summary(trace: Any, dropped: int = 0) -> dict[str, Any] | None:
     """Per operation ``{"lat_ns": statistics, "ops": n}`` from arrival, shaped like a run summary's operations;
     None when the trace cannot give it: no issue lag column, or ``dropped`` records past the trace limit
-    (statistics of the first requests only would not be the run's)."""
+    (statistics of the first requests only would not be the run's). ``trace``: the pass's trace frame (exact
+    percentiles), or the path of its streamed Parquet trace, read in record batches (:func:`streamed_arrival`)."""
+    if dropped:
+        return None
+    if not isinstance(trace, pd.DataFrame):
+        return streamed_arrival(trace)
     latencies = arrival_latencies(trace)
-    if not latencies or dropped:
+    if not latencies:
         return None
     return {op: {"lat_ns": statistics(values), "ops": int(values.size)} for op, values in latencies.items()}
+
+
+def streamed_arrival(path: Any) -> dict[str, Any] | None:
+    """:func:`arrival_summary` of a streamed Parquet trace, read in record batches so memory stays flat whatever
+    the trace's length (issue 17): counts and means exact, percentiles from log-linear buckets
+    (:class:`ftlscope.traces.batched.Quantiles`: numpy's linear percentile over values each within
+    :data:`PERCENTILE_TOLERANCE` of itself). None when the trace has no issue lag column."""
+    from ..trace_figures import _batches
+    from ..traces.batched import Quantiles
+
+    quantiles = {op: Quantiles() for op in GAIN_OPS}
+    totals = dict.fromkeys(GAIN_OPS, 0.0)
+    for cols in _batches(path, ["op", "size", "status", "warmup", "latency_ns", "issue_lag_ns"]):
+        if "issue_lag_ns" not in cols:
+            return None
+        frame = pd.DataFrame(cols)
+        for op, values in arrival_latencies(frame).items():
+            quantiles[op].add(values)
+            totals[op] += float(values.sum())
+    out = {}
+    for op, q in quantiles.items():
+        n = q.n
+        if n:
+            stats = {"mean": totals[op] / n}
+            stats.update({key: q.percentile(float(key[1:]), n) for key in NEWT_STATISTICS if key != "mean"})
+            out[op] = {"lat_ns": stats, "ops": n}
+    return out or None
+
+
+# How far a percentile from a streamed trace may be from the exact one: each value stands as its bucket's mean,
+# buckets 1/1024 of a power of two wide (ftlscope.traces.batched).
+PERCENTILE_TOLERANCE = 1e-3
 
 
 def gain_pct(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float | None]]:
@@ -88,10 +125,12 @@ def gains(before: Any, after: Any) -> dict[str, Any]:
     (``arrival`` or ``submission``: what ``gain_pct`` is measured from) and why, ``arrival`` (``before`` and
     ``after`` from arrival, per operation ``lat_ns``; None when measured from submission), ``gain_pct`` and
     ``gain_pct_device`` (from submission, the device latency ``run`` reports, always)."""
+    from ..trace_figures import trace_source
+
     measured, why = latency_from(before.summary)
     arrival = None
     if measured == ARRIVAL:
-        passes = [arrival_summary(r.trace, r.dropped_trace_records) for r in (before, after)]
+        passes = [arrival_summary(trace_source(r), r.dropped_trace_records) for r in (before, after)]
         if None in passes:
             measured, why = SUBMISSION, ("from submission to completion: the per-request trace does not hold "
                                          "every request (trace limit), so the times from arrival are not known")

@@ -128,13 +128,16 @@ def _fill_real(target: str, span: tuple[int, int], settle_s: float, run_kwargs: 
 
 
 def measure(target: str, frame: pd.DataFrame | str | Path, plan: Plan, *, settle_s: float = 5.0,
-            progress: bool = False, notify: Any = None, **replay_kwargs: Any) -> Outcome:
+            progress: bool = False, notify: Any = None, traces: tuple[Path, Path] | None = None,
+            **replay_kwargs: Any) -> Outcome:
     """Replay ``frame`` on ``target`` twice, from the same starting state: as it is, then with ``plan``'s
     optimizations. ``frame`` is a trace table or the path of a trace file: a file is streamed as ``replay``
     streams it (checked in a pass, then fed in batches; its reads aligned batch by batch in the second replay),
     so neither pass holds the input trace whole. ``replay_kwargs`` go to both :func:`ftlscope.replay.replay`
     calls (timing, qd, engine, destructive, fmt, sort, ...); ``settle_s`` is the pause after a real target's
-    preconditioning."""
+    preconditioning. ``traces``: the Parquet files each pass (before, after) writes its per-request trace to while
+    it runs, in flat memory (issue 17; the results' ``streamed_trace``, read back in batches for the gain and the
+    figures); None keeps each pass's trace in memory (``result.trace``)."""
     from ..replay import replay
     from ..traces import read_trace, sniff
     from ..traces.streamed import STREAMED_FORMATS
@@ -151,13 +154,18 @@ def measure(target: str, frame: pd.DataFrame | str | Path, plan: Plan, *, settle
     simulated = target.startswith("sim:")
     results = []
     condition: dict[str, Any] = {"kind": "none", "reason": "the trace reads nothing"}
-    for extra in ({}, {**_shim_kwargs(plan), "align_reads": plan.alignment}):
+    outputs = traces or (None, None)
+    for extra, trace_file in zip(({}, {**_shim_kwargs(plan), "align_reads": plan.alignment}), outputs, strict=True):
         place: str | SimDevice = SimDevice.open(target) if simulated else target
         if has_reads and span[1] > span[0]:
             condition = _fill_sim(place, span, progress) if isinstance(place, SimDevice) else \
                 _fill_real(target, span, settle_s, replay_kwargs, progress)
-        result = replay(place, frame, trace=True, progress=progress, notify=notify, **replay_kwargs, **extra)
+        kept = {"trace_file": trace_file} if trace_file is not None else {"trace": True}
+        result = replay(place, frame, progress=progress, notify=notify, **kept, **replay_kwargs, **extra)
         result.summary["run"]["precondition"] = condition
+        # Nothing reads a pass's simulated drive back (newt verifies nothing): let it go before the next pass
+        # builds its own, so the two drives' state is never held at once.
+        result.sim_device = place = None
         results.append(result)
     aligned = results[1].summary["replay"].get("aligned_reads")
     stats = None if aligned is None else AlignStats(aligned["reads"], aligned["changed"], aligned["bytes_before"],

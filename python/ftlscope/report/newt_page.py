@@ -143,31 +143,66 @@ def held_rows(held: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _latencies(result: Any, arrival: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per operation: (time, latency) of every request, in ns: from its arrival (due time; latency plus issue
-    lag) when ``arrival``, else from its submission."""
-    trace = result.trace
-    out = {}
-    if trace.empty:
-        return out
-    for op in ("read", "write"):
-        rows = trace[trace["op"] == op]
-        submit, latency = rows["submit_ns"].to_numpy(np.int64), rows["latency_ns"].to_numpy(np.int64)
-        if arrival:
-            lag = rows["issue_lag_ns"].to_numpy(np.int64)
-            submit, latency = submit - lag, latency + lag
-        out[op] = (submit, latency)
+class _PassLatencies:
+    """One pass's latencies as the figures draw them, gathered from its trace batch by batch (issue 17: the trace
+    is a streamed Parquet file, never held whole): per operation the log-linear buckets a CDF steps through
+    (each point within 0.1 % of the values it stands for), and every k-th read's (time, latency) for the dots,
+    k doubled whenever more than twice :data:`MAX_DOTS` are kept (the every-k-th sample of the whole trace)."""
+
+    def __init__(self) -> None:
+        from ..traces.batched import Quantiles
+
+        self.cdf = {op: Quantiles() for op in ("read", "write")}
+        self.dots: list[tuple[np.ndarray, np.ndarray]] = []
+        self.step, self.reads = 1, 0
+
+    def add_reads(self, time: np.ndarray, latency: np.ndarray) -> None:
+        ranks = self.reads + np.arange(time.size)
+        keep = ranks % self.step == 0
+        self.dots.append((time[keep], latency[keep]))
+        self.reads += time.size
+        while sum(t.size for t, _ in self.dots) > 2 * MAX_DOTS:
+            self.step *= 2
+            t, v = self.read_dots()
+            ranks = np.arange(t.size)  # kept dots are ranks 0, k, 2k, ...: keep the even ones
+            self.dots = [(t[ranks % 2 == 0], v[ranks % 2 == 0])]
+
+    def read_dots(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.dots:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate([t for t, _ in self.dots]), np.concatenate([v for _, v in self.dots])
+
+
+def _latencies(result: Any, arrival: bool) -> _PassLatencies:
+    """Every request's (time, latency) in ns as the figures draw it: from its arrival (due time; latency plus
+    issue lag) when ``arrival``, else from its submission; read from the pass's streamed trace in batches."""
+    from ..trace_figures import _batches, trace_source
+
+    out = _PassLatencies()
+    for cols in _batches(trace_source(result), ["op", "submit_ns", "latency_ns", "issue_lag_ns"]):
+        if not len(cols.get("op", ())):
+            continue
+        for op in ("read", "write"):
+            rows = cols["op"] == op
+            submit, latency = cols["submit_ns"][rows].astype(np.int64), cols["latency_ns"][rows].astype(np.int64)
+            if arrival:
+                lag = cols["issue_lag_ns"][rows].astype(np.int64)
+                submit, latency = submit - lag, latency + lag
+            out.cdf[op].add(latency)
+            if op == "read":
+                out.add_reads(submit, latency)
     return out
 
 
-def _cdf(op: str, latencies: dict[str, Any], directory: Path, note: str, arrival: bool) -> Path:
+def _cdf(op: str, latencies: dict[str, _PassLatencies], directory: Path, note: str, arrival: bool) -> Path:
     fig, ax = plots.figure(f"{op} latency CDF, before and after{note}", "latency (log scale)",
                            "requests at most this slow (%)")
     for when, style in (("before", {"color": "C3", "linestyle": "--"}), ("after", {"color": "C0"})):
-        values = np.sort(latencies[when].get(op, (None, np.array([])))[1])
+        buckets = latencies[when].cdf[op]
+        values, shares = buckets.cdf()
         if values.size:
-            ax.step(values, np.arange(1, values.size + 1) / values.size * 100, where="post", linewidth=1.6,
-                    label=f"{'original' if when == 'before' else 'optimized'} ({values.size:,})", **style)
+            ax.step(values, shares, where="post", linewidth=1.6,
+                    label=f"{'original' if when == 'before' else 'optimized'} ({buckets.n:,})", **style)
     plots.duration_axis(ax, "x")
     ax.set_ylim(0, 100.5)
     caption = (f"{op}: share of requests at most this slow ({_measured(arrival)}), replaying the trace as it is "
@@ -179,14 +214,13 @@ def _measured(arrival: bool) -> str:
     return "latency from arrival in the trace to completion" if arrival else "latency from submission to completion"
 
 
-def _over_time(latencies: dict[str, Any], directory: Path, note: str, arrival: bool) -> Path | None:
-    if not any(latencies[w].get("read", (None, np.array([])))[1].size for w in latencies):
+def _over_time(latencies: dict[str, _PassLatencies], directory: Path, note: str, arrival: bool) -> Path | None:
+    if not any(latencies[w].reads for w in latencies):
         return None
     fig, axes = plots.panels(f"read latency over time{note}", 2, 1, size=(7.5, 6.0), sharex=True)
     for ax, when, color in zip(axes, ("before", "after"), ("C3", "C0"), strict=True):
-        submit, latency = latencies[when].get("read", (np.array([]), np.array([])))
-        step = max(1, submit.size // MAX_DOTS)
-        ax.scatter(submit[::step] / 1e9, latency[::step], s=2, color=color, alpha=0.6)
+        submit, latency = latencies[when].read_dots()
+        ax.scatter(submit / 1e9, latency, s=2, color=color, alpha=0.6)
         ax.set_yscale("log")
         plots.duration_axis(ax, "y")
         ax.set_ylabel(f"{'original' if when == 'before' else 'optimized'}")
