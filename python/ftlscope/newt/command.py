@@ -160,7 +160,6 @@ def cmd_newt(args: argparse.Namespace) -> int:
     from ..cli import _run_kwargs, err_console
     from ..replay import _read, parse_timing, replay_mode
     from ..units import parse_duration_ns
-    from .latency import write_cost
     from .measure import measure
 
     replay_mode(parse_timing(args.timing), args.mode)
@@ -216,6 +215,7 @@ def _finish(args: argparse.Namespace, outcome: Any, frame: Any, notify: Any, sta
     from ..metrics import WRITE_SHIM
     from ..profile.target import describe_target
     from ..sim import SimDevice
+    from .latency import write_cost
     from .shim import describe as describe_shim
 
     doc = newt_document(outcome, target=args.target, trace=str(args.trace), options=_options(args))
