@@ -235,14 +235,21 @@ def switched_out(switches, pid: int, ours: set[int]) -> dict[str, list[float]]:
     return dict(spans)
 
 
-def print_switched_out(console: Console, spans: dict[str, list[float]]) -> None:
-    table = Table(title="The queue thread switched out over the run, by what ran first instead", title_justify="left")
-    for col in ("ran instead", "times", "total ms", "p50 us", "p99 us", "max us"):
+def spans_table(title: str, first: str, spans: dict[str, list[float]]) -> Table:
+    """The ten causes that took the most time (``spans``: durations in us by cause), with count, total and
+    percentiles: one layout for the queue's switch-outs and for its CPU's interrupts."""
+    table = Table(title=title, title_justify="left")
+    for col in (first, "count", "total ms", "p50 us", "p99 us", "max us"):
         table.add_column(col, justify="right")
     for name, us in sorted(spans.items(), key=lambda kv: -sum(kv[1]))[:10]:
         table.add_row(name, f"{len(us):,}", f"{sum(us) / 1e3:,.2f}", f"{np.percentile(us, 50):,.1f}",
                       f"{np.percentile(us, 99):,.1f}", f"{max(us):,.1f}")
-    console.print(table)
+    return table
+
+
+def print_switched_out(console: Console, spans: dict[str, list[float]]) -> None:
+    console.print(spans_table("The queue thread switched out over the run, by what ran first instead",
+                              "ran instead", spans))
 
 
 def main() -> None:
@@ -373,13 +380,7 @@ def main() -> None:
         for start, end, what in per_cpu.get(cpu, []):
             kinds[what].append((end - start) * 1e6)
     if kinds:
-        table = Table(title=f"Interrupts on the queue's CPU {cpu} over the run", title_justify="left")
-        for col in ("handler", "count", "total ms", "p50 us", "p99 us", "max us"):
-            table.add_column(col, justify="right")
-        for what, us in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))[:10]:
-            table.add_row(what, f"{len(us):,}", f"{sum(us) / 1e3:,.2f}", f"{np.percentile(us, 50):,.1f}",
-                          f"{np.percentile(us, 99):,.1f}", f"{max(us):,.1f}")
-        console.print(table)
+        console.print(spans_table(f"Interrupts on the queue's CPU {cpu} over the run", "handler", kinds))
     console.print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
