@@ -179,8 +179,11 @@ def describe(shim: dict[str, Any] | None) -> str | None:
         line += "; the drive has no write buffer (its profile): no flush to avoid, nothing held"
     overloaded = shim.get("overloaded_writes") or 0
     if overloaded:
-        line += (f"; {overloaded:,} writes not held: they came faster than the drive flushes for good (sustained "
-                 f"urgency up to {shim.get('sustained_urgency_max', 0):.2f}), where holding cannot help")
+        # Counted apart from the delayed ones, not out of them: such a write starts no hold of its own, but one
+        # that arrives behind writes already held still waits its turn (and counts as delayed too).
+        line += (f"; {overloaded:,} writes came faster than the drive flushes for good (sustained urgency up to "
+                 f"{shim.get('sustained_urgency_max', 0):.2f}), where holding cannot help: none was held for its "
+                 "own sake, those behind held writes waited their turn")
     hurt = hurt_notice(shim)
     return f"{line}; {hurt}" if hurt else line
 

@@ -138,7 +138,8 @@ def held_rows(held: dict[str, Any] | None) -> list[tuple[str, str]]:
                      + (f"; the shim backed off {held['backoffs']:,}x: holding slowed the reads" if held.get("backoffs")
                         else "") + ")"))
     if held.get("overloaded_writes"):
-        rows.append(("writes not held (they outran the flush speed for good: holding cannot help)",
+        rows.append(("writes that outran the flush speed for good (none held for its own sake; those behind "
+                     "held writes waited)",
                      f"{held['overloaded_writes']:,} (sustained urgency up to {held['sustained_urgency_max']:.2f})"))
     return rows
 
