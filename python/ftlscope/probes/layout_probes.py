@@ -659,6 +659,19 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     return pd.DataFrame(out)
 
 
+def walk_skip(stripe: int, distance: int, batch: int) -> int:
+    """Chunks a strided walk skips after each batch so the next batch reads none of its units: on a drive whose
+    die holds its register after a read (``register_hold``) a unit read by the batch before delays the pair as a
+    shared bus would. The plain walk moves ``batch x distance`` units a batch and meets the batch before at S/2
+    (batches of two: units 0 and S/2 in every batch; a PM981 read "2 ch x 2") and at S/3. 0 where the plain walk
+    already keeps off (or no skip can: stripe 2)."""
+    near = {(j * distance) % stripe for j in range(-(batch - 1), batch)}
+    for skip in range(stripe):
+        if (batch * distance + skip) % stripe not in near:
+            return skip
+    return 0
+
+
 def strided_distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
                  batch: int, label: str, size: int | None = None, batches: int = BATCHES_PER_DISTANCE) -> pd.DataFrame:
     """P5 on a noisy drive (not yet moved to :func:`batch_order`: at harsh noise its weak drops were not measured
@@ -671,9 +684,16 @@ def strided_distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, 
     batches = min(batches, period // batch)
     if batches < 1:
         return pd.DataFrame()
+    skip = walk_skip(stripe, distance, batch)
+    if skip:
+        first = [(b * (batch * distance + skip)) % chunks for b in range(batches)]
+        pattern = {"kind": "offsets", "offsets": [((f + i * distance) % chunks) * chunk for f in first
+                                                  for i in range(batch)]}
+    else:
+        first = [(b * batch * distance) % chunks for b in range(batches)]
+        pattern = {"kind": "strided", "stride": distance * chunk}
     wl = _reads(start=rows_start, length=chunks * chunk, size=size or sector_read(ctx), ops=batches * batch,
-                batch=batch,
-                pattern={"kind": "strided", "stride": distance * chunk})
+                batch=batch, pattern=pattern)
     t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
     submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
@@ -682,7 +702,9 @@ def strided_distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, 
     for b, s in enumerate(starts):
         e = starts[b + 1] if b + 1 < len(starts) else len(submit)
         # Submission order inside the batch: the walk's k-th read is at chunk k * distance (mod the rows).
-        expected = [((b * batch + i) * distance) % chunks for i in range(batch)]
+        if b >= len(first):
+            break
+        expected = [(first[b] + i * distance) % chunks for i in range(batch)]
         done = {int(c): int(t_) for c, t_ in zip(index[s:e], complete[s:e], strict=True)}
         if e - s != batch or len(done) != batch or any(c not in done for c in expected):
             continue
