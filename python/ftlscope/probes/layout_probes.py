@@ -637,7 +637,15 @@ def distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: i
     wl = _reads(start=rows_start, length=rows * stripe * chunk, size=size or sector_read(ctx),
                 ops=len(order) * batch, batch=batch,
                 pattern={"kind": "offsets", "offsets": [c * chunk for reads in order for c in reads]})
-    t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
+    return _batch_pairs(_trace(ctx, wl, label), order, rows_start, chunk, stripe, distance, batch)
+
+
+def _batch_pairs(trace: pd.DataFrame, order: list[list[int]], rows_start: int, chunk: int, stripe: int,
+                 distance: int, batch: int) -> pd.DataFrame:
+    """One row per batch of ``trace`` (requests submitted together) that read exactly the chunks ``order`` planned
+    for it and whose pair of interest (its last two reads: of three, the first starts late) lies inside one stripe
+    row: the two units, their distance and the gap between their completions."""
+    t = trace.sort_values("submit_ns", kind="stable")
     index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
     submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
     out = []
@@ -674,11 +682,11 @@ def walk_skip(stripe: int, distance: int, batch: int) -> int:
 
 def strided_distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, chunk: int, page: int, distance: int,
                  batch: int, label: str, size: int | None = None, batches: int = BATCHES_PER_DISTANCE) -> pd.DataFrame:
-    """P5 on a noisy drive (not yet moved to :func:`batch_order`: at harsh noise its weak drops were not measured
-    with it). Batches of ``batch`` reads of one page (the same page of every chunk) ``distance`` chunks apart: a
-    strided walk of ``k * distance`` chunks over ``rows`` stripe rows. One row per pair of interest inside
-    one stripe row (two units, the same place in their write order): the first two reads of a batch (of
-    three: the second and third, the first starting late)."""
+    """P5 on a noisy drive (not moved to :func:`batch_order`: with it ho-tlc-8x4-32m read "20 ch x 2" at 0.98 at
+    harsh noise; :func:`walk_skip` keeps consecutive batches off each other's units instead). Batches of ``batch``
+    reads of one page (the same page of every chunk) ``distance`` chunks apart: a strided walk over ``rows`` stripe
+    rows, skipping :func:`walk_skip` chunks after each batch. One row per pair of interest inside one stripe row
+    (:func:`_batch_pairs`)."""
     chunks = rows * stripe
     period = chunks // gcd(distance, chunks)  # the walk visits this many chunks before it repeats
     batches = min(batches, period // batch)
@@ -694,27 +702,9 @@ def strided_distance_run(ctx: Context, rows_start: int, rows: int, stripe: int, 
         pattern = {"kind": "strided", "stride": distance * chunk}
     wl = _reads(start=rows_start, length=chunks * chunk, size=size or sector_read(ctx), ops=batches * batch,
                 batch=batch, pattern=pattern)
-    t = _trace(ctx, wl, label).sort_values("submit_ns", kind="stable")
-    index = (t["offset_bytes"].to_numpy(np.int64) - rows_start) // chunk
-    submit, complete = t["submit_ns"].to_numpy(), t["complete_ns"].to_numpy(np.int64)
-    out = []
-    starts = np.flatnonzero(np.r_[True, np.diff(submit) != 0])
-    for b, s in enumerate(starts):
-        e = starts[b + 1] if b + 1 < len(starts) else len(submit)
-        # Submission order inside the batch: the walk's k-th read is at chunk k * distance (mod the rows).
-        if b >= len(first):
-            break
-        expected = [(first[b] + i * distance) % chunks for i in range(batch)]
-        done = {int(c): int(t_) for c, t_ in zip(index[s:e], complete[s:e], strict=True)}
-        if e - s != batch or len(done) != batch or any(c not in done for c in expected):
-            continue
-        a, c = (expected[0], expected[1]) if batch == 2 else (expected[1], expected[2])
-        if a // stripe != c // stripe:
-            continue  # the pair spans two stripe rows: other places in the write order, other page types
-        out.append({"distance_run": distance, "unit_a": a % stripe, "unit_b": c % stripe,
-                    "distance": abs(a - c), "gap_ns": done[c] - done[a], "batch_size": batch,
-                    "first_late": batch == 2 and done[expected[0]] > done[expected[1]]})
-    return pd.DataFrame(out)
+    # Submission order inside a batch: its k-th read is at chunk first + k * distance (mod the rows).
+    order = [[(f + i * distance) % chunks for i in range(batch)] for f in first]
+    return _batch_pairs(_trace(ctx, wl, label), order, rows_start, chunk, stripe, distance, batch)
 
 
 def pair_answer(raw: pd.DataFrame, stripe: int, page: int = 4096) -> Answer:
