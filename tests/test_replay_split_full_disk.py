@@ -29,8 +29,9 @@ def small_file_system(tmp_path):
 
 
 def test_a_split_trace_that_fills_its_disk_is_one_line_and_leaves_nothing(tmp_path, small_file_system, capsys):
-    # 20,000 requests take 420 KB of spill files at 21 B each: the 64 KiB file system fills during the split.
-    path, _ = _trace(tmp_path, n=20_000)
+    # 60,000 requests take ~300 KB of spill files at ~5 B each (zstd blocks; 21 B packed): the 64 KiB file system
+    # fills during the split.
+    path, _ = _trace(tmp_path, n=60_000)
     code = main(["replay", SIM, str(path), "--quiet", "--queues", "3", "--destructive", SIM, "--no-precondition",
                  "--timing", "afap", "--json", str(small_file_system / "r.json")])
     err = capsys.readouterr().err

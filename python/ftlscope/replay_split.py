@@ -8,9 +8,10 @@ soon as the queues drift a window apart in trace order. With a file per queue ea
 (the engine's :meth:`Replay::streamed_split`, a feeder thread per queue here): a feeder waits only for room in
 its own queue's chunks, so no queue ever waits for another's, on a simulated drive or a real target, however
 far apart the queues drift. The price is one more pass over the data, as the engine's compact columns (21 B a
-request on disk, in a temporary directory removed after the replay), and no Parquet or text parsing in the
-second pass. Memory stays flat: a batch per queue in flight, and batches of ``STREAM_BATCH_ROWS / N`` rows per
-queue so N queues together hold what one queue does.
+request, zstd-compressed by column with arrival times as differences: about 5 B a request for random 4 KiB reads,
+in a temporary directory removed after the replay), and no Parquet or text parsing in the second pass. Memory
+stays flat: a batch per queue in flight, and batches of ``STREAM_BATCH_ROWS / N`` rows per queue so N queues together
+hold what one queue does.
 """
 
 from __future__ import annotations
@@ -27,8 +28,42 @@ import numpy as np
 
 from .errors import UsageError
 
-# One request as a spill file holds it: the engine's columns, packed (21 B).
+# One request as the engine takes it: its columns, packed (21 B). A spill file holds blocks of them (:func:`
+# _pack_block`).
 SPILL_DTYPE = np.dtype([("arrival", "<u8"), ("op", "u1"), ("offset", "<u8"), ("size", "<u4")])
+# A block's header: requests in it, compressed bytes after the header.
+_BLOCK_HEADER = np.dtype([("requests", "<u8"), ("nbytes", "<u8")])
+# zstd over the columns one after another, arrival times as differences from the request before (wrapping uint64
+# arithmetic, so a trace out of order still round-trips): measured on 1 M random 4 KiB reads, 4.8 B a request
+# against 21 packed and 7.1 for zstd over packed rows, at ~4.5 M requests/s (pyarrow's codec, already a dependency).
+_SPILL_CODEC = "zstd"
+
+
+def _pack_block(records: np.ndarray, previous_arrival: int) -> bytes:
+    import pyarrow as pa
+
+    arrival = records["arrival"]
+    deltas = np.diff(arrival, prepend=np.uint64(previous_arrival)) if len(arrival) else arrival
+    body = b"".join(np.ascontiguousarray(column).tobytes() for column in
+                    (deltas, records["op"], records["offset"], records["size"]))
+    packed = pa.compress(body, codec=_SPILL_CODEC, asbytes=True)
+    header = np.array([(len(records), len(packed))], dtype=_BLOCK_HEADER)
+    return header.tobytes() + packed
+
+
+def _unpack_block(packed: bytes, requests: int, previous_arrival: int) -> np.ndarray:
+    import pyarrow as pa
+
+    body = memoryview(pa.decompress(packed, decompressed_size=requests * SPILL_DTYPE.itemsize, codec=_SPILL_CODEC,
+                                    asbytes=True))
+    records = np.empty(requests, dtype=SPILL_DTYPE)
+    at = 0
+    for name in SPILL_DTYPE.names:
+        width = SPILL_DTYPE[name].itemsize * requests
+        records[name] = np.frombuffer(body[at:at + width], dtype=SPILL_DTYPE[name])
+        at += width
+    records["arrival"] = np.cumsum(records["arrival"], dtype=np.uint64) + np.uint64(previous_arrival)
+    return records
 # The fewest requests a queue's batch holds however many queues share the batch budget (a push per batch).
 MIN_QUEUE_BATCH = 1 << 12
 _MISSING = object()  # every missing value of a --split-by column is one value
@@ -107,6 +142,8 @@ class SpilledTrace:
                            "writable directory, or set TMPDIR") from None
         self.paths = [self.directory / f"queue-{q}.bin" for q in range(queues)]
         self.requests = np.zeros(queues, dtype=np.int64)
+        self.spilled_bytes = 0
+        self._last_arrival = [0] * queues  # each file's arrival times are differences from the one before
 
     def write(self, columns: dict[str, bytes], queue: np.ndarray) -> None:
         """Append a batch (the engine's columns as bytes) to its queues' files, each queue's in trace order."""
@@ -118,21 +155,30 @@ class SpilledTrace:
         ends = np.cumsum(counts)
         try:
             for q in np.flatnonzero(counts):
+                mine = records[order[ends[q] - counts[q]:ends[q]]]
+                block = _pack_block(mine, self._last_arrival[q])
                 with open(self.paths[q], "ab") as out:
-                    records[order[ends[q] - counts[q]:ends[q]]].tofile(out)
+                    out.write(block)
+                self._last_arrival[q] = int(mine["arrival"][-1])
+                self.spilled_bytes += len(block)
         except OSError as exc:
             raise UsageError(f"replay --queues: cannot write the split trace in {self.directory} "
-                           f"({exc.strerror or exc}; it takes {SPILL_DTYPE.itemsize} B a request); free room there, "
-                           "give outputs on another file system, or set TMPDIR") from None
+                           f"({exc.strerror or exc}; it takes up to {SPILL_DTYPE.itemsize} B a request, compressed); "
+                           "free room there, give outputs on another file system, or set TMPDIR") from None
         self.requests += counts
 
     def batches(self, queue: int, rows: int) -> Iterator[np.ndarray]:
         """Queue ``queue``'s requests, ``rows`` at a time."""
         if not self.requests[queue]:
             return
+        previous = 0
         with open(self.paths[queue], "rb") as source:
-            while len(records := np.fromfile(source, dtype=SPILL_DTYPE, count=rows)):
-                yield records
+            while header := source.read(_BLOCK_HEADER.itemsize):
+                requests, nbytes = (int(v) for v in np.frombuffer(header, dtype=_BLOCK_HEADER)[0])
+                records = _unpack_block(source.read(nbytes), requests, previous)
+                previous = int(records["arrival"][-1]) if requests else previous
+                for start in range(0, requests, rows):
+                    yield records[start:start + rows]
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
