@@ -202,20 +202,24 @@ def render_pattern(seq, letters: str, page_size: int) -> str:
     """The L/M/H pattern of a unit's write-order sequence in device-model.md's notation: a composite pattern
     whose blocks open with a run of one type ("128KiB:L, 2M 2H"), or a short repeating one ("1L 1H", "4L 2H",
     "1L 1M 1H"), or a longer one; a sequence with no repetition is written out (its first 16 runs)."""
+    found = repeating_pattern(seq, letters, page_size)
+    if found is not None:
+        return found
+    s = _known_prefix(seq)
+    return " ".join(runs(s, letters).split()[:16]) if len(s) else ""
+
+
+def _known_prefix(seq) -> np.ndarray:
+    """The sequence up to its last known place (unknown places are < 0); empty when none is known."""
     s = np.asarray(seq)
-    s = s[: len(s) - int(np.argmax(s[::-1] >= 0))] if (s >= 0).any() else s[:0]
-    if not (s >= 0).any():
-        return ""
-    found = repeating_pattern(s, letters, page_size)
-    return found if found is not None else " ".join(runs(s, letters).split()[:16])
+    return s[: len(s) - int(np.argmax(s[::-1] >= 0))] if (s >= 0).any() else s[:0]
 
 
 def repeating_pattern(seq, letters: str, page_size: int) -> str | None:
     """:func:`render_pattern` where the sequence repeats (one type, a composite pattern or a cycle), None where
     it would be written out: page types repeat with a unit's write order, reads that met a retry or background
     work do not."""
-    s = np.asarray(seq)
-    s = s[: len(s) - int(np.argmax(s[::-1] >= 0))] if (s >= 0).any() else s[:0]
+    s = _known_prefix(seq)
     known = s[s >= 0]
     if len(known) == 0:
         return None
