@@ -123,6 +123,11 @@ def _pages(table: pd.DataFrame, page: int) -> np.ndarray:
     return (base + table["position"].to_numpy(np.int64)) // page
 
 
+def pair_ratios(raw: pd.DataFrame) -> pd.Series:
+    """Each two-page read's time against its two pages read alone."""
+    return raw["two_page_ns"] / (raw["first_alone_ns"] + raw["second_alone_ns"]).clip(lower=1)
+
+
 def read_spread(table: pd.DataFrame, page: int) -> float:
     """The relative spread (standard deviation of log latency) of a read from the noise alone, from the ratios
     of the pairs of level 0 (no boundary of two pages between them): low and high pages cancel out of a ratio (a
@@ -130,8 +135,7 @@ def read_spread(table: pd.DataFrame, page: int) -> float:
     whole and the two pages alone's halved by their sum, so a ratio spreads sqrt(1.5) times one read. Median
     absolute deviation (a stall or a retry is no spread). Per position across rounds would mix page types: the
     rounds' regions place a position on other page types (kelpie-n1.6t-s at medium noise: 0.42 for 0.12)."""
-    ratio = table["two_page_ns"].to_numpy(float) / np.clip(
-        table["first_alone_ns"].to_numpy(float) + table["second_alone_ns"].to_numpy(float), 1.0, None)
+    ratio = pair_ratios(table).to_numpy(float)
     logs = np.log(np.clip(ratio, 1e-9, None))[bl.boundary_levels(_pages(table, page), _top(page)) == 0]
     if len(logs) < 2:
         return 0.0
@@ -191,7 +195,7 @@ def hidden_chunks(tests: list[bl.LevelTest], doubt: float, effect: float = CHUNK
 def analyse(raw: pd.DataFrame, page: int) -> Answer:
     """The chunk from the two-page reads grouped by the boundary that falls between their pages: the smallest
     size whose boundaries (and every multiple's) make the read cheaper against its pages alone."""
-    table = raw.assign(ratio=raw["two_page_ns"] / (raw["first_alone_ns"] + raw["second_alone_ns"]).clip(lower=1))
+    table = raw.assign(ratio=pair_ratios(raw))
     table["abnormal"] = False
     caveat = ""
     if "buffer_emptied" in table and not table["buffer_emptied"].all():
