@@ -121,7 +121,7 @@ def _op_names(column: Any) -> np.ndarray:
     return np.asarray(column.to_pylist(), dtype=object)
 
 
-def _batches(source: Any, columns: list[str]):
+def column_batches(source: Any, columns: list[str]):
     """``source`` (a Parquet trace path, or a trace frame held in memory) as dicts of numpy columns, a record
     batch at a time (the frame: one batch)."""
     if isinstance(source, pd.DataFrame):
@@ -160,7 +160,7 @@ def gather(source: Any, ops: list[str], window_ns: int, bins: int) -> TraceFigur
     windows = _WindowLags(window_ns)
     rows = 0
     columns = ["op", "latency_ns", "warmup", "status", "submit_ns", "issue_lag_ns"]
-    for cols in _batches(source, columns):
+    for cols in column_batches(source, columns):
         rows += len(cols["op"])
         keep = _measured(cols)
         for op, data in latencies.items():
@@ -179,7 +179,7 @@ def gather(source: Any, ops: list[str], window_ns: int, bins: int) -> TraceFigur
     edges = {op: histogram_edges(data.low, data.high, bins) for op, data in latencies.items() if data.low is not None}
     counts = {op: np.zeros(len(e) - 1, dtype=np.int64) for op, e in edges.items()}
     if edges:
-        for cols in _batches(source, ["op", "latency_ns", "warmup", "status"]):
+        for cols in column_batches(source, ["op", "latency_ns", "warmup", "status"]):
             keep = _measured(cols)
             for op, e in edges.items():
                 counts[op] += np.histogram(cols["latency_ns"][keep & (cols["op"] == op)].astype(np.int64), bins=e)[0]

@@ -81,12 +81,12 @@ def streamed_arrival(path: Any) -> dict[str, Any] | None:
     the trace's length (issue 17): counts and means exact, percentiles from log-linear buckets
     (:class:`ftlscope.traces.batched.Quantiles`: numpy's linear percentile over values each within
     :data:`PERCENTILE_TOLERANCE` of itself). None when the trace has no issue lag column."""
-    from ..trace_figures import _batches
+    from ..trace_figures import column_batches
     from ..traces.batched import Quantiles
 
     quantiles = {op: Quantiles() for op in GAIN_OPS}
     totals = dict.fromkeys(GAIN_OPS, 0.0)
-    for cols in _batches(path, ["op", "size", "status", "warmup", "latency_ns", "issue_lag_ns"]):
+    for cols in column_batches(path, ["op", "size", "status", "warmup", "latency_ns", "issue_lag_ns"]):
         if "issue_lag_ns" not in cols:
             return None
         frame = pd.DataFrame(cols)

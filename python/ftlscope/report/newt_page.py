@@ -177,10 +177,10 @@ class _PassLatencies:
 def _latencies(result: Any, arrival: bool) -> _PassLatencies:
     """Every request's (time, latency) in ns as the figures draw it: from its arrival (due time; latency plus
     issue lag) when ``arrival``, else from its submission; read from the pass's streamed trace in batches."""
-    from ..trace_figures import _batches, trace_source
+    from ..trace_figures import column_batches, trace_source
 
     out = _PassLatencies()
-    for cols in _batches(trace_source(result), ["op", "submit_ns", "latency_ns", "issue_lag_ns"]):
+    for cols in column_batches(trace_source(result), ["op", "submit_ns", "latency_ns", "issue_lag_ns"]):
         if not len(cols.get("op", ())):
             continue
         for op in ("read", "write"):
