@@ -18,11 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftlscope.probes.truth import describe, ground_truth, matches
+from ftlscope.probes.truth import describe, ground_truth
+from ftlscope.probes.validate import CONFIDENCE_BINS, answer_row
 from ftlscope.sim import SimDevice
 
 PROPERTIES = [f"P{i}" for i in range(1, 11)]
-BINS = [("conf >= 0.9", 0.9, 2.0), ("0.7-0.9", 0.7, 0.9), ("0.5-0.7", 0.5, 0.7), ("< 0.5", 0.0, 0.5)]
+# validate-probes' bins, surest first (the last includes 1.0).
+BINS = [(f"conf >= {lo}" if hi == 1.0 else f"< {hi}" if lo == 0.0 else f"{lo}-{hi}", lo, 2.0 if hi == 1.0 else hi)
+        for lo, hi in reversed(CONFIDENCE_BINS)]
 P10_WITHIN = 0.2
 
 
@@ -35,10 +38,7 @@ def score(label: str, directory: Path) -> pd.DataFrame:
             value, expected = a["value"], truth[pid]
             finite = pid == "P10" and isinstance(expected, (int, float)) and expected > 0
             rows.append({
-                "run": label, "device": device.name, "property": pid,
-                "answer": describe(pid, value), "truth": describe(pid, expected),
-                "match": bool(matches(pid, value, expected)), "confidence": a["confidence"],
-                "device_time_s": a["device_time_s"],
+                "run": label, **answer_row(device.name, pid, value, a["confidence"], a["device_time_s"], expected),
                 "p10_ratio": (float(value or 0) / expected) if finite else None,
                 "alternatives": "; ".join(
                     describe(pid, x["value"]) + (f" ({x['confidence']:.2f})" if x.get("confidence") is not None else "")

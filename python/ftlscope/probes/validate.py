@@ -147,6 +147,15 @@ def validate(specs: list[str], *, properties: str | None = None, out: str | Path
     return Validation(pd.DataFrame(rows), pd.DataFrame(details))
 
 
+def answer_row(device: str, pid: str, value: Any, confidence: float | None, device_time_s: float,
+               expected: Any) -> dict[str, Any]:
+    """One answer scored against its truth: the row validate-probes tabulates (and bench/score_probe_outputs.py
+    for the drives a run has finished)."""
+    return {"device": device, "property": pid, "name": NAMES[pid], "answer": describe(pid, value),
+            "truth": describe(pid, expected), "match": bool(matches(pid, value, expected)),
+            "confidence": confidence, "device_time_s": device_time_s}
+
+
 def _score(device: SimDevice, rows: list[dict[str, Any]], properties: str | None, out: str | Path | None,
            progress: bool, details: list[dict[str, Any]] | None = None) -> None:
     """Probe one device and add a row per answer, scored against its ground truth."""
@@ -155,16 +164,7 @@ def _score(device: SimDevice, rows: list[dict[str, Any]], properties: str | None
     report = probe_device(device, properties=properties, out=Path(out) / name if out else None,
                           progress=progress)
     for pid, answer in report.answers.items():
-        rows.append({
-            "device": name,
-            "property": pid,
-            "name": NAMES[pid],
-            "answer": describe(pid, answer.value),
-            "truth": describe(pid, truth[pid]),
-            "match": bool(matches(pid, answer.value, truth[pid])),
-            "confidence": answer.confidence,
-            "device_time_s": answer.device_time_s,
-        })
+        rows.append(answer_row(name, pid, answer.value, answer.confidence, answer.device_time_s, truth[pid]))
         if details is not None:
             _score_notation(name, pid, answer.extra, notation_truth(device.config_toml), details)
     if report.error is not None:
