@@ -133,6 +133,15 @@ class Facts:
         """The value an experiment ran with (durations in ns, sizes in bytes), None when it did not run."""
         return ((self.experiments.get(experiment) or {}).get("params") or {}).get(name)
 
+    def confined_span(self, experiment: str) -> str | None:
+        """"the first 8 GiB of 2 TB" when the experiment read only part of the target (a suite confines its sweeps
+        to save time), None when it covered the whole target or did not run."""
+        span = self.param(experiment, "span")
+        size = (self.record.get("target") or {}).get("size_bytes")
+        if not span or not size or span >= size:
+            return None
+        return f"the first {format_bytes(span)} of {format_bytes(size)}"
+
     def prop(self, pid: str) -> Evidence | None:
         answer = self.properties.get(pid)
         if not answer or (answer.get("value") is None and pid != "P10"):

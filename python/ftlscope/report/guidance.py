@@ -113,7 +113,24 @@ def queue_depth_throughput(f: Facts) -> Advice | None:
         if growth is not None and moderate is not None and knee.value > moderate and growth.value >= 1.05:
             text += f". At the knee p99 is {growth.display} the p99 at QD {moderate:g}"
             cited.append(growth)
+    text += _span_clause(f, cited)
     return Advice("queue-depth-throughput", "Queue depth", text + ".", tuple(cited))
+
+
+def _span_clause(f: Facts, cited: list[Evidence]) -> str:
+    """Where the queue-depth sweep read only part of the target, say so: on a hard disk a short span means short
+    seeks, so the whole disk gives fewer IOPS at the same depth (the zoning experiment's whole-disk rate, when it
+    ran, is cited so the line agrees with the summary table)."""
+    span = f.confined_span("qd-sweep")
+    if span is None:
+        return ""
+    clause = f". These IOPS were measured over {span}"
+    whole = f.finding("zoning", "random_read_iops_qd32", "zoning")
+    if f.rotational and whole is not None:
+        cited.append(whole)
+        return (f"{clause}, where a hard disk's seeks are short; over the whole disk 4 KiB random reads at QD 32 "
+                f"gave {whole.display}")
+    return clause
 
 
 def request_size(f: Facts) -> Advice | None:
