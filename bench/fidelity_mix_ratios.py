@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fidelity_seeds import parse_seeds
 from rich.console import Console
 from rich.table import Table
 
-from fidelity_seeds import parse_seeds
 from ftlscope.fidelity import measure, published
 
 console = Console(width=200)
