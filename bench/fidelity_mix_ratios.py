@@ -12,7 +12,7 @@ falls to ~0.6; a model whose reads cost only what they queue behind gives a rati
 
     python bench/fidelity_mix_ratios.py [--seeds 1-4] [--device FILE.toml] [--csv ratios.csv]
 
-About 40 s of wall time a seed on a quiet machine (18 cells, each filling a 1 GiB span first).
+About 10 s of wall time a seed at a load of ~8 (18 cells, each filling a 1 GiB span first).
 """
 
 from __future__ import annotations
