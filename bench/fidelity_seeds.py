@@ -8,6 +8,7 @@ of them: each seed's error, their mean, and their spread (highest - lowest). A p
 points with the seed is not measured by one run; ``--runtime`` shows whether a longer measuring run steadies it.
 
     python bench/fidelity_seeds.py [--drive NV2] [--seeds 1-8] [--runtime 2s] [--near 35] [--csv seeds.csv]
+                                   [--device FILE.toml]
 
 The NV2 takes ~20 s of wall time a seed on a quiet machine.
 """
@@ -39,13 +40,15 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def errors_by_seed(drive: str, seeds: list[int], settings: measure.Settings) -> pd.DataFrame:
-    """One row per point of ``drive`` (its parameters and metric), one column of signed errors (%) per seed."""
+def errors_by_seed(drive: str, seeds: list[int], settings: measure.Settings,
+                   files: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per point of ``drive`` (its parameters and metric), one column of signed errors (%) per seed;
+    ``files`` maps a preset to a device file measured in its place (as bench/fidelity.py's --device)."""
     points, _shapes = published.by_drive(drive)
     columns = {}
     with tempfile.TemporaryDirectory(prefix="fidelity-seeds-") as scratch:
         for seed in seeds:
-            fid = measure.Fidelity(settings, device_opener=measure.seeded_opener({}, seed, Path(scratch)))
+            fid = measure.Fidelity(settings, device_opener=measure.seeded_opener(files or {}, seed, Path(scratch)))
             columns[seed] = [measure.error_pct(p.value, fid.measure(p)) for p in points]
     index = [f"{p.where}: {' '.join(f'{k}={v}' for k, v in p.params.items() if k not in ('device', 'span'))} "
              f"{p.metric}" for p in points]
@@ -60,6 +63,8 @@ def main() -> None:
     parser.add_argument("--near", type=float, default=35.0,
                         help="list points whose |error| reaches this in any seed, or that swing by 15+ points")
     parser.add_argument("--csv", help="also write every point's error per seed to this CSV file")
+    parser.add_argument("--device", metavar="FILE.toml",
+                        help="measure the drive on this device file instead of its preset")
     args = parser.parse_args()
     try:
         seeds = parse_seeds(args.seeds)
@@ -69,7 +74,8 @@ def main() -> None:
         parser.error(f"--seeds: give seeds of 0 or more (got {args.seeds!r})")
 
     started = time.perf_counter()
-    errors = errors_by_seed(args.drive, seeds, measure.Settings(runtime=args.runtime))
+    files = {published.DRIVES[args.drive].preset: args.device} if args.device else {}
+    errors = errors_by_seed(args.drive, seeds, measure.Settings(runtime=args.runtime), files)
     if args.csv:
         errors.to_csv(args.csv)
     summary = Table(title=f"{args.drive}: error per seed (goal: median <= 15 %, worst <= {GOAL_WORST:.0f} %)")

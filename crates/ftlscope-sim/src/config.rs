@@ -144,6 +144,9 @@ pub struct Nand {
     /// Added key: after a host read's sense its unit holds the register this long; only a read that was not
     /// yet waiting when the sense ended waits for the release (0 = none).
     pub register_hold: Nanos,
+    /// Added key: with read_bus_shared, the longest a host read's transfer waits for the program transfers
+    /// booked before it on its bus (0 = it goes first).
+    pub read_bus_wait: Nanos,
 }
 
 impl Nand {

@@ -39,6 +39,9 @@ pub struct Flash {
     /// `read_bus_shared`: a host read's transfer, booked first on its read bus, also takes its time on the bus
     /// the programs book.
     read_bus_shared: bool,
+    /// `read_bus_wait` (None = 0): how long a host read's transfer waits on its bus for the program transfers
+    /// booked before it.
+    read_bus_wait: Option<Nanos>,
     /// With `register_hits`: the sense group each unit's page register holds (NO_GROUP = nothing usable) and
     /// when its data is there.
     register: Vec<(u64, SimTime)>,
@@ -85,6 +88,8 @@ impl Flash {
             },
             suspend_limit: cfg.nand.suspend_limit,
             read_bus_shared: cfg.nand.program_suspend && cfg.nand.read_bus_shared,
+            read_bus_wait: (cfg.nand.program_suspend && cfg.nand.read_bus_shared && cfg.nand.read_bus_wait.0 > 0)
+                .then_some(cfg.nand.read_bus_wait),
             suspended: if cfg.nand.program_suspend && cfg.nand.suspend_limit > 0 { vec![0; units] } else { Vec::new() },
             register: if cfg.nand.register_hits || cfg.nand.stream_register_hits {
                 vec![(NO_GROUP, SimTime::ZERO); units]
@@ -220,9 +225,17 @@ impl Flash {
     pub fn transfer(&mut self, unit: u32, ready: SimTime) -> SimTime {
         let u = unit as usize;
         let bus = self.bus(unit);
-        let calendar = if self.suspend.is_some() { &mut self.read_buses[bus] } else { &mut self.buses[bus] };
-        let done = calendar.book(ready, self.page_transfer);
-        if self.read_bus_shared {
+        let (ready, in_order) = match self.read_bus_wait {
+            Some(wait) => self.transfer_in_order(bus, ready, wait),
+            None => (ready, None),
+        };
+        let done = if let Some(done) = in_order {
+            done
+        } else {
+            let calendar = if self.suspend.is_some() { &mut self.read_buses[bus] } else { &mut self.buses[bus] };
+            calendar.book(ready, self.page_transfer)
+        };
+        if self.read_bus_shared && in_order.is_none() {
             // The read went first; the bus time it took is not the programs' any more: those booked from now
             // on find it taken (those booked before keep their slots: the unit hold already delays them).
             self.buses[bus].book(SimTime(done.0 - self.page_transfer.0), self.page_transfer);
@@ -238,6 +251,26 @@ impl Flash {
             self.hold_for_read(u, from, done);
         }
         done
+    }
+
+    /// `read_bus_wait`: a host read's transfer on `bus`, its data ready at `ready`. The channel moves data in the
+    /// order it was booked, up to `wait`: if the first free time after the program transfers already booked on
+    /// the bus (a flush books its pages' transfers when it starts) comes within `wait`, the read takes it
+    /// (returned as the second value: when the transfer ends); otherwise the read waits `wait` and then goes
+    /// before the programs as without the key (returned: the time it may start). It still suspends the programs
+    /// on its die (`program_suspend`): only the bus is in order. A mix's reads so wait for its writes' data in
+    /// proportion to the share of the bus those take.
+    #[inline]
+    fn transfer_in_order(&mut self, bus: usize, ready: SimTime, wait: Nanos) -> (SimTime, Option<SimTime>) {
+        let transfer = self.page_transfer;
+        let done = self.buses[bus].clone().book(ready, transfer);
+        if done.0 - transfer.0 > ready.0 + wait.0 {
+            return (ready + wait, None);
+        }
+        let done = self.buses[bus].book(ready, transfer);
+        // The reads' own calendar keeps the read too, so reads going first later do not overlap it.
+        self.read_buses[bus].book(SimTime(done.0 - transfer.0), transfer);
+        (ready, Some(done))
     }
 
     /// `suspend_limit`: whether the read now meeting unit `u`'s pending programs may not suspend them (the

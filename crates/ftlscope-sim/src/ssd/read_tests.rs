@@ -315,3 +315,36 @@ fn reads_sharing_the_bus_go_first_and_later_programs_wait_for_their_transfers() 
     assert!(program_own.0 < 2 * transfer + 1_000_000, "{program_own:?}");
     assert!(program_shared.0 >= program_own.0 + 9 * transfer, "{program_shared:?} against {program_own:?}");
 }
+
+/// When a host read of unit 0, sensed at once, has crossed the bus after a flush booked two L-page programs
+/// on unit `channels` (the same channel) at time 0, with `read_bus_wait` = `wait`, and the program's transfer.
+/// A slow bus (4 KiB in ~41 us) and 1 us senses.
+fn read_after_programs(wait: Nanos) -> (SimTime, Nanos) {
+    let mut cfg = small_config();
+    cfg.nand.program_suspend = true;
+    cfg.nand.read_bus_shared = true;
+    cfg.nand.read_bus_wait = wait;
+    cfg.nand.suspend_latency = Nanos(0);
+    cfg.nand.channel_rate = Rate(100e6);
+    cfg.nand.read_latency = PerType { l: us(1), m: us(1), h: us(1) };
+    let transfer = cfg.nand.channel_rate.time_for(cfg.geometry.page_size);
+    let same_channel = cfg.geometry.channels;
+    let mut flash = crate::ssd::flash::Flash::new(&cfg);
+    // The first page's transfer is booked from 0, the second's after the first page is programmed (300 us).
+    flash.program(same_channel, PageType::L, SimTime::ZERO);
+    flash.program(same_channel, PageType::L, SimTime::ZERO);
+    let sensed = flash.sense(0, PageType::L, 0, SimTime::ZERO);
+    (flash.transfer(0, sensed), transfer)
+}
+
+#[test]
+fn a_read_waits_on_the_bus_for_program_transfers_booked_before_it_up_to_read_bus_wait() {
+    let (first, transfer) = read_after_programs(Nanos(0));
+    assert_eq!(first, SimTime(us(1).0 + transfer.0), "without the key the read's transfer goes first");
+    // In order: the read's transfer follows the first program's (the second's comes 300 us later).
+    let (in_order, _) = read_after_programs(us(100));
+    assert_eq!(in_order, SimTime(2 * transfer.0), "within the wait the read takes the bus after the program's data");
+    // The bus is booked further ahead than the wait: the read waits that long, then goes first.
+    let (capped, _) = read_after_programs(us(10));
+    assert_eq!(capped, SimTime(us(1).0 + us(10).0 + transfer.0), "past the wait the read goes first");
+}

@@ -57,6 +57,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             suspend_limit: 0,
             read_bus_shared: false,
             register_hold: Nanos(0),
+            read_bus_wait: Nanos(0),
         },
         read_buffer: crate::config::ReadBuffer { capacity: 0 },
         write_buffer: WriteBuffer {
