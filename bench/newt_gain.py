@@ -27,7 +27,8 @@ write delay against the period"); `--hold-in-read-storms` with writes held while
 "Holding writes through read storms"). Each shim row gives the writes' mean and p99 from arrival before -> after, and
 a forced row says it in words: a forced speed's cost falls on the writes.
 
-    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--bound-mean-delay] [--hold-in-read-storms] [--probed] [--markdown out.md]
+    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--bound-mean-delay] [--hold-in-read-storms]
+                              [--probed] [--markdown out.md]
 """
 
 from __future__ import annotations

@@ -159,9 +159,9 @@ def with_shim_flags(settings: ShimSettings | None, args: Any) -> ShimSettings | 
     """``settings`` with ``--bound-mean-delay`` and ``--hold-in-read-storms`` applied when given."""
     if settings is None:
         return None
-    return replace(settings, bound_mean_delay=settings.bound_mean_delay or bool(getattr(args, "bound_mean_delay", False)),
-                   hold_in_read_storms=settings.hold_in_read_storms
-                   or bool(getattr(args, "hold_in_read_storms", False)))
+    bound = settings.bound_mean_delay or bool(getattr(args, "bound_mean_delay", False))
+    storms = settings.hold_in_read_storms or bool(getattr(args, "hold_in_read_storms", False))
+    return replace(settings, bound_mean_delay=bound, hold_in_read_storms=storms)
 
 
 def noop_notice(settings: ShimSettings | None) -> str | None:
