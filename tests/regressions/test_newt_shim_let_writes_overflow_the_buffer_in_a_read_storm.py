@@ -31,4 +31,4 @@ def test_holding_writes_through_read_storms_reaches_the_papers_p99_gain():
     assert plain["storm_holds"] == 0 and default < 64  # the case: the default shim falls short (23 %)
     held, summary = read_p99_gain(True)
     assert summary["hold_in_read_storms"] is True and summary["storm_holds"] > 0
-    assert held >= 64, summary  # measured 72.5 % (seed 1)
+    assert held >= 64, summary  # measured 65.2 % (seed 1), mean hold 38 ms
