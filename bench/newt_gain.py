@@ -23,10 +23,12 @@ Goal (issue 19): read p99 -64 % or better with the shim where it applies (the pa
 worse by more than 5 % where it does not apply.
 
 `--bound-mean-delay` runs the shim with the mean write delay kept within the period (docs/newt.md, "The mean
-write delay against the period"). Each shim row gives the writes' mean and p99 from arrival before -> after, and
+write delay against the period"); `--hold-in-read-storms` with writes held while the reads storm (docs/newt.md,
+"Holding writes through read storms"). Each shim row gives the writes' mean and p99 from arrival before -> after, and
 a forced row says it in words: a forced speed's cost falls on the writes.
 
-    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--bound-mean-delay] [--probed] [--markdown out.md]
+    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--bound-mean-delay] [--hold-in-read-storms]
+                              [--probed] [--markdown out.md]
 """
 
 from __future__ import annotations
@@ -188,6 +190,8 @@ def main() -> None:
     parser.add_argument("--markdown", help="also write the table as Markdown here")
     parser.add_argument("--bound-mean-delay", action="store_true",
                         help="run the shim with --bound-mean-delay (the mean write delay kept within the period)")
+    parser.add_argument("--hold-in-read-storms", action="store_true",
+                        help="run the shim with --hold-in-read-storms (writes held while the reads storm)")
     parser.add_argument("--probed", action="store_true",
                         help="take P1, P6, P8, P10 from 'ftlscope probe' on each drive (as a user would) instead of "
                              "the presets' ground truth")
@@ -212,6 +216,8 @@ def main() -> None:
             plan = plan_of(case, Path(scratch) if args.probed else None)
             if args.bound_mean_delay and plan.shim is not None:
                 plan = replace(plan, shim=replace(plan.shim, bound_mean_delay=True))
+            if args.hold_in_read_storms and plan.shim is not None:
+                plan = replace(plan, shim=replace(plan.shim, hold_in_read_storms=True))
             frame = synth(case.trace.split(",")[0].split(" ")[0], duration, seed=1, bursts=BURSTS.get(case.trace))
             if case.trace.endswith("reads only"):
                 frame = frame[frame["op"] == "read"].reset_index(drop=True)
@@ -257,6 +263,8 @@ def main() -> None:
                 verdict = f"control: {within}"
             if case.forced and cost:
                 verdict += f"; {cost}"
+            if shim and shim.get("storm_holds"):
+                verdict += f"; {shim['storm_holds']:,} writes held while the reads stormed"
             if shim and shim.get("budget_releases"):
                 verdict += f"; the mean-delay budget let go what was held {shim['budget_releases']} time(s)"
             if shim and shim.get("backoffs"):

@@ -16,7 +16,7 @@ from ftlscope.cli import main
 from ftlscope.errors import UsageError
 from ftlscope.metrics import HELD_BYTES
 from ftlscope.newt import NewtParams
-from ftlscope.newt.shim import ShimSettings, parse_speed, with_mean_delay_bound
+from ftlscope.newt.shim import ShimSettings, parse_speed, with_shim_flags
 from ftlscope.replay import replay
 from ftlscope.sim import SimDevice
 from ftlscope.traces import write_parquet
@@ -231,7 +231,8 @@ def test_settings_resolve():
                                                                    64 * MIB)
     assert s.engine_options() == {"flush_speed_bps": s.flush_speed_bps, "period_ns": 50_000_000,
                                   "max_held_bytes": 64 * MIB, "buffer_bytes": int(11.5 * MIB),
-                                  "write_through": False, "bound_mean_delay": False}
+                                  "write_through": False, "bound_mean_delay": False,
+                                  "hold_in_read_storms": False}
     assert ShimSettings.resolve(None, params) is None
     # A forced speed takes from a profile only whether the drive has a write buffer at all.
     assert not ShimSettings.resolve("57.5MB/s", params).write_through
@@ -239,10 +240,13 @@ def test_settings_resolve():
     assert forced.active and forced.write_through and forced.engine_options()["write_through"]
     assert "run2: no write buffer" in forced.source
     assert parse_speed("57.5MB/s") == 57_500_000 and parse_speed("1GiB") == 1 << 30
-    # --bound-mean-delay reaches the engine's settings (and nothing without a shim).
+    # --bound-mean-delay and --hold-in-read-storms reach the engine's settings (and nothing without a shim).
     flags = argparse.Namespace(bound_mean_delay=True)
-    assert with_mean_delay_bound(s, flags).engine_options()["bound_mean_delay"] is True
-    assert with_mean_delay_bound(None, flags) is None
+    assert with_shim_flags(s, flags).engine_options()["bound_mean_delay"] is True
+    assert with_shim_flags(s, flags).engine_options()["hold_in_read_storms"] is False
+    storms = with_shim_flags(s, argparse.Namespace(hold_in_read_storms=True)).engine_options()
+    assert (storms["hold_in_read_storms"], storms["bound_mean_delay"]) == (True, False)
+    assert with_shim_flags(None, flags) is None
     noop = ShimSettings.resolve("auto", NewtParams(buffer_bytes=0, flush_window_s=0.0), allow_noop=True)
     assert not noop.active and noop.engine_options() is None
     with pytest.raises(UsageError, match="write-through"):

@@ -70,7 +70,7 @@ HELD_BYTES = "held_bytes"
 # ``delay_ns`` {mean, max} of the delayed ones.
 SHIM_COUNT_KEYS = ("writes", "delayed_writes", "bound_releases", "flush_releases", "dropped_at_end",
                    "urgent_periods", "periods_with_writes", "overloaded_writes", "sustained_urgency_max",
-                   "budget_releases", "reads_held", "reads_free", "backoffs")
+                   "budget_releases", "reads_held", "reads_free", "backoffs", "storm_holds")
 # The geometric mean read latency (ns) while the shim held writes on its schedule and while it held nothing (the
 # shim backs off when a sequential test on the held reads finds them 3x slower: holding slowed the reads).
 # ``first_backoff_ns``: when (the run's clock) the shim first gave up a hold for the reads, None if it never did.

@@ -1406,6 +1406,7 @@ mod tests {
             target_fill: 0.5,
             write_through: false,
             bound_mean_delay: false,
+            hold_in_read_storms: false,
         });
         ctx
     }

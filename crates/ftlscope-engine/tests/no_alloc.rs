@@ -127,6 +127,7 @@ fn a_replay_does_not_allocate_in_the_loop_either() {
         target_fill: 0.5,
         write_through: false,
         bound_mean_delay: false,
+        hold_in_read_storms: false,
     };
     for (timing, mode, write_shim) in [
         (Timing::Scaled(4.0), Mode::Open, None),

@@ -61,7 +61,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     from .align import alignment_from_params, parse_align
     from .measure import Plan
     from .params import NewtParams
-    from .shim import ShimSettings, noop_notice, with_mean_delay_bound
+    from .shim import ShimSettings, noop_notice, with_shim_flags
 
     params = NewtParams.from_profile(args.from_profile, _store(args)) if args.from_profile else None
     explicit = bool(args.align_reads or args.rate_limit_writes)
@@ -78,7 +78,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
             plan.notes.append("reads not aligned: the profile finds no read-size penalty (P6)" if params.page_size
                               else "reads not aligned: the profile has no page size (P1)")
     if args.rate_limit_writes:
-        shim = with_mean_delay_bound(
+        shim = with_shim_flags(
             ShimSettings.resolve(args.rate_limit_writes, params, args.period, args.max_held, args.allow_noop), args)
         if shim is not None and shim.active:
             plan.shim = shim

@@ -213,6 +213,8 @@ def held(summary: dict[str, Any]) -> dict[str, Any] | None:
         "overloaded_writes": shim.get("overloaded_writes") or 0,
         # Times the mean-delay budget (--bound-mean-delay) let go what was held.
         "budget_releases": shim.get("budget_releases") or 0,
+        # Writes held because the reads stormed (--hold-in-read-storms).
+        "storm_holds": shim.get("storm_holds") or 0,
         "sustained_urgency_max": shim.get("sustained_urgency_max"),
         # Reads while writes were held against reads with nothing held (geometric means), and the back-offs.
         "read_geomean_held_us": _us(shim.get("read_geomean_held_ns")),

@@ -30,7 +30,9 @@ class ShimSettings:
     ``write_through``: a speed forced on a drive whose profile found no write buffer (P8 none): no full-buffer
     flush can come, so the shim holds nothing and only measures (it holds a write only when its model of the
     buffer says a flush is imminent); ``bound_mean_delay``: keep the mean write delay within the period (a delay
-    budget: ``--bound-mean-delay``)."""
+    budget: ``--bound-mean-delay``); ``hold_in_read_storms``: hold writes while the reads come several times
+    faster than usual and the buffer would overflow, so that the flushes writes faster than the drive drains
+    force anyway come between read storms (``--hold-in-read-storms``)."""
 
     flush_speed_bps: float | None
     period_ns: int = 100_000_000
@@ -40,6 +42,7 @@ class ShimSettings:
     buffer_bytes: int | None = None
     write_through: bool = False
     bound_mean_delay: bool = False
+    hold_in_read_storms: bool = False
 
     @property
     def active(self) -> bool:
@@ -84,12 +87,14 @@ class ShimSettings:
             return None
         return {"flush_speed_bps": float(self.flush_speed_bps), "period_ns": int(self.period_ns),
                 "max_held_bytes": int(self.max_held_bytes), "buffer_bytes": int(self.buffer_bytes or 0),
-                "write_through": bool(self.write_through), "bound_mean_delay": bool(self.bound_mean_delay)}
+                "write_through": bool(self.write_through), "bound_mean_delay": bool(self.bound_mean_delay),
+                "hold_in_read_storms": bool(self.hold_in_read_storms)}
 
     def to_json(self) -> dict[str, Any]:
         return {"active": self.active, "flush_speed_bps": self.flush_speed_bps, "period_ns": self.period_ns,
                 "max_held_bytes": self.max_held_bytes, "buffer_bytes": self.buffer_bytes,
                 "write_through": self.write_through, "bound_mean_delay": self.bound_mean_delay,
+                "hold_in_read_storms": self.hold_in_read_storms,
                 "source": self.source,
                 "noop_reason": self.noop_reason}
 
@@ -126,6 +131,11 @@ def add_flags(p: Any) -> None:
     g.add_argument("--bound-mean-delay", action="store_true",
                    help="keep the mean write delay (over every write) within --period: past that budget the shim "
                         "lets what it holds go; costs read gain where long holds are what pays (see docs/newt.md)")
+    g.add_argument("--hold-in-read-storms", action="store_true",
+                   help="also hold writes while the reads come at least 3x faster than usual and the buffer would "
+                        "overflow, and let them go once the storm has passed: the flushes writes faster than the "
+                        "drive drains force anyway then come between read storms; costs the writes long delays "
+                        "(see docs/newt.md)")
     g.add_argument("--from-profile", metavar="RUN",
                    help="take the drive's properties from this stored profile (a run id, a prefix, latest, or a "
                         "profile directory)")
@@ -142,15 +152,16 @@ def settings_from_args(args: Any) -> ShimSettings | None:
     if spec is None:
         return None
     params = NewtParams.from_profile(args.from_profile) if args.from_profile else None
-    return with_mean_delay_bound(ShimSettings.resolve(spec, params, args.period, args.max_held, args.allow_noop),
-                                 args)
+    return with_shim_flags(ShimSettings.resolve(spec, params, args.period, args.max_held, args.allow_noop), args)
 
 
-def with_mean_delay_bound(settings: ShimSettings | None, args: Any) -> ShimSettings | None:
-    """``settings`` with ``--bound-mean-delay`` applied when the flag is given."""
-    if settings is None or not getattr(args, "bound_mean_delay", False):
-        return settings
-    return replace(settings, bound_mean_delay=True)
+def with_shim_flags(settings: ShimSettings | None, args: Any) -> ShimSettings | None:
+    """``settings`` with ``--bound-mean-delay`` and ``--hold-in-read-storms`` applied when given."""
+    if settings is None:
+        return None
+    bound = settings.bound_mean_delay or bool(getattr(args, "bound_mean_delay", False))
+    storms = settings.hold_in_read_storms or bool(getattr(args, "hold_in_read_storms", False))
+    return replace(settings, bound_mean_delay=bound, hold_in_read_storms=storms)
 
 
 def noop_notice(settings: ShimSettings | None) -> str | None:
@@ -175,6 +186,8 @@ def describe(shim: dict[str, Any] | None) -> str | None:
     line = (f"write shim ({shim['flush_speed_bps'] / 1e6:.1f} MB/s, {shim['source']}): {delayed:,} of {writes:,} "
             f"writes delayed, mean {format_ns(delay.get('mean', 0))} over all writes, max "
             f"{format_ns(delay.get('max', 0))}; at most {format_size(held.get('max', 0))} held")
+    if shim.get("storm_holds"):
+        line += f"; {shim['storm_holds']:,} writes held while the reads stormed"
     if shim.get("write_through"):
         line += "; the drive has no write buffer (its profile): no flush to avoid, nothing held"
     overloaded = shim.get("overloaded_writes") or 0
