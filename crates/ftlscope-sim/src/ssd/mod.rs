@@ -461,6 +461,9 @@ impl SsdDevice {
         if soft.count == 0 {
             return done;
         }
+        if !soft.counted {
+            return self.issue_in_time_order(now, force);
+        }
         let mut started = 0;
         for (unit, queue) in soft.pending.iter_mut().enumerate() {
             while let Some(&(page_type, from, ppn)) = queue.front() {
@@ -478,6 +481,48 @@ impl SsdDevice {
         if let Some(level) = self.level1.as_mut().filter(|_| soft.counted) {
             level.draining -= started;
         }
+        done
+    }
+
+    /// [`Self::issue_soft`] for `write_buffer.drain_in_gap`: the pending programs in the order they start across
+    /// the units (earliest first), as the drive issued them during the gap. Unit by unit, a unit's backlog would
+    /// book its channel's bus far ahead before the next unit's programs, and those then find only the gaps the
+    /// bus calendar remembers (a long idle gap can drain a buffer's worth of pages: the next unit's would queue
+    /// behind it, past the next command).
+    fn issue_in_time_order(&mut self, now: SimTime, force: bool) -> SimTime {
+        use std::cmp::Reverse;
+        let mut done = now;
+        let Some(soft) = self.soft.as_mut() else { return done };
+        let flash = &mut self.flash;
+        let start_of = |flash: &Flash, unit: usize, from: SimTime| {
+            let free = flash.free_at(unit as u32);
+            if force {
+                from.max(now).max(free)
+            } else {
+                from.max(free)
+            }
+        };
+        let mut next: std::collections::BinaryHeap<Reverse<(SimTime, usize)>> = soft
+            .pending
+            .iter()
+            .enumerate()
+            .filter_map(|(unit, queue)| queue.front().map(|&(_, from, _)| Reverse((start_of(flash, unit, from), unit))))
+            .collect();
+        let mut started = 0;
+        while let Some(Reverse((start, unit))) = next.pop() {
+            if !force && start >= now {
+                break;
+            }
+            let queue = &mut soft.pending[unit];
+            let Some((page_type, _, ppn)) = queue.pop_front() else { continue };
+            done = done.max(flash.program(unit as u32, page_type, start));
+            soft.queued.remove(&ppn);
+            started += 1;
+            if let Some(&(_, from, _)) = queue.front() {
+                next.push(Reverse((start_of(flash, unit, from), unit)));
+            }
+        }
+        soft.count -= started;
         done
     }
 
