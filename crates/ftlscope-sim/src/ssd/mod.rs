@@ -478,7 +478,7 @@ impl SsdDevice {
             }
         }
         soft.count -= started;
-        if let Some(level) = self.level1.as_mut().filter(|_| soft.counted) {
+        if let Some(level) = &mut self.level1 {
             level.draining -= started;
         }
         done
