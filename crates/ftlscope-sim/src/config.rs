@@ -184,6 +184,9 @@ pub struct WriteBuffer {
     pub second_level_rate: Rate,
     /// Added key: the second level's write-count trigger (seed 003: A200GH flushes after 1280 I/Os).
     pub second_level_capacity_ios: u64,
+    /// Added key (issues 15, 19): the hard idle drain programs during the idle gap, paced over it, and leaves
+    /// the programs it could not start before the next command for later idle time (see `SsdDevice`).
+    pub drain_in_gap: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -262,6 +262,7 @@ section! {
         second_level_idle_flush_window: Window = None, Any, "the second level's idle drain window";
         second_level_rate: RateC = Rate(2e9), Any, "how fast the first level moves into the second";
         second_level_capacity_ios: U64 = 0, Any, "the second level's write-count trigger";
+        drain_in_gap: Bool = false, Any, "the idle drain without soft_flush programs during the idle gap, as a drive draining while idle: the gap's share of the buffer leaves it as before (P8, P10 unchanged), its pages are released one after another over the gap (the whole buffer over idle_flush_window), each program starts once its unit is free, and those that could not start before the next command arrives wait for later idle time on their unit, their data still in RAM, instead of being booked ahead of that command (a buffer flush or a host flush takes them along; single-level buffer only; false: the gap's share is booked at once from the gap's start)";
     }
 }
 

@@ -107,7 +107,11 @@ impl InFlight {
 /// `write_buffer.soft_flush`: the background drain's programs, per unit, not yet started. A real controller
 /// issues a background program only to an idle die, so a read arriving meanwhile waits for at most the one
 /// program in progress; a unit's 64 KiB chunk is not booked at once ahead of the reads.
+/// `write_buffer.drain_in_gap` keeps the hard drain's programs here too (see [`SsdDevice::drain_in_gap`]).
 struct SoftDrain {
+    /// The pending pages still count as held by the buffer (`soft_flush`: the buffer has room for them only
+    /// once they are programmed); false for `drain_in_gap`, whose drained pages gave their room back at once.
+    counted: bool,
     /// Per unit: the page types still to program, the earliest instant (the idle period they were drained in
     /// began then) and the physical page they go to.
     pending: Vec<VecDeque<(PageType, SimTime, u32)>>,
@@ -292,7 +296,8 @@ impl SsdDevice {
             cores: (0..cfg.controller.cores).map(|_| Calendar::default()).collect(),
             host_total: HostLink::with_gaps(cfg.controller.host_link_gaps),
             datapath: DataPath::new(cfg.controller.host_segment_time, page),
-            soft: (wb.soft_flush && wb.capacity > 0 && wb.second_level == 0).then(|| SoftDrain {
+            soft: ((wb.soft_flush || wb.drain_in_gap) && wb.capacity > 0 && wb.second_level == 0).then(|| SoftDrain {
+                counted: wb.soft_flush,
                 pending: vec![VecDeque::new(); cfg.geometry.units() as usize],
                 count: 0,
                 queued: HashSet::new(),
@@ -323,18 +328,23 @@ impl SsdDevice {
         }
         let idle = now - idle_start;
         let to_level2 = self.level2.is_some();
-        let soft = self.soft.is_some();
+        // Some(true): soft_flush; Some(false): drain_in_gap; None: the gap's share booked at once.
+        let soft = self.soft.as_ref().map(|s| s.counted);
         if let Some(level) = &mut self.level1 {
             if let Some(window) = level.idle_window {
-                let pages = if soft {
+                let held = level.fifo.len() as u64;
+                let pages = if soft == Some(true) {
                     level.drained_carrying(idle, window)
                 } else {
-                    proportional(level.fifo.len() as u64, idle, window)
+                    proportional(held, idle, window)
                 };
-                if pages > 0 && soft {
-                    self.drain_softly(pages, idle_start);
-                } else if pages > 0 {
-                    self.flush_level1(pages, idle_start, to_level2);
+                match soft {
+                    _ if pages == 0 => {}
+                    Some(true) => self.drain_softly(pages, idle_start, None),
+                    Some(false) => self.drain_in_gap(pages, idle_start, held, window),
+                    None => {
+                        self.flush_level1(pages, idle_start, to_level2);
+                    }
                 }
             }
         }
@@ -388,9 +398,13 @@ impl SsdDevice {
             return;
         }
         // A few us between commands drain a fraction of a page: carried until it makes one.
+        let held = level.fifo.len() as u64;
         let pages = level.drained_carrying(until - from, window);
-        if pages > 0 && self.soft.is_some() {
-            self.drain_softly(pages, from);
+        let soft = self.soft.as_ref().map(|s| s.counted);
+        if pages > 0 && soft == Some(true) {
+            self.drain_softly(pages, from, None);
+        } else if pages > 0 && soft == Some(false) {
+            self.drain_in_gap(pages, from, held, window);
         } else if pages > 0 {
             let to_level2 = self.level2.is_some();
             self.flush_level1(pages, from, to_level2);
@@ -398,24 +412,45 @@ impl SsdDevice {
     }
 
     /// `write_buffer.soft_flush`: the idle drain places `pages` (frontier order, as a flush would) but
-    /// leaves their programs pending; [`Self::issue_soft`] starts them as their units come free.
-    fn drain_softly(&mut self, pages: u64, from: SimTime) {
+    /// leaves their programs pending; [`Self::issue_soft`] starts them as their units come free. `pace`:
+    /// (pages held, window): the n-th page is released `window * n / held` after `from` (a whole buffer over
+    /// the window, [`Self::drain_in_gap`]); None: every page from `from`.
+    fn drain_softly(&mut self, pages: u64, from: SimTime, pace: Option<(u64, Nanos)>) {
         let level = self.level1.as_mut().expect("buffered device");
         let take = (pages as usize).min(level.fifo.len());
         let moved: Vec<u64> = level.fifo.drain(..take).collect();
         level.ios = 0;
         let mut placed = 0;
         let soft = self.soft.as_mut().expect("soft drain");
-        for lpn in moved {
-            if let Some((unit, page_type)) = self.ftl.assign(lpn, from, &mut self.flash) {
+        for (n, lpn) in moved.into_iter().enumerate() {
+            let at = match pace {
+                Some((held, window)) => from + Nanos((window.0 as u128 * n as u128 / held.max(1) as u128) as u64),
+                None => from,
+            };
+            if let Some((unit, page_type)) = self.ftl.assign(lpn, at, &mut self.flash) {
                 let ppn = self.ftl.lookup(lpn);
-                soft.pending[unit as usize].push_back((page_type, from, ppn));
+                soft.pending[unit as usize].push_back((page_type, at, ppn));
                 soft.queued.insert(ppn);
                 placed += 1;
             }
         }
         soft.count += placed;
-        self.level1.as_mut().expect("buffered device").draining += placed;
+        if soft.counted {
+            self.level1.as_mut().expect("buffered device").draining += placed;
+        }
+    }
+
+    /// `write_buffer.drain_in_gap`: the hard idle drain as a drive that drains while idle. The gap's share of the
+    /// buffer (`pages` of the `held` it held when the gap began) leaves it as without the key, so the buffer's
+    /// room, and P8 and P10, are unchanged; but the pages are released one after another over the gap (the
+    /// whole buffer over `window`, as the contract defines the window), each program starts once its unit is
+    /// free, and [`Self::issue_soft`] starts only those that begin before the next command arrives. The rest
+    /// wait for their unit's later idle time (their data still in RAM, as a drive that has not yet issued them
+    /// holds it) instead of being booked at once from the gap's start, ahead of that command: so a command after
+    /// the gap waits only for the programs still running at its arrival. A buffer flush or a host flush takes
+    /// them along ([`Self::flush_level1`]).
+    fn drain_in_gap(&mut self, pages: u64, from: SimTime, held: u64, window: Nanos) {
+        self.drain_softly(pages, from, Some((held, window)));
     }
 
     /// Start the soft drain's programs that begin before `now` (or all of them, `force`, for a foreground
@@ -425,6 +460,9 @@ impl SsdDevice {
         let Some(soft) = self.soft.as_mut() else { return done };
         if soft.count == 0 {
             return done;
+        }
+        if !soft.counted {
+            return self.issue_in_time_order(now, force);
         }
         let mut started = 0;
         for (unit, queue) in soft.pending.iter_mut().enumerate() {
@@ -443,6 +481,48 @@ impl SsdDevice {
         if let Some(level) = &mut self.level1 {
             level.draining -= started;
         }
+        done
+    }
+
+    /// [`Self::issue_soft`] for `write_buffer.drain_in_gap`: the pending programs in the order they start across
+    /// the units (earliest first), as the drive issued them during the gap. Unit by unit, a unit's backlog would
+    /// book its channel's bus far ahead before the next unit's programs, and those then find only the gaps the
+    /// bus calendar remembers (a long idle gap can drain a buffer's worth of pages: the next unit's would queue
+    /// behind it, past the next command).
+    fn issue_in_time_order(&mut self, now: SimTime, force: bool) -> SimTime {
+        use std::cmp::Reverse;
+        let mut done = now;
+        let Some(soft) = self.soft.as_mut() else { return done };
+        let flash = &mut self.flash;
+        let start_of = |flash: &Flash, unit: usize, from: SimTime| {
+            let free = flash.free_at(unit as u32);
+            if force {
+                from.max(now).max(free)
+            } else {
+                from.max(free)
+            }
+        };
+        let mut next: std::collections::BinaryHeap<Reverse<(SimTime, usize)>> = soft
+            .pending
+            .iter()
+            .enumerate()
+            .filter_map(|(unit, queue)| queue.front().map(|&(_, from, _)| Reverse((start_of(flash, unit, from), unit))))
+            .collect();
+        let mut started = 0;
+        while let Some(Reverse((start, unit))) = next.pop() {
+            if !force && start >= now {
+                break;
+            }
+            let queue = &mut soft.pending[unit];
+            let Some((page_type, _, ppn)) = queue.pop_front() else { continue };
+            done = done.max(flash.program(unit as u32, page_type, start));
+            soft.queued.remove(&ppn);
+            started += 1;
+            if let Some(&(_, from, _)) = queue.front() {
+                next.push(Reverse((start_of(flash, unit, from), unit)));
+            }
+        }
+        soft.count -= started;
         done
     }
 
@@ -1090,6 +1170,8 @@ impl SimDevice for SsdDevice {
 mod drain_tests;
 #[cfg(test)]
 mod fold_tests;
+#[cfg(test)]
+mod gap_drain_tests;
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]

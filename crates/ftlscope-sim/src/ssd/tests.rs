@@ -73,6 +73,7 @@ pub(crate) fn small_config() -> DeviceConfig {
             second_level_idle_flush_window: None,
             second_level_rate: Rate(2e9),
             second_level_capacity_ios: 0,
+            drain_in_gap: false,
         },
         slc_cache: SlcCache {
             capacity: 0,
