@@ -65,14 +65,13 @@ def empty_trace_columns(optional: tuple[str, ...] = ()) -> dict[str, Any]:
 def windows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per (window, operation) with throughput and latency percentiles, under the SQL-friendly names of
     :mod:`ftlscope.metrics` (``window_index``, ``lat_p99_9_ns``)."""
-    flat = []
-    for row in rows:
-        lat = row.pop("lat_ns")
-        index = row.pop("window")
-        flat.append({WINDOW_INDEX: index, **row, **{latency_column(k, "ns"): v for k, v in lat.items()}})
-    frame = pd.DataFrame(flat)
-    if frame.empty:
-        return frame
+    if not rows:
+        return pd.DataFrame()
+    # Built column-wise from the parsed rows, not from a flattened copy of each: a long run has a row per 100 ms
+    # window (18,200 for newt's 100 M-request aligned pass), and the copy held ~20 MiB more at its end.
+    latency = pd.DataFrame([row.pop("lat_ns") for row in rows])
+    latency.columns = [latency_column(k, "ns") for k in latency.columns]
+    frame = pd.concat([pd.DataFrame(rows).rename(columns={"window": WINDOW_INDEX}), latency], axis=1)
     return frame.sort_values([WINDOW_INDEX, "op"]).reset_index(drop=True)
 
 
