@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Score what a long ``validate-probes --out DIR`` run has finished so far: every ``DIR/<preset>/properties.json``
-against the preset's ground truth with validate-probes' rule (a preset's truth does not change with ``--noise``).
+against the preset's (or held-out device file's) ground truth with validate-probes' rule (the truth does not change
+with ``--noise``).
 
 A full ``validate-probes --presets all --noise harsh`` takes an hour or more on a loaded machine and prints its
 tables only at the end; this prints, per run directory: right/answers per property, the calibration bins
@@ -27,13 +28,21 @@ PROPERTIES = [f"P{i}" for i in range(1, 11)]
 BINS = [(f"conf >= {lo}" if hi == 1.0 else f"< {hi}" if lo == 0.0 else f"{lo}-{hi}", lo, 2.0 if hi == 1.0 else hi)
         for lo, hi in reversed(CONFIDENCE_BINS)]
 P10_WITHIN = 0.2
+HELD_OUT = Path(__file__).resolve().parent / "devices" / "heldout"
+
+
+def device_spec(name: str) -> str:
+    """A preset's name, or the held-out device file of that name (bench/devices/heldout, whose probe outputs a
+    ``validate-probes --device F.toml --out DIR`` run keeps under the device's name)."""
+    held_out = HELD_OUT / f"{name}.toml"
+    return str(held_out) if held_out.is_file() else name
 
 
 def score(label: str, directory: Path) -> pd.DataFrame:
     rows = []
     for device in sorted(p for p in directory.iterdir() if (p / "properties.json").is_file()):
         report = json.loads((device / "properties.json").read_text())
-        truth = ground_truth(SimDevice.open(device.name).config_toml)
+        truth = ground_truth(SimDevice.open(device_spec(device.name)).config_toml)
         for pid, a in report["properties"].items():
             value, expected = a["value"], truth[pid]
             finite = pid == "P10" and isinstance(expected, (int, float)) and expected > 0
