@@ -35,3 +35,13 @@ def test_two_page_types_in_the_write_order_keep_their_confidence():
     frame = pd.DataFrame({"page": np.arange(pages), "latency_ns": latency, "order": np.arange(pages)[::-1]})
     answer = lp.analyse_page_type(frame, 4096, (1, 1))
     assert answer.value["cell"] == "mlc" and answer.confidence > 0.9, answer.evidence
+
+
+def test_no_alternative_is_surer_than_an_answer_the_doubt_capped():
+    # Before: "MLC" at 0.5 with "TLC" at 0.95 and "QLC" at 0.94 beside it (seeds 1-11 alike): the alternatives split
+    # the same reads with the same level no page type takes, and read surer than the answer.
+    for seed in range(1, 12):
+        answer = lp.analyse_page_type(one_level_with_background_reads(seed), 16384, (1, 1))
+        assert answer.confidence <= lp.UNUSED_LEVEL_CONFIDENCE, answer.evidence
+        assert answer.alternatives and all(a["confidence"] <= answer.confidence for a in answer.alternatives), \
+            (seed, answer.alternatives)
