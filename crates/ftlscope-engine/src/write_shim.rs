@@ -1908,6 +1908,11 @@ mod tests {
     /// A read-heavy run with a steady write stream, then a storm: reads 8 times as fast and a 100 MB/s write
     /// burst for 100 ms (10 MB, under the 11.5 MB buffer the shim holds at most for a storm), then the steady load. Returns the shim's report and, per write, (arrival, issue).
     fn storm_run(hold_in_read_storms: bool) -> (ShimReport, Vec<(u64, u64)>) {
+        storm_run_with(hold_in_read_storms, 655_360)
+    }
+
+    /// [`storm_run`] with the storm's 64 KiB writes `burst_gap_ns` apart.
+    fn storm_run_with(hold_in_read_storms: bool, burst_gap_ns: u64) -> (ShimReport, Vec<(u64, u64)>) {
         let mut s = shim(57.5e6, 256 << 20);
         s.hold_in_read_storms = hold_in_read_storms;
         let (storm_from, storm_to) = (1_500 * MS, 1_600 * MS);
@@ -1921,7 +1926,7 @@ mod tests {
         let mut t = 0;
         while t < 2_500 * MS {
             events.push((t, Op::Write));
-            t += if (storm_from..storm_to).contains(&t) { 655_360 } else { 2 * MS };
+            t += if (storm_from..storm_to).contains(&t) { burst_gap_ns } else { 2 * MS };
         }
         events.sort_by_key(|&(t, op)| (t, op == Op::Write));
         let mut issued = Vec::new();
@@ -1983,6 +1988,23 @@ mod tests {
         let (plain, issued) = storm_run(false);
         assert_eq!(plain.storm_holds, 0);
         assert!(issued.iter().any(|&(_, at)| in_storm(at)));
+    }
+
+    #[test]
+    fn a_burst_held_through_a_storm_enters_no_faster_than_the_drive_drains() {
+        // 200 MB/s in the storm: 20 MB, more than the 11.5 MB buffer. The drive keeps up on average (the steady
+        // stream's urgency 0.57), so once the storm has passed what was held goes as the model has room, not at
+        // twice the pace it came (400 MB/s: a whole buffer in 30 ms, the full-buffer flush the hold moved).
+        let (report, issued) = storm_run_with(true, 327_680);
+        assert!(report.storm_holds > 50, "{report:?}");
+        assert_eq!(issued.len() as u64, report.writes, "every write issued");
+        let mut windows = std::collections::BTreeMap::<u64, u64>::new();
+        for &(_, at) in issued.iter().filter(|&&(_, at)| at >= 1_650 * MS) {
+            *windows.entry(at / (10 * MS)).or_default() += 64 * KIB;
+        }
+        let busiest = windows.values().copied().max().unwrap_or(0);
+        assert!(busiest as f64 <= 2.0 * 57.5e6 * 0.01, "{busiest} bytes in 10 ms");
+        assert!(issued.iter().all(|&(arrival, at)| at <= arrival + HORIZON_NS + 10 * MS));
     }
 
     #[test]
