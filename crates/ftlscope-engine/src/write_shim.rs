@@ -86,13 +86,14 @@
 //!    the synthetic cloud trace at x1 (p90 -85 %) comes from holds that take the mean to 107 ms; bounded, 47 ms
 //!    and p90 -16 %.
 //!
-//!    Writes can also be held through read storms, if asked ([`WriteShimSettings::hold_in_read_storms`],
-//!    `--hold-in-read-storms`): where the writes outrun the flush speed some full-buffer flushes cannot be
+//!    Writes can also be held through read storms ([`WriteShimSettings::hold_in_read_storms`]; the Python
+//!    settings turn it on by default, `--no-hold-in-read-storms` off): where the writes outrun the flush speed some full-buffer flushes cannot be
 //!    avoided, only moved, and one inside a storm of reads (the last [`STORM_READS`] reads [`STORM_RATIO`] times
 //!    faster than their long-run rate) catches several times the reads it would between storms. While the reads
 //!    storm and a write would make the buffer overflow within the period (urgency 0.5 or more), the write is held
-//!    (up to one buffer's worth, a horizon after its arrival); once the storm has passed, what was held goes at
-//!    the catch-up pace from then ([`WriteShim::storm_hold`]). kelpie-t200g-m, synthetic cloud trace at x1:
+//!    (up to one buffer's worth, a horizon after its arrival); once the storm has passed, what was held goes on
+//!    the model's schedule again where the drive keeps up with the writes, else at the catch-up pace from then
+//!    ([`WriteShim::storm_hold`], [`WriteShim::repace_after_storm`]). kelpie-t200g-m, synthetic cloud trace at x1:
 //!    read p99 -23 % by default, -65 % with it, mean hold 107 -> 38 ms.
 //!
 //! Limits (the paper's durability limit, §5.2): a flush is never delayed and nothing held crosses it: everything
@@ -134,9 +135,10 @@ pub struct WriteShimSettings {
     #[serde(default)]
     pub bound_mean_delay: bool,
     /// Hold writes while the reads storm and the buffer would overflow, so that the full-buffer flushes writes
-    /// that outrun the drive force anyway come between the storms (see [`WriteShim::storm_hold`]). Off by
-    /// default: it trades long write delays for read tails, and a forced speed whose buffer model is wrong
-    /// lets the held bursts go at once (see docs/newt.md).
+    /// that outrun the drive force anyway come between the storms (see [`WriteShim::storm_hold`]). Off when
+    /// not given, so that settings written before it keep their numbers; the Python settings
+    /// (`ShimSettings.hold_in_read_storms`) turn it on by default: it trades write delays for read tails (see
+    /// docs/newt.md).
     #[serde(default)]
     pub hold_in_read_storms: bool,
 }
@@ -1975,7 +1977,7 @@ mod tests {
         assert!(first_held < 1_600 * MS);
         let in_storm = |t: u64| (first_held..1_600 * MS).contains(&t);
         assert_eq!(issued.iter().filter(|&&(_, at)| in_storm(at)).count(), 0, "held from {first_held}");
-        // Once it has passed they go at the catch-up pace (twice the pace they came), not at once.
+        // Once it has passed they go on the model's schedule (the drive keeps up: urgency 0.57), not at once.
         let held: Vec<(u64, u64)> =
             issued.iter().copied().filter(|&(arrival, _)| (first_held..1_600 * MS).contains(&arrival)).collect();
         let (first, last) = (held[0], held[held.len() - 1]);
