@@ -27,7 +27,7 @@ write delay against the period"); `--hold-in-read-storms` with writes held while
 "Holding writes through read storms"). Each shim row gives the writes' mean and p99 from arrival before -> after, and
 a forced row says it in words: a forced speed's cost falls on the writes.
 
-    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--bound-mean-delay] [--hold-in-read-storms]
+    python bench/newt_gain.py [--duration 10s] [--only align|shim] [--bound-mean-delay] [--[no-]hold-in-read-storms]
                               [--probed] [--markdown out.md]
 """
 
@@ -190,8 +190,9 @@ def main() -> None:
     parser.add_argument("--markdown", help="also write the table as Markdown here")
     parser.add_argument("--bound-mean-delay", action="store_true",
                         help="run the shim with --bound-mean-delay (the mean write delay kept within the period)")
-    parser.add_argument("--hold-in-read-storms", action="store_true",
-                        help="run the shim with --hold-in-read-storms (writes held while the reads storm)")
+    parser.add_argument("--hold-in-read-storms", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the shim with writes held while the reads storm (default: the shim's default, "
+                             "on; --no-hold-in-read-storms turns it off)")
     parser.add_argument("--probed", action="store_true",
                         help="take P1, P6, P8, P10 from 'ftlscope probe' on each drive (as a user would) instead of "
                              "the presets' ground truth")
@@ -216,8 +217,8 @@ def main() -> None:
             plan = plan_of(case, Path(scratch) if args.probed else None)
             if args.bound_mean_delay and plan.shim is not None:
                 plan = replace(plan, shim=replace(plan.shim, bound_mean_delay=True))
-            if args.hold_in_read_storms and plan.shim is not None:
-                plan = replace(plan, shim=replace(plan.shim, hold_in_read_storms=True))
+            if args.hold_in_read_storms is not None and plan.shim is not None:
+                plan = replace(plan, shim=replace(plan.shim, hold_in_read_storms=args.hold_in_read_storms))
             frame = synth(case.trace.split(",")[0].split(" ")[0], duration, seed=1, bursts=BURSTS.get(case.trace))
             if case.trace.endswith("reads only"):
                 frame = frame[frame["op"] == "read"].reset_index(drop=True)

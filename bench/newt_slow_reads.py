@@ -6,7 +6,7 @@ stood around it: the writes in flight when it was submitted (count, MB), the wri
 held in its window. Prints, per 250 ms of the trace, how many reads were slow before and after, and the slowest
 reads of the "after" pass one by one.
 
-    python bench/newt_slow_reads.py [--drive kelpie-t200g-m] [--trace cloud] [--load 1] [--hold-in-read-storms]
+    python bench/newt_slow_reads.py [--drive kelpie-t200g-m] [--trace cloud] [--load 1] [--[no-]hold-in-read-storms]
 """
 
 from __future__ import annotations
@@ -50,13 +50,14 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--duration", default="10s")
     parser.add_argument("--slow", default="25ms", help="a read slower than this from arrival is listed")
-    parser.add_argument("--hold-in-read-storms", action="store_true")
+    parser.add_argument("--hold-in-read-storms", action=argparse.BooleanOptionalAction, default=None,
+                        help="writes held while the reads storm (default: the shim's default, on)")
     args = parser.parse_args()
     plan = plan_of(Case("shim", args.drive, args.trace, args.load, True))
     if plan.shim is None:
         raise SystemExit(f"--drive {args.drive}: no shim applies (no write buffer); pick a drive with one")
-    if args.hold_in_read_storms:
-        plan = replace(plan, shim=replace(plan.shim, hold_in_read_storms=True))
+    if args.hold_in_read_storms is not None:
+        plan = replace(plan, shim=replace(plan.shim, hold_in_read_storms=args.hold_in_read_storms))
     frame = synth(args.trace, parse_duration_ns(args.duration, "--duration"), seed=1)
     timing = f"scaled:{args.load:g}" if args.load != 1 else "faithful"
     outcome = measure(f"sim:{args.drive}", frame, plan, timing=timing, wrap=True)

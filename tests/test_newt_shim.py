@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -232,7 +233,7 @@ def test_settings_resolve():
     assert s.engine_options() == {"flush_speed_bps": s.flush_speed_bps, "period_ns": 50_000_000,
                                   "max_held_bytes": 64 * MIB, "buffer_bytes": int(11.5 * MIB),
                                   "write_through": False, "bound_mean_delay": False,
-                                  "hold_in_read_storms": False}
+                                  "hold_in_read_storms": True}
     assert ShimSettings.resolve(None, params) is None
     # A forced speed takes from a profile only whether the drive has a write buffer at all.
     assert not ShimSettings.resolve("57.5MB/s", params).write_through
@@ -243,9 +244,12 @@ def test_settings_resolve():
     # --bound-mean-delay and --hold-in-read-storms reach the engine's settings (and nothing without a shim).
     flags = argparse.Namespace(bound_mean_delay=True)
     assert with_shim_flags(s, flags).engine_options()["bound_mean_delay"] is True
-    assert with_shim_flags(s, flags).engine_options()["hold_in_read_storms"] is False
-    storms = with_shim_flags(s, argparse.Namespace(hold_in_read_storms=True)).engine_options()
-    assert (storms["hold_in_read_storms"], storms["bound_mean_delay"]) == (True, False)
+    # On by default: a flag not given (None) keeps the settings' default, --no-hold-in-read-storms turns it off.
+    assert with_shim_flags(s, flags).engine_options()["hold_in_read_storms"] is True
+    off = with_shim_flags(s, argparse.Namespace(hold_in_read_storms=False)).engine_options()
+    assert (off["hold_in_read_storms"], off["bound_mean_delay"]) == (False, False)
+    storms = with_shim_flags(replace(s, hold_in_read_storms=False), argparse.Namespace(hold_in_read_storms=True))
+    assert storms.engine_options()["hold_in_read_storms"] is True
     assert with_shim_flags(None, flags) is None
     noop = ShimSettings.resolve("auto", NewtParams(buffer_bytes=0, flush_window_s=0.0), allow_noop=True)
     assert not noop.active and noop.engine_options() is None

@@ -8,6 +8,7 @@ a user gives (``--rate-limit-writes auto|SPEED``, ``--period``, ``--max-held``, 
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +33,7 @@ class ShimSettings:
     buffer says a flush is imminent); ``bound_mean_delay``: keep the mean write delay within the period (a delay
     budget: ``--bound-mean-delay``); ``hold_in_read_storms``: hold writes while the reads come several times
     faster than usual and the buffer would overflow, so that the flushes writes faster than the drive drains
-    force anyway come between read storms (``--hold-in-read-storms``)."""
+    force anyway come between read storms (on by default; ``--no-hold-in-read-storms`` turns it off)."""
 
     flush_speed_bps: float | None
     period_ns: int = 100_000_000
@@ -42,7 +43,7 @@ class ShimSettings:
     buffer_bytes: int | None = None
     write_through: bool = False
     bound_mean_delay: bool = False
-    hold_in_read_storms: bool = False
+    hold_in_read_storms: bool = True
 
     @property
     def active(self) -> bool:
@@ -131,11 +132,11 @@ def add_flags(p: Any) -> None:
     g.add_argument("--bound-mean-delay", action="store_true",
                    help="keep the mean write delay (over every write) within --period: past that budget the shim "
                         "lets what it holds go; costs read gain where long holds are what pays (see docs/newt.md)")
-    g.add_argument("--hold-in-read-storms", action="store_true",
+    g.add_argument("--hold-in-read-storms", action=argparse.BooleanOptionalAction, default=None,
                    help="also hold writes while the reads come at least 3x faster than usual and the buffer would "
                         "overflow, and let them go once the storm has passed: the flushes writes faster than the "
                         "drive drains force anyway then come between read storms; costs the writes long delays "
-                        "(see docs/newt.md)")
+                        "(default: on; --no-hold-in-read-storms turns it off; see docs/newt.md)")
     g.add_argument("--from-profile", metavar="RUN",
                    help="take the drive's properties from this stored profile (a run id, a prefix, latest, or a "
                         "profile directory)")
@@ -156,11 +157,13 @@ def settings_from_args(args: Any) -> ShimSettings | None:
 
 
 def with_shim_flags(settings: ShimSettings | None, args: Any) -> ShimSettings | None:
-    """``settings`` with ``--bound-mean-delay`` and ``--hold-in-read-storms`` applied when given."""
+    """``settings`` with ``--bound-mean-delay`` and ``--[no-]hold-in-read-storms`` applied when given (None:
+    the settings' own)."""
     if settings is None:
         return None
     bound = settings.bound_mean_delay or bool(getattr(args, "bound_mean_delay", False))
-    storms = settings.hold_in_read_storms or bool(getattr(args, "hold_in_read_storms", False))
+    given = getattr(args, "hold_in_read_storms", None)
+    storms = settings.hold_in_read_storms if given is None else bool(given)
     return replace(settings, bound_mean_delay=bound, hold_in_read_storms=storms)
 
 
