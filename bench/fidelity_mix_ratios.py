@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from fidelity_seeds import parse_seeds
+from fidelity_seeds import seeds_from
 from rich.console import Console
 from rich.table import Table
 
@@ -81,12 +81,7 @@ def main() -> None:
     parser.add_argument("--runtime", default=measure.Settings.runtime, help="each measuring run (default 2s)")
     parser.add_argument("--csv", help="also write every simulated cell (per seed) to this CSV file")
     args = parser.parse_args()
-    try:
-        seeds = parse_seeds(args.seeds)
-    except ValueError:
-        parser.error(f"--seeds: give a range like 1-4 or a list like 1,4,6 (got {args.seeds!r})")
-    if not seeds or min(seeds) < 0:
-        parser.error(f"--seeds: give seeds of 0 or more (got {args.seeds!r})")
+    seeds = seeds_from(parser, args.seeds)
     files = {published.DRIVES["NV2"].preset: args.device} if args.device else {}
 
     started = time.perf_counter()

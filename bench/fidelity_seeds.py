@@ -40,6 +40,17 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def seeds_from(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """``--seeds`` parsed, or the parser's one-line error naming the flag (both seed benches take it)."""
+    try:
+        seeds = parse_seeds(text)
+    except ValueError:
+        parser.error(f"--seeds: give a range like 1-8 or a list like 1,4,6 (got {text!r})")
+    if not seeds or min(seeds) < 0:
+        parser.error(f"--seeds: give seeds of 0 or more (got {text!r})")
+    return seeds
+
+
 def errors_by_seed(drive: str, seeds: list[int], settings: measure.Settings,
                    files: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per point of ``drive`` (its parameters and metric), one column of signed errors (%) per seed;
@@ -66,12 +77,7 @@ def main() -> None:
     parser.add_argument("--device", metavar="FILE.toml",
                         help="measure the drive on this device file instead of its preset")
     args = parser.parse_args()
-    try:
-        seeds = parse_seeds(args.seeds)
-    except ValueError:
-        parser.error(f"--seeds: give a range like 1-8 or a list like 1,4,6 (got {args.seeds!r})")
-    if not seeds or min(seeds) < 0:
-        parser.error(f"--seeds: give seeds of 0 or more (got {args.seeds!r})")
+    seeds = seeds_from(parser, args.seeds)
 
     started = time.perf_counter()
     files = {published.DRIVES[args.drive].preset: args.device} if args.device else {}

@@ -3,55 +3,21 @@
 //! room, P8 and P10, are unchanged); a command after the gap waits only for the programs still running at its
 //! arrival, not for the gap's share booked at once from the gap's start.
 
+use super::soft_flush_tests::{after_gap as after, device_with, ms, req, slowest_read, write_qd1};
 use super::tests::small_config;
 use super::*;
 use crate::time::Nanos;
 
 const KIB: u64 = 1 << 10;
 
-fn req(op: SimOp, offset: u64, len: u64) -> SimRequest {
-    SimRequest { op, offset, len, fingerprint: (offset / 4096) as u32 ^ 0x5f }
-}
-
-fn ms(n: u64) -> Nanos {
-    Nanos(n * 1_000_000)
-}
-
-/// 64 KiB chunks (16 pages per unit, as on the Kelpie drives) over 8 units, a 512 KiB buffer drained in
-/// `window`.
+/// 64 KiB chunks over 8 units, a 512 KiB buffer drained in `window`, the hard drain with or without the key.
 fn device(in_gap: bool, window: Nanos) -> SsdDevice {
-    let mut cfg = small_config();
-    cfg.mapping.chunk_size = 64 * KIB;
-    cfg.write_buffer.idle_flush_window = Some(window);
-    cfg.write_buffer.drain_in_gap = in_gap;
-    SsdDevice::new(cfg)
+    device_with(window, |cfg| cfg.write_buffer.drain_in_gap = in_gap)
 }
 
-/// QD 1 writes of `len` bytes over `[offset, offset + bytes)` from `at`; their latencies and the last completion.
-fn write_qd1(dev: &mut SsdDevice, at: SimTime, offset: u64, bytes: u64, len: u64) -> (Vec<u64>, SimTime) {
-    let mut now = at;
-    let mut lat = Vec::new();
-    for i in 0..bytes / len {
-        let done = dev.submit(now, &req(SimOp::Write, offset + i * len, len));
-        lat.push((done - now).0);
-        now = done;
-    }
-    (lat, now)
-}
-
-/// One chunk's worth of data on every unit, flushed; then a full buffer of other writes and a 2 ms idle gap
-/// (a fifth of the 10 ms window: 25 of the 128 pages, two units' chunks). Returns the device and the gap's end.
+/// A chunk on every unit, flushed, a full buffer of other writes and a 2 ms idle gap (25 of the 128 pages).
 fn after_gap(in_gap: bool) -> (SsdDevice, SimTime) {
-    let mut dev = device(in_gap, ms(10));
-    let (_, t) = write_qd1(&mut dev, SimTime::ZERO, 0, 512 * KIB, 64 * KIB);
-    let t = dev.submit(t, &req(SimOp::Flush, 0, 0)) + ms(100);
-    let (_, t) = write_qd1(&mut dev, t, 1 << 20, 512 * KIB, 64 * KIB);
-    (dev, t + ms(2))
-}
-
-/// The slowest of eight reads submitted together, one on each unit.
-fn slowest_read(dev: &mut SsdDevice, at: SimTime) -> u64 {
-    (0..8).map(|i| (dev.submit(at, &req(SimOp::Read, i * 64 * KIB, 4 * KIB)) - at).0).max().unwrap_or(0)
+    after(|cfg| cfg.write_buffer.drain_in_gap = in_gap)
 }
 
 #[test]

@@ -8,26 +8,30 @@ use crate::time::Nanos;
 
 const KIB: u64 = 1 << 10;
 
-fn req(op: SimOp, offset: u64, len: u64) -> SimRequest {
+pub(super) fn req(op: SimOp, offset: u64, len: u64) -> SimRequest {
     SimRequest { op, offset, len, fingerprint: (offset / 4096) as u32 ^ 0x5f }
 }
 
-fn ms(n: u64) -> Nanos {
+pub(super) fn ms(n: u64) -> Nanos {
     Nanos(n * 1_000_000)
 }
 
 /// 64 KiB chunks (16 pages per unit, as on the Kelpie drives) over 8 units, a 512 KiB buffer drained in
-/// `window`.
-fn device(soft: bool, window: Nanos) -> SsdDevice {
+/// `window`; `drain` sets the idle drain's keys (`soft_flush`, `drain_in_gap`: gap_drain_tests.rs shares these).
+pub(super) fn device_with(window: Nanos, drain: impl FnOnce(&mut DeviceConfig)) -> SsdDevice {
     let mut cfg = small_config();
     cfg.mapping.chunk_size = 64 * KIB;
     cfg.write_buffer.idle_flush_window = Some(window);
-    cfg.write_buffer.soft_flush = soft;
+    drain(&mut cfg);
     SsdDevice::new(cfg)
 }
 
-/// QD 1 writes of `len` bytes over `[offset, offset + bytes)` from `at`; returns when the last completed.
-fn write_qd1(dev: &mut SsdDevice, at: SimTime, offset: u64, bytes: u64, len: u64) -> (Vec<u64>, SimTime) {
+fn device(soft: bool, window: Nanos) -> SsdDevice {
+    device_with(window, |cfg| cfg.write_buffer.soft_flush = soft)
+}
+
+/// QD 1 writes of `len` bytes over `[offset, offset + bytes)` from `at`; their latencies and the last completion.
+pub(super) fn write_qd1(dev: &mut SsdDevice, at: SimTime, offset: u64, bytes: u64, len: u64) -> (Vec<u64>, SimTime) {
     let mut now = at;
     let mut lat = Vec::new();
     for i in 0..bytes / len {
@@ -39,17 +43,21 @@ fn write_qd1(dev: &mut SsdDevice, at: SimTime, offset: u64, bytes: u64, len: u64
 }
 
 /// One chunk's worth of data on every unit, flushed; then a full buffer of other writes and a 2 ms idle gap
-/// (a fifth of the buffer drains: two units' chunks). Returns the device and the end of the gap.
-fn draining(soft: bool) -> (SsdDevice, SimTime) {
-    let mut dev = device(soft, ms(10));
+/// (a fifth of the 10 ms window: 25 of the 128 pages, two units' chunks). Returns the device and the gap's end.
+pub(super) fn after_gap(drain: impl FnOnce(&mut DeviceConfig)) -> (SsdDevice, SimTime) {
+    let mut dev = device_with(ms(10), drain);
     let (_, t) = write_qd1(&mut dev, SimTime::ZERO, 0, 512 * KIB, 64 * KIB);
     let t = dev.submit(t, &req(SimOp::Flush, 0, 0)) + ms(100);
     let (_, t) = write_qd1(&mut dev, t, 1 << 20, 512 * KIB, 64 * KIB);
     (dev, t + ms(2))
 }
 
+fn draining(soft: bool) -> (SsdDevice, SimTime) {
+    after_gap(|cfg| cfg.write_buffer.soft_flush = soft)
+}
+
 /// The slowest of eight reads submitted together, one on each unit.
-fn slowest_read(dev: &mut SsdDevice, at: SimTime) -> u64 {
+pub(super) fn slowest_read(dev: &mut SsdDevice, at: SimTime) -> u64 {
     (0..8).map(|i| (dev.submit(at, &req(SimOp::Read, i * 64 * KIB, 4 * KIB)) - at).0).max().unwrap_or(0)
 }
 
