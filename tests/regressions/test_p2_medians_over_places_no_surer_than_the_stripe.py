@@ -37,6 +37,10 @@ def test_medians_over_a_wrong_stripe_are_as_unsure_as_the_stripe():
     answer = lp.analyse_page_type(reads, PAGE, (1, 276), geometry_confidence=0.03)
     assert answer.confidence <= 0.03, answer.evidence
     assert "no surer than the chunk and stripe" in answer.evidence
+    # The other readings of the same reads are no surer either (consumer-tlc-hmb at harsh noise: "SLC" at 0.48
+    # beside "MLC" at 0.51).
+    assert answer.alternatives and all(a["confidence"] <= answer.confidence for a in answer.alternatives), \
+        answer.alternatives
 
 
 def test_a_sure_right_stripe_leaves_the_reading_as_it_was():

@@ -269,10 +269,11 @@ def analyse_page_type(raw: pd.DataFrame, page: int, geometry: tuple[int, int] | 
         fewer = la.cell_name(max(len(letters) - 1, 1))
     else:
         fewer = best.cell
-    if confidence < best.confidence:
+    if capped or confidence < best.confidence:
         # The other readings split the same reads into more or fewer levels, and the doubt that capped the answer
-        # (a level no page type takes, or no repeating order) is a doubt about those reads: no alternative is
-        # surer than the answer (harsh noise: "MLC" at 0.5 beside "TLC" at 0.95 told a user the wrong thing).
+        # (the chunk and stripe placing the medians, a level no page type takes, or no repeating order) is a doubt
+        # about those reads: no alternative is surer than the answer (harsh noise: "MLC" at 0.5 beside "TLC" at
+        # 0.95, consumer-tlc-hmb "SLC" at 0.48 beside "MLC" at 0.51, told a user the wrong thing).
         alternatives = {cell: min(conf, confidence) for cell, conf in alternatives.items()}
     if fewer != best.cell:
         # A level may be no page type: the cell without it is listed beside the answer (the levels the write order
