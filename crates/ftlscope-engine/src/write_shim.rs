@@ -94,7 +94,7 @@
 //!    (up to one buffer's worth, a horizon after its arrival); once the storm has passed, what was held goes on
 //!    the model's schedule again where the drive keeps up with the writes, else at the catch-up pace from then
 //!    ([`WriteShim::storm_hold`], [`WriteShim::repace_after_storm`]). kelpie-t200g-m, synthetic cloud trace at x1:
-//!    read p99 -23 % by default, -65 % with it, mean hold 107 -> 38 ms.
+//!    read p99 -23 % without it, -65 % with it, mean hold 107 -> 38 ms.
 //!
 //! Limits (the paper's durability limit, §5.2): a flush is never delayed and nothing held crosses it: everything
 //! held goes to the drive, in order, before the flush does (and the model's buffer is empty after it). The held
@@ -446,10 +446,8 @@ pub(crate) struct WriteShim {
     /// issued (`report.delay_ns_total`) what the shim has committed against its delay budget (see
     /// [`WriteShim::within_budget`]).
     planned_ns: u64,
-    /// Reads arrived in the current and the previous monitored period, and the reads weighted by
-    /// `exp(-age / horizon)` as of `sustained_reads_ns` (their long-run rate: see [`WriteShim::read_storm`]).
-    reads_current: u64,
-    reads_previous: u64,
+    /// The reads weighted by `exp(-age / horizon)` as of `sustained_reads_ns` (their long-run rate: see
+    /// [`WriteShim::read_storm`]).
     sustained_reads: f64,
     sustained_reads_ns: u64,
     /// The arrival times of the last [`STORM_READS`] reads (a ring from `recent_head`), and whether writes were
@@ -525,8 +523,6 @@ impl WriteShim {
             count: 0,
             held_bytes: 0,
             planned_ns: 0,
-            reads_current: 0,
-            reads_previous: 0,
             sustained_reads: 0.0,
             sustained_reads_ns: origin_ns,
             recent_reads: [0; STORM_READS],
@@ -558,8 +554,6 @@ impl WriteShim {
         // More than one period has passed: the one before `now`'s saw nothing.
         self.previous = if elapsed == 1 { self.current } else { 0 };
         self.current = 0;
-        self.reads_previous = if elapsed == 1 { self.reads_current } else { 0 };
-        self.reads_current = 0;
         self.period_start += elapsed * self.period_ns;
         self.idle_marks.rotate_left(1);
         self.idle_marks[IDLE_PERIODS - 1] = (self.idle_at(now), now);
@@ -647,7 +641,6 @@ impl WriteShim {
             self.sustained_bytes = self.sustained_at(now) + size as f64;
             self.sustained_ns = self.sustained_ns.max(now);
         } else if op == Op::Read {
-            self.reads_current += 1;
             let age = now.saturating_sub(self.sustained_reads_ns) as f64;
             self.sustained_reads = self.sustained_reads * (-age / self.horizon_ns as f64).exp() + 1.0;
             self.sustained_reads_ns = self.sustained_reads_ns.max(now);
@@ -733,9 +726,9 @@ impl WriteShim {
         level.max(at_end) > self.buffer
     }
 
-    /// Are the reads storming at `now`: their rate over the sliding monitored period at least [`STORM_RATIO`]
-    /// times their long-run rate (weighted over the horizon, as the sustained write intensity), with at least
-    /// [`HURT_READS`] reads in the period? Not before a horizon of history.
+    /// Are the reads storming at `now`: their rate over the last [`STORM_READS`] reads at least [`STORM_RATIO`]
+    /// times their long-run rate (weighted over the horizon, as the sustained write intensity)? Not before a
+    /// horizon of history, nor before that many reads have come.
     #[inline]
     fn read_storm(&self, now: u64) -> bool {
         let elapsed = now.saturating_sub(self.origin_ns) as f64;
@@ -1167,11 +1160,11 @@ impl WriteShim {
             return None;
         }
         if std::mem::take(&mut self.storm_backlog) && (self.catch_up.is_some() || self.let_go < self.count) {
-            // The storm has passed: what was held for it goes at the catch-up pace from now, not as the model
-            // drains (it was held past the model's room, for the reads, not for the buffer), nor at once (the
-            // writes behind a head kept through the storm would find their times past: on consumer-tlc-dram,
-            // forced at kelpie-n2t-i's speed, 73 MB entered in 50 ms after the cloud trace's storm at 4.9 s and
-            // a read waited 144 ms).
+            // The storm has passed: what was held for it goes on the model's schedule where the drive keeps up
+            // ([`Self::repace_after_storm`]), else it is given up and goes at the catch-up pace from now; never at
+            // once (the writes behind a head kept through the storm would find their times past: on
+            // consumer-tlc-dram, forced at kelpie-n2t-i's speed, 73 MB entered in 50 ms after the cloud trace's
+            // storm at 4.9 s and a read waited 144 ms).
             if !self.repace_after_storm(now) {
                 for k in 0..self.count {
                     let i = (self.head + k) % self.ring.len();
