@@ -487,19 +487,21 @@ def pipelined_agreement(readings: list[BufferReading]) -> Agreement | None:
         c = float(np.median([g[0] for g in group]))
         proposer = min(i for _, i in group)
         near = tolerance(c)
-        # The pace (median latency before c) of the fastest series of each write size that spiked at c.
+        # Each series' pace (median latency before c), whether it spiked at c, and the pace of the fastest
+        # series of each write size that did.
+        paces = [r.pace(c - near) for r in readings]
+        hits = [bool((np.abs(s - c) <= near).any()) for s in spikes]
         paced: dict[int, float] = {}
-        for j, r in enumerate(readings):
-            at = r.pace(c - near)
-            if at is not None and (np.abs(spikes[j] - c) <= near).any():
+        for r, at, hit in zip(readings, paces, hits, strict=True):
+            if at is not None and hit:
                 paced[r.size] = min(paced.get(r.size, at), at)
         log_ratio = 0.0
         for j, r in enumerate(readings):
             if j == proposer or r.written < c + near:
                 continue
             offsets = np.abs(spikes[j] - c)
-            at = r.pace(c - near)
-            if not (offsets <= near).any() and r.size in paced and at is not None and at * PACE_SHARE > paced[r.size]:
+            at = paces[j]
+            if not hits[j] and r.size in paced and at is not None and at * PACE_SHARE > paced[r.size]:
                 # A buffer overflows only when the writes come faster than it drains: a series of the same writes
                 # that came slower than one that spiked at c (the drive busy with folding or background work: its
                 # writes took 2-3x as long) is no test of c (consumer-tlc-hmb at medium noise: three of six 64 KiB
@@ -509,9 +511,9 @@ def pipelined_agreement(readings: list[BufferReading]) -> Agreement | None:
             # flush (or a stall) blocks the few writes queued behind the one that waited, and counting each made
             # a short series that only repeated the flush dense noise (consumer-tlc-hmb at medium noise: a
             # 16 KiB series' two spikes at 4.0 and 4.06 MiB and nothing else).
-            events = int((offsets > near).sum()) + int((offsets <= near).any())
+            events = int((offsets > near).sum()) + int(hits[j])
             rate = max(events / max(r.writes, 1), NOISE_SPIKE_RATE)
-            if (offsets <= near).any():
+            if hits[j]:
                 # The nearest spike's place: a flush repeats within FLUSH_SPREAD of c (normal), noise falls
                 # anywhere at the series' rate (spikes per byte, Poisson).
                 spread = FLUSH_SPREAD * c
